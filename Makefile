@@ -1,0 +1,174 @@
+# sluice - build, test, install.  `make V=1` shows the full commands.
+#
+#   make                 libsluice.a, libsluice.so, dlpack-shard, sluice
+#   make test            every test; last line "N passed, N failed, N skipped"
+#   make test SAN=address,undefined   (or SAN=thread) sanitizer builds
+#   make demo            install deps, build, convert a sample, bench it
+#   make CUDA=0          build without the CUDA toolkit
+#   make install PREFIX=/usr/local DESTDIR=
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+NVCC ?= nvcc
+CFLAGS ?= -O2 -g
+LDFLAGS ?=
+CUDA_HOME ?= /usr/local/cuda
+
+# CUDA: on when nvcc is on PATH or the toolkit sits at CUDA_HOME.
+ifeq ($(origin CUDA),undefined)
+CUDA := $(if $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h)),1,0)
+endif
+ifeq ($(CUDA),1)
+NVCC := $(if $(shell command -v $(NVCC) 2>/dev/null),$(NVCC),$(CUDA_HOME)/bin/nvcc)
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wcast-qual -Wstrict-prototypes \
+	-Wmissing-prototypes -Wpointer-arith -Wvla -Wformat=2 -Wundef \
+	-Wwrite-strings -Werror
+override CFLAGS += -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden \
+	-pthread -Iinclude $(WARN) -MMD -MP
+LIBS := -luring -lzstd -lxxhash -lpthread -lm
+
+ifeq ($(CUDA),1)
+override CFLAGS += -DSLUICE_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+LIBS += $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lstdc++
+NVCCFLAGS ?= -O2 -Xcompiler -fPIC -Iinclude -arch=sm_90 \
+	-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+endif
+
+comma := ,
+ifneq ($(SAN),)
+override CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=$(SAN)
+BUILD ?= build/san-$(subst $(comma),-,$(SAN))
+else
+BUILD ?= build
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Sources.  CLI-only files end in _main.c or start with cli_.
+GPU_SRCS := $(filter-out gpu/cuda_%.c,$(wildcard gpu/*.c))
+ifeq ($(CUDA),1)
+GPU_SRCS += $(wildcard gpu/cuda_*.c)
+CU_SRCS := $(wildcard gpu/*.cu)
+endif
+LIB_SRCS := $(filter-out %_main.c datasets/cli_%.c, \
+	$(wildcard datasets/*.c io/*.c pipeline/*.c)) $(GPU_SRCS)
+SHARD_CLI_SRCS := $(wildcard datasets/*_main.c datasets/cli_*.c)
+SLUICE_CLI_SRCS := $(wildcard bench/*.c)
+TEST_SRCS := $(wildcard tests/test_*.c)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+TLIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+STATIC := $(BUILD)/libsluice.a
+TSTATIC := $(BUILD)/libsluice-test.a
+SHARED := $(BUILD)/libsluice.so
+DLPACK_SHARD := $(BUILD)/dlpack-shard
+SLUICE := $(BUILD)/sluice
+TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
+
+.PHONY: all test test-gpu demo deps install clean fuzz python bench-data
+all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tobj/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $< (test)")
+	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TSTATIC): $(TLIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-soname,libsluice.so.0 \
+		$(LDFLAGS) $^ $(LIBS) -o $@
+
+$(DLPACK_SHARD): $(SHARD_CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(STATIC)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(SLUICE): $(SLUICE_CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(STATIC)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(TSTATIC)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets -Iio -Ipipeline -Igpu \
+		$(LDFLAGS) $< $(TSTATIC) $(LIBS) -o $@
+
+# Fuzz targets, replayed over their corpus by a plain driver in `make test`.
+$(BUILD)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(TSTATIC)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets $(LDFLAGS) \
+		tests/fuzz/$*.c tests/fuzz/replay.c $(TSTATIC) $(LIBS) -o $@
+
+FUZZ_TIME ?= 60
+fuzz:
+	$(MAKE) BUILD=build/fuzz CC=clang CUDA=0 SAN=fuzzer,address,undefined build/fuzz/libsluice-test.a
+	@mkdir -p build/fuzz/tests
+	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
+	  clang $(filter-out -Werror,$(CFLAGS)) -fsanitize=fuzzer,address,undefined -DSLUICE_TESTING=1 -Idatasets \
+	    $$f build/fuzz/libsluice-test.a $(LIBS) -o build/fuzz/tests/$$n || exit 1; \
+	  mkdir -p tests/fuzz/corpus/$$n; \
+	  build/fuzz/tests/$$n -max_total_time=$(FUZZ_TIME) tests/fuzz/corpus/$$n || exit 1; done
+
+test: all $(TESTS) $(FUZZ_REPLAYS)
+	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) sh tests/run.sh $(T)
+
+test-gpu: all $(TESTS)
+	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) SLUICE_REQUIRE_GPU=1 sh tests/run.sh gpu
+
+deps:
+	@sh tools/deps.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh tools/demo.sh $(BUILD)
+
+python: $(SHARED)
+	cd python && SLUICE_BUILD=../$(BUILD) python3 setup.py -q build_ext --inplace
+
+bench-data: all
+	@sh bench/make_data.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/libsluice.so.0
+	ln -sf libsluice.so.0 $(DESTDIR)$(PREFIX)/lib/libsluice.so
+	install -m 644 include/sluice.h include/sluice_dlpack.h \
+		include/dlpack_shard.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(DLPACK_SHARD) $(SLUICE) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' \
+		-e 's|@LIBS@|$(filter-out $(CUDA_HOME)/%,$(LIBS))|' \
+		tools/sluice.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sluice.pc
+
+clean:
+	rm -rf build python/build python/*.so python/sluice/*.so
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,91 @@
+/*
+ * device.h - the one interface the pipeline uses to reach a device.
+ * Two implementations: `cuda` (gpu/cuda_device.c) and `host`
+ * (gpu/host_device.c).  Knows nothing of shards or io_uring.
+ *
+ * Model: one pinned host arena holds io buffers and host batch slots; each
+ * batch slot has a device buffer of the same size; a copy moves a host
+ * slot to its device buffer asynchronously and records the slot's event.
+ * On the host implementation the device buffer IS the host slot and the
+ * copy completes at once.
+ */
+#ifndef SLUICE_GPU_DEVICE_H
+#define SLUICE_GPU_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice_dlpack.h"
+
+struct device;
+
+struct device_config {
+	int kind;               /* enum sluice_device_kind */
+	int device_id;          /* -1: $LOCAL_RANK, else 0 */
+	size_t arena_bytes;     /* pinned host arena (io buffers + slots) */
+	uint32_t slots;         /* prefetch depth */
+	size_t slot_bytes;      /* bytes per batch slot on the device */
+};
+
+struct device_info {
+	DLDevice dl;            /* kDLCPU/0 or kDLCUDA/id */
+	int is_cuda;
+	int arena_pinned;       /* cudaHostRegister held (cuda) / mlock (host) */
+	int huge_pages;
+	char fallbacks[256];    /* e.g. "no CUDA device: host batches" */
+};
+
+/*
+ * device_open - choose and set up a device.  With kind AUTO and no usable
+ * GPU (no driver, no device, CUDA=0 build) the host implementation is
+ * used and info.fallbacks says why; with kind CUDA that is
+ * -SLUICE_ENODEVICE.  Allocates the arena (mmap, anonymous, huge pages
+ * when available) and the device slots; nothing is allocated later.
+ */
+int device_open(const struct device_config *cfg, struct device **out,
+		char *err, size_t errlen);
+void device_close(struct device *d);   /* waits for copies in flight */
+void device_get_info(const struct device *d, struct device_info *info);
+
+/* The pinned arena: the region to register with io_uring. */
+void *device_arena(const struct device *d, size_t *len);
+
+/* Device memory of slot @i (slot_bytes long). On host: NULL (the
+ * pipeline then exports the host slot itself). */
+void *device_slot_ptr(const struct device *d, uint32_t i);
+
+/*
+ * device_copy_slot - copy @len bytes from @host (inside the arena) to
+ * device slot @i on the copy stream, after the copy stream has waited for
+ * the last release event of slot @i; records the slot's ready event.
+ * Does not block the caller.  Host: no-op.
+ */
+int device_copy_slot(struct device *d, uint32_t i, const void *host,
+		     size_t len);
+
+/* device_slot_wait_copied - block until slot @i's copy finished (the
+ * pipeline calls this only when handing out without a stream). */
+int device_slot_wait_copied(struct device *d, uint32_t i);
+
+/*
+ * device_slot_export - make consumer stream @stream (cudaStream_t as an
+ * integer; 0 legacy default; -1: no synchronisation) wait on slot @i's
+ * ready event without blocking the host.  Host: no-op.
+ */
+int device_slot_export(struct device *d, uint32_t i, int64_t stream);
+
+/*
+ * device_slot_release - the consumer is done with slot @i: record an event
+ * on the stream it was last exported to, which the copy stream waits on
+ * before the slot is written again.  Any thread.  Host: no-op.
+ */
+int device_slot_release(struct device *d, uint32_t i);
+
+/* Pinned host-to-device bandwidth over @bytes (bytes/s); 0 on host. */
+double device_measure_h2d(struct device *d, size_t bytes, int iters);
+
+/* Emulate a training step of @ms milliseconds: a kernel on the last
+ * exported stream (cuda) or a busy loop (host). Blocks until done. */
+void device_compute(struct device *d, double ms);
+
+#endif /* SLUICE_GPU_DEVICE_H */

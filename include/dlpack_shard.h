@@ -1,0 +1,110 @@
+/*
+ * dlpack_shard.h - the dlpack-shard on-disk format, version 1.
+ *
+ * A dataset is a directory of shard files (NAME-00000.dls ...) plus a
+ * dataset.json manifest written last.  Everything on disk is little-endian.
+ * Every field below is untrusted input: readers bounds-check each one
+ * against the file size and for overflow before use.
+ *
+ * Shard file layout:
+ *
+ *   [0, 4096)            header (struct dls_header_disk, zero padded)
+ *   [4096, ...)          blocks, each starting at a multiple of `alignment`
+ *   [index_offset, +len) index: block_count x struct dls_index_entry_disk
+ *
+ * A block holds a run of whole records, stored raw or as one zstd frame.
+ * Decoded, a block of n records is field-major; each section starts at a
+ * multiple of 8 bytes from the block start (zero padding between):
+ *   fixed field:    n * field_bytes, record after record
+ *   variable field: uint64 offsets[n + 1] (offsets[0] == 0, non-decreasing,
+ *                   relative to the start of the data that follows), then
+ *                   the concatenated bytes of the n values
+ * A variable field has shape[0] == -1 and fixed trailing dims; the byte
+ * length of each value is a multiple of elem_bytes * prod(shape[1:]).
+ *
+ * Checksums are XXH3-64 with seed 0: the header's over bytes
+ * [0, DLS_HEADER_CHECKSUM_OFFSET), the index's over the whole index, each
+ * block's over its stored bytes.
+ */
+#ifndef DLPACK_SHARD_H
+#define DLPACK_SHARD_H
+
+#include <stdint.h>
+
+#define DLS_MAGIC "DLSHARD\x01"  /* 8 bytes, no terminator on disk */
+#define DLS_MAGIC_LEN 8
+#define DLS_VERSION 1u
+#define DLS_HEADER_SIZE 4096u
+#define DLS_HEADER_CHECKSUM_OFFSET (DLS_HEADER_SIZE - 8u)
+#define DLS_DEFAULT_ALIGNMENT 4096u
+#define DLS_MAX_FIELDS 32u
+#define DLS_MAX_NDIM 6u
+#define DLS_NAME_MAX 48u        /* including the NUL terminator */
+#define DLS_VARIABLE_DIM (-1)
+#define DLS_SHARD_SUFFIX ".dls"
+#define DLS_MANIFEST_NAME "dataset.json"
+
+/* Sanity limits a reader enforces before trusting counts from a file. */
+#define DLS_MAX_BLOCK_BYTES (1ull << 34)  /* 16 GiB stored or raw */
+
+/* DLPack type codes (DLDataTypeCode) as stored in dtype_code. */
+enum dls_dtype_code {
+	DLS_DTYPE_INT = 0,
+	DLS_DTYPE_UINT = 1,
+	DLS_DTYPE_FLOAT = 2,
+	DLS_DTYPE_BFLOAT = 4,
+	DLS_DTYPE_BOOL = 6,
+};
+
+enum dls_codec {
+	DLS_CODEC_RAW = 0,
+	DLS_CODEC_ZSTD = 1,
+};
+
+/* One field of the schema: 112 bytes on disk. */
+struct dls_field_disk {
+	char name[DLS_NAME_MAX];    /* NUL-terminated, unique, non-empty */
+	uint8_t dtype_code;         /* enum dls_dtype_code */
+	uint8_t dtype_bits;         /* 8, 16, 32, 64 (bool: 8) */
+	uint16_t dtype_lanes;       /* 1 */
+	uint32_t ndim;              /* 0 .. DLS_MAX_NDIM */
+	int64_t shape[DLS_MAX_NDIM];/* dims > 0; shape[0] may be -1 */
+	uint64_t reserved;
+};
+
+/* The header: first bytes of the 4 KiB header page. */
+struct dls_header_disk {
+	char magic[DLS_MAGIC_LEN];
+	uint32_t version;           /* DLS_VERSION */
+	uint32_t header_size;       /* DLS_HEADER_SIZE */
+	uint32_t alignment;         /* power of two, >= 512, <= 1 MiB */
+	uint32_t field_count;       /* 1 .. DLS_MAX_FIELDS */
+	uint64_t record_count;
+	uint64_t block_count;
+	uint64_t index_offset;      /* multiple of alignment, after the blocks */
+	uint64_t index_length;      /* block_count * sizeof(dls_index_entry_disk) */
+	uint64_t index_checksum;    /* XXH3-64 of the index bytes */
+	uint64_t raw_bytes;         /* sum of the blocks' raw sizes */
+	uint64_t reserved[2];
+	struct dls_field_disk fields[DLS_MAX_FIELDS];
+	/* ... zero padding; uint64 header checksum at
+	 * DLS_HEADER_CHECKSUM_OFFSET */
+};
+
+/* One index entry per block: 48 bytes on disk. */
+struct dls_index_entry_disk {
+	uint64_t offset;            /* multiple of alignment, >= header size */
+	uint64_t stored_size;       /* bytes on disk (the zstd frame or raw) */
+	uint64_t raw_size;          /* decoded bytes */
+	uint64_t first_record;      /* index of its first record in the shard */
+	uint32_t record_count;      /* > 0 */
+	uint32_t codec;             /* enum dls_codec */
+	uint64_t checksum;          /* XXH3-64 of the stored bytes */
+};
+
+_Static_assert(sizeof(struct dls_field_disk) == 112, "field layout");
+_Static_assert(sizeof(struct dls_index_entry_disk) == 48, "index layout");
+_Static_assert(sizeof(struct dls_header_disk) <= DLS_HEADER_CHECKSUM_OFFSET,
+	       "header fits its page");
+
+#endif /* DLPACK_SHARD_H */

@@ -1,0 +1,460 @@
+/*
+ * sluice.h - stream sharded record datasets from NVMe into GPU memory.
+ *
+ * The whole public C API.  Conventions (liburing, libuv):
+ * - functions return 0 (or a count) on success and a negative code on
+ *   failure: -errno, or one of the SLUICE_E* codes below;
+ * - the library never prints, never exits and never sets errno;
+ * - each handle keeps the last detailed message (file, shard, block,
+ *   offset), copied out with sluice_*_error(handle, buf, len);
+ * - create/destroy come in pairs and every destroy accepts NULL.
+ *
+ * Typical use:
+ *
+ *	sluice_dataset *ds;
+ *	sluice_loader *ld;
+ *	struct sluice_loader_config cfg;
+ *	sluice_batch *b;
+ *	DLManagedTensor *t;
+ *
+ *	sluice_dataset_open("data/train", &ds);
+ *	sluice_loader_config_init(&cfg);
+ *	cfg.batch_size = 256;
+ *	sluice_loader_open(ds, &cfg, &ld);
+ *	while (sluice_loader_next(ld, &b) == 0) {
+ *		sluice_batch_tensor(b, "data", &t);
+ *		... use t, then t->deleter(t) ...
+ *		sluice_batch_release(b);
+ *	}
+ *	sluice_loader_close(ld);
+ *	sluice_dataset_close(ds);
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice_dlpack.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SLUICE_API
+#else
+#define SLUICE_API __attribute__((visibility("default")))
+#endif
+
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Codes outside the errno range; returned negated like -errno. */
+enum sluice_error {
+	SLUICE_ECORRUPT = 10000, /* a checksum or structural bound failed */
+	SLUICE_ESCHEMA,          /* fields do not match / bad field spec */
+	SLUICE_EFORMAT,          /* not a dlpack-shard file, bad version */
+	SLUICE_EZSTD,            /* zstd reported an error */
+	SLUICE_ECUDA,            /* the CUDA runtime reported an error */
+	SLUICE_ENODEVICE,        /* no usable GPU */
+	SLUICE_EINPUT,           /* an importer's source is malformed */
+	SLUICE_ESTATE,           /* a saved state does not fit this loader */
+	SLUICE_ECLOSED,          /* the loader failed earlier or is closing */
+};
+
+/* Returned by sluice_loader_next() when the epoch has no more batches. */
+#define SLUICE_EOF 1
+
+/**
+ * sluice_strerror - static text naming an error code.
+ * @code: a value returned by any sluice function (negative or not).
+ * @return: never NULL; "success" for 0.
+ * Thread-safety: safe from any thread.
+ */
+SLUICE_API const char *sluice_strerror(int code);
+
+/* ------------------------------------------------------------------ */
+/* Schema                                                              */
+/* ------------------------------------------------------------------ */
+
+#define SLUICE_NAME_MAX 48
+#define SLUICE_MAX_NDIM 6
+#define SLUICE_MAX_FIELDS 32
+
+/* One field of a record.  shape[0] == -1 makes it variable-length. */
+struct sluice_field {
+	char name[SLUICE_NAME_MAX];
+	DLDataType dtype;
+	int32_t ndim;
+	int64_t shape[SLUICE_MAX_NDIM];
+};
+
+/**
+ * sluice_dtype_parse - parse "uint8", "int64", "float16", "bfloat16",
+ * "bool", ... into a DLPack dtype.
+ * @return: 0, or -SLUICE_ESCHEMA for an unknown name.
+ * Thread-safety: safe from any thread.
+ */
+SLUICE_API int sluice_dtype_parse(const char *name, DLDataType *out);
+
+/**
+ * sluice_dtype_name - the name sluice_dtype_parse() accepts for @dtype.
+ * @return: static text, or NULL for a dtype sluice does not store.
+ */
+SLUICE_API const char *sluice_dtype_name(DLDataType dtype);
+
+/* ------------------------------------------------------------------ */
+/* Datasets                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct sluice_dataset sluice_dataset;
+
+/**
+ * sluice_dataset_open - open a dataset for reading.
+ * @path: a dataset directory (with dataset.json), one shard file, a
+ *	comma-separated list of shard files, or a glob ("dir/*.dls").
+ *	Borrowed for the call.
+ * @out: receives the handle; on failure receives a handle that only
+ *	carries the error message (read it with sluice_dataset_error(),
+ *	then close it), or NULL when even that could not be allocated.
+ * Every header and index is parsed and bounds-checked; blocks are not read.
+ * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT,
+ *	-SLUICE_ESCHEMA (shards disagree).
+ * Thread-safety: the handle may be read from many threads at once.
+ */
+SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out);
+
+/** sluice_dataset_close - release @ds (NULL is fine). Loaders opened on
+ * it must be closed first. */
+SLUICE_API void sluice_dataset_close(sluice_dataset *ds);
+
+/** sluice_dataset_error - copy the last detailed message into @buf.
+ * @return: the message length (as snprintf). */
+SLUICE_API int sluice_dataset_error(const sluice_dataset *ds, char *buf,
+				    size_t len);
+
+SLUICE_API uint64_t sluice_dataset_records(const sluice_dataset *ds);
+SLUICE_API uint32_t sluice_dataset_shards(const sluice_dataset *ds);
+SLUICE_API uint64_t sluice_dataset_blocks(const sluice_dataset *ds);
+SLUICE_API int sluice_dataset_field_count(const sluice_dataset *ds);
+/** sluice_dataset_field - schema of field @i; NULL when out of range.
+ * The pointer lives as long as @ds. */
+SLUICE_API const struct sluice_field *
+sluice_dataset_field(const sluice_dataset *ds, int i);
+
+/**
+ * sluice_dataset_read - read one record's field with pread (slow path, for
+ * tools and tests; the loader is the fast path).
+ * @buf: caller memory of @cap bytes; @len receives the field's byte length
+ *	even when it exceeds @cap (then nothing is copied, -ENOSPC).
+ * The block is checksum-verified.
+ * @return: 0; -ERANGE (index), -ENOENT (field), -ENOSPC, -EIO,
+ *	-SLUICE_ECORRUPT, -SLUICE_EZSTD.
+ * Thread-safety: safe from many threads on the same handle.
+ */
+SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
+				   const char *field, void *buf, size_t cap,
+				   size_t *len);
+
+/* ------------------------------------------------------------------ */
+/* Writing shards                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct sluice_writer sluice_writer;
+
+struct sluice_writer_config {
+	const char *prefix;          /* shard names PREFIX-00000.dls; "data" */
+	uint64_t shard_size;         /* stored bytes per shard; 0: unbounded */
+	uint64_t records_per_shard;  /* 0: unbounded; exclusive w/ shard_size */
+	uint64_t block_size;         /* target raw bytes per block; 1 MiB */
+	int compression_level;       /* 0: raw blocks; 1..22: zstd level */
+	uint32_t threads;            /* compression workers; 0: online CPUs */
+	uint32_t alignment;          /* block alignment; 4096 */
+	int no_manifest;             /* 1: do not write dataset.json */
+};
+
+/** sluice_writer_config_init - fill @cfg with the documented defaults. */
+SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg);
+
+/**
+ * sluice_writer_open - start writing a dataset into directory @out_dir
+ * (created when missing).
+ * @fields, @nfields: the schema, copied.
+ * Shards are written under temporary names (".NAME.tmp"), fsynced and
+ * renamed when complete; dataset.json is written last, atomically.
+ * Memory stays bounded by a few blocks per worker thread.
+ * @return: 0; -EINVAL, -SLUICE_ESCHEMA, -errno from mkdir/open.
+ * Thread-safety: one thread at a time per writer.
+ */
+SLUICE_API int sluice_writer_open(const char *out_dir,
+				  const struct sluice_field *fields,
+				  int nfields,
+				  const struct sluice_writer_config *cfg,
+				  sluice_writer **out);
+
+/**
+ * sluice_writer_add - append one record.
+ * @values[i], @lengths[i]: field i's bytes (borrowed for the call).  A
+ *	fixed field must have exactly its size; a variable one a multiple of
+ *	its unit (item size times trailing dims), possibly 0.
+ * @return: 0; -SLUICE_ESCHEMA (bad length), -errno, -SLUICE_EZSTD.
+ *	After an error the writer only accepts sluice_writer_abort().
+ */
+SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
+				 const uint64_t *lengths);
+
+/* Totals of a finished (or merged) dataset. */
+struct sluice_writer_summary {
+	uint64_t records;
+	uint64_t blocks;
+	uint32_t shards;
+	uint64_t raw_bytes;
+	uint64_t stored_bytes;
+	double seconds;
+};
+
+/**
+ * sluice_writer_close - flush, finish the last shard, write dataset.json
+ * and free @w.  @summary may be NULL.
+ * @return: 0, or a negative code (the temporary files are then removed).
+ */
+SLUICE_API int sluice_writer_close(sluice_writer *w,
+				   struct sluice_writer_summary *summary);
+
+/** sluice_writer_abort - stop, remove temporary files, free @w (NULL ok).
+ * Shards already renamed stay; no dataset.json is written. */
+SLUICE_API void sluice_writer_abort(sluice_writer *w);
+
+/** sluice_writer_error - last detailed message of @w. */
+SLUICE_API int sluice_writer_error(const sluice_writer *w, char *buf,
+				   size_t len);
+
+/** Progress, for tools: records and raw bytes accepted so far. */
+SLUICE_API void sluice_writer_progress(const sluice_writer *w,
+				       uint64_t *records, uint64_t *raw_bytes,
+				       uint64_t *stored_bytes);
+
+/**
+ * sluice_merge - join datasets written as parts into one dataset at
+ * @out_dir, without rewriting block data (shards are hard-linked, or
+ * copied when the link fails), in the order given.
+ * @err, @errlen: receive a message on failure (may be NULL).
+ * @return: 0; -SLUICE_ESCHEMA when the parts' schemas differ; -errno.
+ */
+SLUICE_API int sluice_merge(const char *const *parts, int nparts,
+			    const char *out_dir,
+			    struct sluice_writer_summary *summary, char *err,
+			    size_t errlen);
+
+/* ------------------------------------------------------------------ */
+/* The loader                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct sluice_loader sluice_loader;
+typedef struct sluice_batch sluice_batch;
+
+enum sluice_shuffle {
+	SLUICE_SHUFFLE_NONE = 0,   /* file order */
+	SLUICE_SHUFFLE_BLOCK,      /* block order shuffled, records in order */
+	SLUICE_SHUFFLE_WINDOW,     /* blocks shuffled, records within W blocks */
+	SLUICE_SHUFFLE_FULL,       /* a random permutation of records */
+};
+
+enum sluice_device_kind {
+	SLUICE_DEVICE_AUTO = 0,    /* cuda when a GPU is usable, else host */
+	SLUICE_DEVICE_HOST,
+	SLUICE_DEVICE_CUDA,        /* fails with -SLUICE_ENODEVICE w/o GPU */
+};
+
+enum sluice_on_error {
+	SLUICE_ON_ERROR_FAIL = 0,  /* corrupt data fails the loader */
+	SLUICE_ON_ERROR_SKIP,      /* skip the records, count them */
+};
+
+struct sluice_loader_config {
+	uint32_t batch_size;       /* records per batch; 256 */
+	int shuffle;               /* enum sluice_shuffle; WINDOW */
+	uint32_t window_blocks;    /* W for SHUFFLE_WINDOW; 16 */
+	uint64_t seed;             /* 0 */
+	int drop_last;             /* drop a short last batch; 0 */
+	int rank;                  /* -1: $RANK, else 0 */
+	int world_size;            /* -1: $WORLD_SIZE, else 1 */
+	uint32_t prefetch_depth;   /* batch slots; 4 */
+	uint32_t decode_threads;   /* 0: online CPUs, at most 8 */
+	uint32_t queue_depth;      /* io_uring entries; 64 */
+	int device;                /* enum sluice_device_kind; AUTO */
+	int device_id;             /* -1: $LOCAL_RANK, else 0 */
+	int verify;                /* check each block's XXH3; 1 */
+	int on_error;              /* enum sluice_on_error; FAIL */
+	int direct_io;             /* -1 auto (O_DIRECT, fall back), 0, 1 */
+	int sqpoll;                /* IORING_SETUP_SQPOLL; 0 */
+	uint32_t pad_length;       /* 0: variable fields as values+offsets;
+				      L: padded [B, L] + F.lengths */
+	uint64_t cache_bytes;      /* decoded-block cache; 0: automatic */
+};
+
+/** sluice_loader_config_init - fill @cfg with the defaults above. */
+SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg);
+
+/**
+ * sluice_loader_open - start a loader over @ds.
+ * All memory (pinned arena, io buffers, batch slots, device slots) is
+ * allocated here; the steady state allocates nothing.  The loader starts
+ * at epoch 0 and begins prefetching at once.
+ * @ds: borrowed; must outlive the loader.
+ * @out: the loader; on failure a handle carrying only the error message
+ *	(sluice_loader_error(), then sluice_loader_close()), or NULL.
+ * @return: 0; -EINVAL (config), -ENOMEM, -SLUICE_ENODEVICE, -errno.
+ * Thread-safety: a loader is driven by one consumer thread;
+ *	sluice_batch_release() and tensor deleters may run on any thread.
+ */
+SLUICE_API int sluice_loader_open(sluice_dataset *ds,
+				  const struct sluice_loader_config *cfg,
+				  sluice_loader **out);
+
+/**
+ * sluice_loader_close - stop and free @ld (NULL ok), also mid-epoch with
+ * reads and decodes in flight.  Batches and tensors still held by the
+ * user stay valid until released; the memory is freed with the last.
+ */
+SLUICE_API void sluice_loader_close(sluice_loader *ld);
+
+/** sluice_loader_error - last detailed message of @ld. */
+SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
+				   size_t len);
+
+/**
+ * sluice_loader_set_epoch - restart at the beginning of @epoch (drops
+ * prefetched batches of the current one).
+ * @return: 0, or -SLUICE_ECLOSED after a failure.
+ */
+SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
+
+/**
+ * sluice_loader_next - the next batch of the current epoch.
+ * Blocks until it is ready.  @out is owned by the caller until
+ * sluice_batch_release().  At the end of an epoch returns SLUICE_EOF once
+ * and moves on to the next epoch, so a loop over epochs is
+ * `while ((r = next(ld, &b)) == 0) {...}` per epoch.
+ * @return: 0; SLUICE_EOF; -SLUICE_ECORRUPT, -EIO, ... (the loader then
+ *	stays failed: the message names shard, block and offset).
+ */
+SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out);
+
+/** sluice_loader_batches - batches in this rank's epoch. */
+SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld);
+
+/** sluice_loader_device - where batches live (kDLCPU or kDLCUDA, id). */
+SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld);
+
+/* The resumable position: exactly what a restart needs. */
+struct sluice_state {
+	uint64_t seed;
+	uint64_t epoch;
+	uint64_t batches_consumed; /* within the epoch */
+	int32_t rank;
+	int32_t world_size;
+	uint32_t batch_size;
+	int32_t shuffle;
+	uint64_t dataset_records;  /* checked on restore */
+};
+
+/** sluice_loader_state_get - the position after the last batch returned
+ * by next(). */
+SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
+				       struct sluice_state *st);
+
+/**
+ * sluice_loader_state_set - continue from @st: the next batch is the one
+ * the uninterrupted run would have returned after batches_consumed.
+ * Skipped batches are not read.
+ * @return: 0; -SLUICE_ESTATE when @st does not fit this dataset/config.
+ */
+SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
+				       const struct sluice_state *st);
+
+/** Serialized state: a short text line, for files and Python. */
+SLUICE_API int sluice_state_format(const struct sluice_state *st, char *buf,
+				   size_t len);
+SLUICE_API int sluice_state_parse(const char *text, struct sluice_state *st);
+
+/* Per-stage counters. Times in nanoseconds. */
+struct sluice_stage_stats {
+	uint64_t bytes;
+	uint64_t ops;
+	uint64_t busy_ns;
+	uint64_t wait_ns;
+};
+
+struct sluice_stats {
+	struct sluice_stage_stats read;    /* stored bytes read from disk */
+	struct sluice_stage_stats decode;  /* raw bytes decoded/verified */
+	struct sluice_stage_stats assemble;/* bytes copied into batch slots */
+	struct sluice_stage_stats copy;    /* bytes copied to the device */
+	uint64_t consumer_wait_ns;         /* time next() blocked */
+	uint64_t batches;                  /* batches delivered */
+	uint64_t records;                  /* records delivered */
+	uint64_t records_skipped;          /* on_error=skip */
+	uint64_t blocks_read;
+	uint64_t block_cache_hits;
+	uint64_t slot_occupancy_sum;       /* ready slots seen at each next() */
+	uint32_t prefetch_depth;
+	int direct_io;                     /* 1: O_DIRECT active */
+	int registered_buffers;            /* 1: READ_FIXED active */
+	int registered_files;
+	int sqpoll;
+	int device_pinned;                 /* 1: arena registered with CUDA */
+	char fallbacks[256];               /* why each fallback is active */
+};
+
+SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
+				   struct sluice_stats *st);
+
+/* ------------------------------------------------------------------ */
+/* Batches                                                             */
+/* ------------------------------------------------------------------ */
+
+SLUICE_API uint32_t sluice_batch_size(const sluice_batch *b);
+SLUICE_API uint64_t sluice_batch_epoch(const sluice_batch *b);
+/** Dataset indices of the batch's records, in batch order (host memory,
+ * valid until release). */
+SLUICE_API const uint64_t *sluice_batch_indices(const sluice_batch *b);
+
+/** Number of tensors in the batch (fields, plus F.offsets or F.lengths
+ * for variable fields) and their names. */
+SLUICE_API int sluice_batch_tensor_count(const sluice_batch *b);
+SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b,
+						int i);
+
+/**
+ * sluice_batch_tensor - export tensor @name ("data", "data.offsets", ...)
+ * as DLPack.  The caller owns *@out and must call its deleter; the slot
+ * returns to the loader only when the batch is released AND every
+ * exported tensor is deleted (deleters may run on any thread).
+ * @stream: for CUDA batches, the consumer's cudaStream_t as an integer;
+ *	the stream is made to wait on the batch's copy (no host blocking).
+ *	0 means the legacy default stream; -1 means no synchronisation.
+ *	Ignored on the host.
+ * @return: 0; -ENOENT (no such tensor); -ENOMEM; -SLUICE_ECUDA.
+ */
+SLUICE_API int sluice_batch_tensor(sluice_batch *b, const char *name,
+				   int64_t stream, DLManagedTensor **out);
+SLUICE_API int sluice_batch_tensor_versioned(sluice_batch *b,
+					     const char *name, int64_t stream,
+					     DLManagedTensorVersioned **out);
+
+/** sluice_batch_release - give the batch back (NULL ok).  Exported
+ * tensors stay valid until their deleters run. */
+SLUICE_API void sluice_batch_release(sluice_batch *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

@@ -1,0 +1,101 @@
+/*
+ * ring.h - the io/ interface: one io_uring with registered files and
+ * buffers, batched reads, short-read and error handling.  Knows nothing of
+ * shards or CUDA.  Owned and driven by one thread (the loader's I/O thread).
+ */
+#ifndef SLUICE_IO_RING_H
+#define SLUICE_IO_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct io_ring;
+
+struct io_ring_config {
+	unsigned queue_depth;   /* SQ entries; reads beyond it wait */
+	int direct;             /* -1: O_DIRECT when the fs allows, 0, 1 */
+	int sqpoll;             /* IORING_SETUP_SQPOLL */
+};
+
+/* What the ring ended up using, with the reason for each fallback. */
+struct io_ring_info {
+	int direct;             /* O_DIRECT active on every file */
+	int fixed_buffers;      /* READ_FIXED into registered buffers */
+	int fixed_files;        /* IOSQE_FIXED_FILE */
+	int sqpoll;
+	uint32_t alignment;     /* offset/length/address alignment required */
+	char fallbacks[256];    /* e.g. "O_DIRECT refused by tmpfs; ..." */
+};
+
+/*
+ * One read.  The caller fills file, offset, length, buf, user; the ring
+ * fills result (bytes read, == length, or a negative errno) before
+ * handing the read back.  With O_DIRECT, offset, length and buf must be
+ * multiples of info.alignment; a read that reaches EOF may return fewer
+ * bytes than length, but at least min_length, and that is success.
+ */
+struct io_read {
+	uint32_t file;          /* index into the paths given at create */
+	uint64_t offset;
+	uint64_t length;
+	uint64_t min_length;    /* bytes that must exist (<= length) */
+	void *buf;
+	void *user;
+	int64_t result;
+	/* private to the ring */
+	uint64_t done;
+	unsigned attempts;
+};
+
+/*
+ * io_ring_create - open @paths (read-only), set up the ring, register the
+ * files and the buffer region [@arena, @arena + @arena_len) (split into
+ * iovecs of at most 1 GiB).  Falls back to buffered I/O, plain reads or
+ * unregistered files when refused, saying why in info.fallbacks.
+ * @err: a message naming the path on failure.
+ * @return: 0; -errno (ENOENT naming the file, ENOSYS without io_uring).
+ */
+int io_ring_create(struct io_ring **out, const char *const *paths,
+		   uint32_t nfiles, void *arena, size_t arena_len,
+		   const struct io_ring_config *cfg, char *err, size_t errlen);
+void io_ring_destroy(struct io_ring *r);   /* waits for reads in flight */
+void io_ring_get_info(const struct io_ring *r, struct io_ring_info *info);
+
+/*
+ * io_ring_submit - queue @n reads and submit them with one io_uring_enter.
+ * Reads of the same file that are adjacent on disk and in memory are
+ * coalesced into one SQE.  Reads stay owned by the caller until returned
+ * by io_ring_reap().
+ * @return: 0 or -errno.
+ */
+int io_ring_submit(struct io_ring *r, struct io_read *const *reads,
+		   unsigned n);
+
+/*
+ * io_ring_reap - wait for at least @min_complete reads to finish (0: do
+ * not wait) and store up to @max of them in @done.  Short reads are
+ * resubmitted, -EAGAIN/-EINTR retried, internally; a read is returned
+ * only when complete (result == bytes) or failed (result < 0; 0 bytes
+ * before min_length is -ENODATA: truncated file).
+ * @return: number of reads stored, or -errno.
+ */
+int io_ring_reap(struct io_ring *r, struct io_read **done, unsigned max,
+		 unsigned min_complete);
+
+/* Reads submitted and not yet returned by io_ring_reap(). */
+unsigned io_ring_in_flight(const struct io_ring *r);
+
+/* Wake a thread blocked in io_ring_reap() (returns 0 reads). Any thread. */
+void io_ring_wake(struct io_ring *r);
+
+#ifdef SLUICE_TESTING
+/*
+ * Fault injection for tests: called on each completion before the ring
+ * looks at it; may rewrite *res (short count, -EIO, -EAGAIN, -ECANCELED).
+ */
+typedef void (*io_fault_fn)(void *ctx, uint32_t file, uint64_t offset,
+			    uint64_t length, int *res);
+void io_ring_set_fault(io_fault_fn fn, void *ctx);
+#endif
+
+#endif /* SLUICE_IO_RING_H */
