@@ -141,6 +141,18 @@ void dataset_free(struct dataset *ds);
 int dataset_locate(const struct dataset *ds, uint64_t index,
 		   uint32_t *shard, uint64_t *block, uint32_t *in_block);
 
+/*
+ * dataset_verify - check every structural bound and checksum of the
+ * dataset or shard at @path (headers, indexes, every block's XXH3, every
+ * decoded block's layout, manifest against shards).  Calls @report once
+ * per problem with a line "FILE: block B: offset O: what" (block and
+ * offset omitted where they do not apply).
+ * @return: number of problems (0: clean), or a negative code when the
+ *	check itself could not run (then @report got the reason).
+ */
+typedef void (*verify_report_fn)(void *ctx, const char *line);
+long dataset_verify(const char *path, verify_report_fn report, void *ctx);
+
 /* The struct behind the public sluice_dataset handle. */
 struct sluice_dataset {
 	struct dataset d;
