@@ -20,6 +20,8 @@ struct shard_field {
 	uint64_t item_bytes;    /* bits / 8 * lanes */
 	uint64_t record_bytes;  /* fixed: bytes per record; variable: 0 */
 	uint64_t unit_bytes;    /* variable: item_bytes * prod(shape[1:]) */
+	uint64_t max_value_bytes; /* variable: largest value (header field
+				     max_value_bytes; max over shards) */
 	int variable;
 };
 

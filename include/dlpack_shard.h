@@ -69,7 +69,10 @@ struct dls_field_disk {
 	uint16_t dtype_lanes;       /* 1 */
 	uint32_t ndim;              /* 0 .. DLS_MAX_NDIM */
 	int64_t shape[DLS_MAX_NDIM];/* dims > 0; shape[0] may be -1 */
-	uint64_t reserved;
+	uint64_t max_value_bytes;   /* variable fields: the largest value in
+				       this shard, in bytes (readers size
+				       batch buffers by it and reject a
+				       larger value as corrupt); fixed: 0 */
 };
 
 /* The header: first bytes of the 4 KiB header page. */
