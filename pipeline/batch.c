@@ -1,0 +1,254 @@
+/*
+ * batch.c - a slot's tensor layout and its export as DLPack.
+ *
+ * A slot holds every tensor of one batch at fixed offsets (256-byte
+ * aligned, as CUDA kernels like), each sized for the worst case the
+ * headers allow, so that a slot never grows.  Exported tensors keep a
+ * reference on the slot: it returns to the loader only when the batch
+ * handle and every tensor taken from it are gone.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+static struct tensor_desc *add_tensor(struct tensor_desc *t, uint32_t *n,
+				      const char *name, const char *suffix)
+{
+	struct tensor_desc *d = &t[(*n)++];
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s%s", name, suffix);
+	return d;
+}
+
+/*
+ * Compute the tensors of a batch and their capacity in slot 0, copy the
+ * layout to every slot, and set c->slot_bytes.  @return: 0 or -EOVERFLOW.
+ */
+int slot_layout(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	const DLDataType i64 = { kDLInt, 64, 1 };
+	uint64_t b = c->cfg.batch_size, off = 0, pad = c->cfg.pad_length;
+	struct tensor_desc t[LOADER_MAX_TENSORS];
+	uint32_t n = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+		struct tensor_desc *d = add_tensor(t, &n, fd->f.name, "");
+		uint64_t cap;
+
+		d->dtype = fd->f.dtype;
+		d->ndim = fd->f.ndim + 1;
+		for (int k = 0; k < fd->f.ndim; k++)
+			d->shape[k + 1] = fd->f.shape[k];
+		if (!fd->variable) {
+			cap = b * fd->record_bytes;
+		} else if (pad) {
+			/* [B, L, *shape[1:]] */
+			d->shape[1] = (int64_t)pad;
+			cap = b * pad * fd->unit_bytes;
+		} else {
+			/* flat values [items, *shape[1:]] */
+			d->ndim = fd->f.ndim;
+			for (int k = 1; k < fd->f.ndim; k++)
+				d->shape[k] = fd->f.shape[k];
+			cap = b * fd->max_value_bytes;
+		}
+		if (cap / b != (fd->variable ? (pad ? pad * fd->unit_bytes
+						     : fd->max_value_bytes)
+					      : fd->record_bytes))
+			return -EOVERFLOW;
+		d->offset = off;
+		d->bytes = cap;
+		off = align_up(off + cap, SLOT_ALIGN);
+		if (fd->variable) {
+			struct tensor_desc *a = add_tensor(t, &n, fd->f.name,
+							   pad ? ".lengths"
+							       : ".offsets");
+			a->dtype = i64;
+			a->ndim = 1;
+			a->offset = off;
+			a->bytes = (b + 1) * sizeof(int64_t);
+			off = align_up(off + a->bytes, SLOT_ALIGN);
+		}
+	}
+	c->slot_bytes = off ? off : SLOT_ALIGN;
+	c->tensors_per_batch = n;
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		memcpy(c->slots[i].tensors, t, n * sizeof(t[0]));
+		c->slots[i].ntensors = n;
+	}
+	return 0;
+}
+
+/* Drop one reference; the last returns the slot to the planner. */
+void slot_release_ref(struct loader_core *c, struct slot *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	if (c->dev_info.is_cuda)
+		device_slot_release(c->dev, s->id);
+	pthread_mutex_lock(&c->mu);
+	s->state = SLOT_FREE;
+	pthread_mutex_unlock(&c->mu);
+	if (c->ring)
+		io_ring_wake(c->ring);
+	core_unref(c);
+}
+
+SLUICE_API uint32_t sluice_batch_size(const sluice_batch *b)
+{
+	return b ? b->core->slots[b->slot].delivered : 0;
+}
+
+SLUICE_API uint64_t sluice_batch_epoch(const sluice_batch *b)
+{
+	return b ? b->core->slots[b->slot].epoch : 0;
+}
+
+SLUICE_API const uint64_t *sluice_batch_indices(const sluice_batch *b)
+{
+	return b ? b->core->slots[b->slot].indices : NULL;
+}
+
+SLUICE_API int sluice_batch_tensor_count(const sluice_batch *b)
+{
+	return b ? (int)b->core->slots[b->slot].ntensors : 0;
+}
+
+SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b, int i)
+{
+	if (!b || i < 0 || (uint32_t)i >= b->core->slots[b->slot].ntensors)
+		return NULL;
+	return b->core->slots[b->slot].tensors[i].name;
+}
+
+/* What both DLPack flavours carry, allocated in one piece. */
+struct export_ctx {
+	struct loader_core *core;
+	struct slot *slot;
+	int64_t shape[SLUICE_MAX_NDIM + 1];
+	union {
+		DLManagedTensor legacy;
+		DLManagedTensorVersioned versioned;
+	} m;
+};
+
+static void export_release(struct export_ctx *x)
+{
+	struct loader_core *c = x->core;
+	struct slot *s = x->slot;
+
+	free(x);
+	slot_release_ref(c, s);
+}
+
+static void delete_legacy(DLManagedTensor *t)
+{
+	if (t)
+		export_release(t->manager_ctx);
+}
+
+static void delete_versioned(DLManagedTensorVersioned *t)
+{
+	if (t)
+		export_release(t->manager_ctx);
+}
+
+static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
+			 struct export_ctx **out, DLTensor *dl)
+{
+	struct loader_core *c;
+	struct slot *s;
+	const struct tensor_desc *d = NULL;
+	struct export_ctx *x;
+	uint8_t *base;
+	int r;
+
+	if (!b || !name || !out)
+		return -EINVAL;
+	c = b->core;
+	s = &c->slots[b->slot];
+	for (uint32_t i = 0; i < s->ntensors; i++)
+		if (strcmp(s->tensors[i].name, name) == 0)
+			d = &s->tensors[i];
+	if (!d)
+		return -ENOENT;
+	if (c->dev_info.is_cuda) {
+		r = device_slot_export(c->dev, s->id, stream);
+		if (r)
+			return r;
+		base = device_slot_ptr(c->dev, s->id);
+	} else {
+		base = s->host;
+	}
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->core = c;
+	x->slot = s;
+	memcpy(x->shape, d->shape, sizeof(x->shape));
+	*out = x;
+	atomic_fetch_add(&s->refs, 1);
+	*dl = (DLTensor){
+		.data = base + d->offset,
+		.device = c->dev_info.dl,
+		.ndim = d->ndim,
+		.dtype = d->dtype,
+		.shape = x->shape,
+		.strides = NULL,
+		.byte_offset = 0,
+	};
+	return 0;
+}
+
+SLUICE_API int sluice_batch_tensor(sluice_batch *b, const char *name,
+				   int64_t stream, DLManagedTensor **out)
+{
+	struct export_ctx *x;
+	DLTensor dl;
+	int r = export_tensor(b, name, stream, &x, &dl);
+
+	if (r)
+		return r;
+	x->m.legacy.dl_tensor = dl;
+	x->m.legacy.manager_ctx = x;
+	x->m.legacy.deleter = delete_legacy;
+	*out = &x->m.legacy;
+	return 0;
+}
+
+SLUICE_API int sluice_batch_tensor_versioned(sluice_batch *b,
+					     const char *name, int64_t stream,
+					     DLManagedTensorVersioned **out)
+{
+	struct export_ctx *x;
+	DLTensor dl;
+	int r = export_tensor(b, name, stream, &x, &dl);
+
+	if (r)
+		return r;
+	x->m.versioned.version = (DLPackVersion){ DLPACK_MAJOR_VERSION,
+						  DLPACK_MINOR_VERSION };
+	x->m.versioned.flags = 0;
+	x->m.versioned.dl_tensor = dl;
+	x->m.versioned.manager_ctx = x;
+	x->m.versioned.deleter = delete_versioned;
+	*out = &x->m.versioned;
+	return 0;
+}
+
+SLUICE_API void sluice_batch_release(sluice_batch *b)
+{
+	if (b)
+		slot_release_ref(b->core, &b->core->slots[b->slot]);
+}

@@ -1,0 +1,208 @@
+/*
+ * cache.c - the decoded-block cache.
+ *
+ * Blocks are the unit of I/O.  A batch pins the entries of every block its
+ * records live in; an entry whose pins drop to zero stays valid on an LRU
+ * list, so the next batches of a shuffle window (or the next batch of a
+ * block split between two batches) find it without a second read.  Entries
+ * are only recycled from that list, which is why the planner waits, rather
+ * than evicts, when a batch needs more entries than are free.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+#define NIL UINT32_MAX
+
+int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena)
+{
+	c->entries = calloc(nentries, sizeof(*c->entries));
+	c->block_entry = malloc(c->nblocks * sizeof(*c->block_entry));
+	if (!c->entries || !c->block_entry)
+		return -ENOMEM;
+	c->nentries = nentries;
+	for (uint64_t b = 0; b < c->nblocks; b++)
+		c->block_entry[b] = -1;
+	c->lru_head = c->lru_tail = NIL;
+	c->lru_count = 0;
+	for (uint32_t i = 0; i < nentries; i++) {
+		struct cache_entry *e = &c->entries[i];
+
+		e->stored = arena + (uint64_t)i * c->entry_stride;
+		e->waiters = calloc(c->nslots + 256, sizeof(*e->waiters));
+		if (!e->waiters)
+			return -ENOMEM;
+		if (c->has_zstd) {
+			e->scratch = malloc(c->ds->max_raw ? c->ds->max_raw : 1);
+			if (!e->scratch)
+				return -ENOMEM;
+		}
+		cache_lru_push(c, i);
+	}
+	return 0;
+}
+
+void cache_destroy(struct loader_core *c)
+{
+	if (c->entries) {
+		for (uint32_t i = 0; i < c->nentries; i++) {
+			free(c->entries[i].waiters);
+			free(c->entries[i].scratch);
+		}
+	}
+	free(c->entries);
+	free(c->block_entry);
+	c->entries = NULL;
+	c->block_entry = NULL;
+}
+
+void cache_lru_remove(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+
+	if (!e->in_lru)
+		return;
+	if (e->lru_prev != NIL)
+		c->entries[e->lru_prev].lru_next = e->lru_next;
+	else
+		c->lru_head = e->lru_next;
+	if (e->lru_next != NIL)
+		c->entries[e->lru_next].lru_prev = e->lru_prev;
+	else
+		c->lru_tail = e->lru_prev;
+	e->in_lru = 0;
+	c->lru_count--;
+}
+
+/* Most recently used at the tail; victims come from the head. */
+void cache_lru_push(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+
+	e->lru_prev = c->lru_tail;
+	e->lru_next = NIL;
+	if (c->lru_tail != NIL)
+		c->entries[c->lru_tail].lru_next = i;
+	else
+		c->lru_head = i;
+	c->lru_tail = i;
+	e->in_lru = 1;
+	c->lru_count++;
+}
+
+void cache_unpin(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+
+	if (--e->refs > 0)
+		return;
+	/* A failed block is not worth keeping: forget it so that a later
+	 * batch retries the read instead of inheriting the error.  An EMPTY
+	 * one was claimed by a plan that was undone. */
+	if (e->state == ENTRY_FAILED || e->state == ENTRY_EMPTY) {
+		c->block_entry[e->block] = -1;
+		e->state = ENTRY_EMPTY;
+	}
+	cache_lru_push(c, i);
+}
+
+/*
+ * Pin the entry of @block, taking a free one (and setting it EMPTY) when
+ * the block is not cached.  @return: 1 when the block must be read, 0
+ * when it is cached or on its way, -EAGAIN when no entry is free.
+ */
+int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry)
+{
+	int32_t have = c->block_entry[block];
+	struct cache_entry *e;
+	uint32_t i;
+
+	if (have >= 0) {
+		i = (uint32_t)have;
+		cache_lru_remove(c, i);
+		c->entries[i].refs++;
+		*entry = i;
+		return 0;
+	}
+	if (c->lru_head == NIL)
+		return -EAGAIN;
+	i = c->lru_head;
+	cache_lru_remove(c, i);
+	e = &c->entries[i];
+	if (e->state != ENTRY_EMPTY)
+		c->block_entry[e->block] = -1;
+	e->block = block;
+	e->state = ENTRY_EMPTY;
+	e->refs = 1;
+	e->nwaiters = 0;
+	e->error = 0;
+	e->corrupt = 0;
+	c->block_entry[block] = (int32_t)i;
+	*entry = i;
+	return 1;
+}
+
+/* Forget every cached block (all entries must be unpinned). */
+void cache_reset(struct loader_core *c)
+{
+	for (uint32_t i = 0; i < c->nentries; i++) {
+		struct cache_entry *e = &c->entries[i];
+
+		if (e->state != ENTRY_EMPTY)
+			c->block_entry[e->block] = -1;
+		e->state = ENTRY_EMPTY;
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The most distinct blocks one batch can touch under the shuffle mode: the
+ * cache must hold at least that many entries or a batch could never be
+ * planned.  Consecutive records (none, block) span at most the fewest
+ * smallest blocks that add up to a batch, plus one for the misaligned
+ * start; a window batch spans that many windows of W blocks; a full
+ * shuffle may touch a different block per record.
+ */
+uint32_t cache_needed(const struct loader_core *c, uint32_t batch_size,
+		      uint64_t *need_per_batch)
+{
+	uint64_t n = c->nblocks, need, k = 0, sum = 0;
+	uint64_t *sizes = malloc(n * sizeof(*sizes));
+	uint32_t w = c->cfg.window_blocks ? c->cfg.window_blocks : 1;
+
+	if (!sizes) {
+		need = n;
+	} else {
+		for (uint64_t b = 0; b < n; b++)
+			sizes[b] = c->block_first[b + 1] - c->block_first[b];
+		qsort(sizes, n, sizeof(*sizes), cmp_u64);
+		if (c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW) {
+			/* records of the smallest possible windows */
+			uint64_t wsum = 0, windows = 0;
+
+			for (uint64_t b = 0; b < w && b < n; b++)
+				wsum += sizes[b];
+			windows = wsum ? (batch_size + wsum - 1) / wsum : n;
+			need = (windows + 1) * w;
+		} else {
+			while (k < n && sum < batch_size)
+				sum += sizes[k++];
+			need = k + 1;
+		}
+		free(sizes);
+	}
+	if (c->cfg.shuffle == SLUICE_SHUFFLE_FULL)
+		need = batch_size;
+	if (need > n)
+		need = n;
+	*need_per_batch = need;
+	return (uint32_t)need;
+}

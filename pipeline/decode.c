@@ -1,0 +1,365 @@
+/*
+ * decode.c - the decode workers: verify and decompress blocks, then
+ * assemble batches (scatter the records' fields from their decoded blocks
+ * into the slot's tensors), then hand the slot to the copy stage.
+ *
+ * Assembly is split into parts over disjoint record ranges so that all
+ * workers copy at once; the variable fields' output offsets are computed
+ * first (a cheap pass) so that every part knows where its bytes go.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "loader.h"
+
+void jobs_push_locked(struct loader_core *c, struct job j)
+{
+	/* Bounded by construction: one job per cache entry plus one per
+	 * part of each slot. */
+	c->jobs[(c->jobs_head + c->jobs_len++) % c->jobs_cap] = j;
+	pthread_cond_signal(&c->work_cv);
+}
+
+/* Drop the records whose block is corrupt (on_error=skip), keeping order. */
+static uint32_t skip_failed_records(struct loader_core *c, struct slot *s)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t r = 0; r < s->count; r++) {
+		if (c->entries[s->rec_entry[r]].state == ENTRY_FAILED)
+			continue;
+		s->indices[kept] = s->indices[r];
+		s->rec_entry[kept] = s->rec_entry[r];
+		s->rec_in_block[kept] = s->rec_in_block[r];
+		kept++;
+	}
+	return kept;
+}
+
+static int check_blocks_locked(struct loader_core *c, struct slot *s)
+{
+	int skip = 0;
+
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *e = &c->entries[s->entries[k]];
+
+		if (e->state != ENTRY_FAILED)
+			continue;
+		if (!e->corrupt || c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+			return e->error;
+		skip = 1;
+	}
+	if (skip) {
+		uint32_t kept = skip_failed_records(c, s);
+
+		atomic_fetch_add(&c->skipped, s->count - kept);
+		s->delivered = kept;
+	}
+	return 0;
+}
+
+/*
+ * Variable fields: the offsets tensor (in items of shape[1:]) and the
+ * values' total, or the lengths tensor when padding; every value is
+ * checked against the size the header promised, since the slot was sized
+ * by it.
+ */
+static int layout_variable_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0, n = s->delivered;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+		struct tensor_desc *td = &s->tensors[t++];
+
+		if (!fd->variable) {
+			td->shape[0] = n;
+			continue;
+		}
+		struct tensor_desc *aux = &s->tensors[t++];
+		int64_t *out = (int64_t *)(void *)(s->host + aux->offset);
+		uint64_t items = 0;
+
+		if (!c->cfg.pad_length)
+			out[0] = 0;
+		for (uint32_t r = 0; r < n; r++) {
+			const struct cache_entry *e = &c->entries[s->rec_entry[r]];
+			const uint8_t *p;
+			uint64_t len;
+
+			block_view_get(sc, &e->view, f, s->rec_in_block[r], &p,
+				       &len);
+			if (len > fd->max_value_bytes) {
+				uint32_t shard;
+				const struct shard_block *blk =
+					loader_block(c, e->block, &shard);
+
+				loader_fail_locked(c, -SLUICE_ECORRUPT,
+					"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, more than the header's max_value_bytes %llu",
+					c->ds->shards[shard].path,
+					(unsigned long long)(e->block -
+						c->shard_block_base[shard]),
+					(unsigned long long)blk->offset,
+					(unsigned long long)s->indices[r],
+					fd->f.name, (unsigned long long)len,
+					(unsigned long long)fd->max_value_bytes);
+				return -SLUICE_ECORRUPT;
+			}
+			len /= fd->unit_bytes;
+			if (c->cfg.pad_length) {
+				out[r] = (int64_t)(len < c->cfg.pad_length
+						   ? len : c->cfg.pad_length);
+			} else {
+				items += len;
+				out[r + 1] = (int64_t)items;
+			}
+		}
+		if (c->cfg.pad_length) {
+			td->shape[0] = n;
+			aux->shape[0] = n;
+		} else {
+			td->shape[0] = (int64_t)items;
+			aux->shape[0] = n + 1;
+		}
+	}
+	return 0;
+}
+
+static void slot_finish(struct loader_core *c, struct slot *s);
+
+/* All of the slot's blocks are decoded (or failed): start assembling. */
+void slot_assemble_locked(struct loader_core *c, struct slot *s)
+{
+	uint32_t parts;
+	int r;
+
+	s->state = SLOT_ASSEMBLING;
+	s->delivered = s->count;
+	r = check_blocks_locked(c, s);
+	if (!r)
+		r = layout_variable_locked(c, s);
+	if (r) {
+		if (!s->error)
+			s->error = r;
+		s->parts_left = 1;
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
+		return;
+	}
+	/* Enough records per part to amortise the hand-off. */
+	parts = s->delivered / 32;
+	if (parts > c->nworkers)
+		parts = c->nworkers;
+	if (parts == 0)
+		parts = 1;
+	s->parts_left = parts;
+	for (uint32_t p = 0; p < parts; p++)
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, p, parts });
+}
+
+void entry_ready_locked(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+
+	for (uint32_t k = 0; k < e->nwaiters; k++) {
+		struct slot *s = &c->slots[e->waiters[k]];
+
+		if (--s->pending == 0)
+			slot_assemble_locked(c, s);
+	}
+	e->nwaiters = 0;
+}
+
+static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, e->block, &shard);
+	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
+	const void *raw = NULL;
+	uint64_t t0 = now_ns();
+	int r;
+
+	r = block_decode(dctx, blk, stored, c->cfg.verify, e->scratch,
+			 c->has_zstd ? c->ds->max_raw : 0, &raw);
+	if (!r)
+		r = block_view_init(&c->ds->schema, raw, blk->raw_size,
+				    blk->record_count, &e->view);
+	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
+	atomic_fetch_add(&c->st_decode.bytes, blk->raw_size);
+	atomic_fetch_add(&c->st_decode.ops, 1);
+
+	pthread_mutex_lock(&c->mu);
+	if (r) {
+		e->state = ENTRY_FAILED;
+		e->error = r;
+		e->corrupt = 1;
+		if (c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+			loader_fail_locked(c, r,
+				"%s: block %llu: offset %llu: %s",
+				c->ds->shards[shard].path,
+				(unsigned long long)(e->block -
+					c->shard_block_base[shard]),
+				(unsigned long long)blk->offset,
+				r == -SLUICE_ECORRUPT
+					? "checksum or layout mismatch (corrupt block)"
+					: sluice_strerror(r));
+	} else {
+		e->raw = raw;
+		e->state = ENTRY_READY;
+	}
+	entry_ready_locked(c, i);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Copy records [lo, hi) of the slot; runs of neighbouring records of one
+ * block are copied with one memcpy per fixed field. */
+static void assemble_part(struct loader_core *c, struct slot *s, uint32_t lo,
+			  uint32_t hi)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t pad = c->cfg.pad_length, bytes = 0;
+	uint32_t t = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+		uint8_t *dst = s->host + s->tensors[t++].offset;
+
+		if (!fd->variable) {
+			uint64_t rb = fd->record_bytes;
+
+			for (uint32_t r = lo; r < hi;) {
+				uint32_t e = s->rec_entry[r], run = 1;
+				const uint8_t *p;
+				uint64_t len;
+
+				while (r + run < hi && s->rec_entry[r + run] == e &&
+				       s->rec_in_block[r + run] ==
+					       s->rec_in_block[r] + run)
+					run++;
+				block_view_get(sc, &c->entries[e].view, f,
+					       s->rec_in_block[r], &p, &len);
+				memcpy(dst + (uint64_t)r * rb, p, rb * run);
+				bytes += rb * run;
+				r += run;
+			}
+			continue;
+		}
+		const int64_t *aux = (const int64_t *)(const void *)
+			(s->host + s->tensors[t++].offset);
+		uint64_t unit = fd->unit_bytes;
+
+		for (uint32_t r = lo; r < hi; r++) {
+			const uint8_t *p;
+			uint64_t len;
+
+			block_view_get(sc, &c->entries[s->rec_entry[r]].view, f,
+				       s->rec_in_block[r], &p, &len);
+			if (pad) {
+				uint64_t cap = pad * unit;
+				uint64_t n = (uint64_t)aux[r] * unit;
+				uint8_t *row = dst + (uint64_t)r * cap;
+
+				memcpy(row, p, n);
+				memset(row + n, 0, cap - n);
+				bytes += cap;
+			} else {
+				memcpy(dst + (uint64_t)aux[r] * unit, p, len);
+				bytes += len;
+			}
+		}
+	}
+	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+}
+
+/* The last part is done: unpin the blocks, start the device copy, and
+ * make the slot visible to the consumer. */
+static void slot_finish(struct loader_core *c, struct slot *s)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t k = 0; k < s->nentries; k++)
+		cache_unpin(c, s->entries[k]);
+	s->nentries = 0;
+	pthread_mutex_unlock(&c->mu);
+	io_ring_wake(c->ring);     /* entries are free again */
+
+	if (!s->error && c->dev_info.is_cuda) {
+		uint64_t t0 = now_ns();
+
+		r = device_copy_slot(c->dev, s->id, s->host, c->slot_bytes);
+		atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
+		atomic_fetch_add(&c->st_copy.bytes, c->slot_bytes);
+		atomic_fetch_add(&c->st_copy.ops, 1);
+	}
+	pthread_mutex_lock(&c->mu);
+	if (r)
+		loader_fail_locked(c, r, "copy of batch %llu to the device failed",
+				   (unsigned long long)s->batch);
+	if (s->error)
+		loader_fail_locked(c, s->error, "batch %llu failed",
+				   (unsigned long long)s->batch);
+	s->state = SLOT_READY;
+	c->inflight--;
+	pthread_cond_broadcast(&c->ready_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void run_assemble(struct loader_core *c, struct job j)
+{
+	struct slot *s = &c->slots[j.id];
+	int last;
+
+	if (j.parts) {
+		uint32_t n = s->delivered;
+		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
+		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
+		uint64_t t0 = now_ns();
+
+		assemble_part(c, s, lo, hi);
+		atomic_fetch_add(&c->st_assemble.busy_ns, now_ns() - t0);
+		atomic_fetch_add(&c->st_assemble.ops, 1);
+	}
+	pthread_mutex_lock(&c->mu);
+	last = --s->parts_left == 0;
+	pthread_mutex_unlock(&c->mu);
+	if (last)
+		slot_finish(c, s);
+}
+
+void *decode_worker_main(void *arg)
+{
+	struct loader_core *c = arg;
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+
+	pthread_mutex_lock(&c->mu);
+	if (!dctx)
+		loader_fail_locked(c, -ENOMEM, "cannot create a zstd context");
+	while (!c->stop) {
+		struct job j;
+
+		if (c->jobs_len == 0) {
+			uint64_t t0 = now_ns();
+
+			pthread_cond_wait(&c->work_cv, &c->mu);
+			atomic_fetch_add(&c->st_decode.wait_ns, now_ns() - t0);
+			continue;
+		}
+		j = c->jobs[c->jobs_head];
+		c->jobs_head = (c->jobs_head + 1) % c->jobs_cap;
+		c->jobs_len--;
+		pthread_mutex_unlock(&c->mu);
+		if (j.kind == JOB_DECODE)
+			decode_entry(c, dctx, j.id);
+		else
+			run_assemble(c, j);
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	ZSTD_freeDCtx(dctx);
+	return NULL;
+}

@@ -1,0 +1,260 @@
+/*
+ * io_thread.c - the planner and the I/O thread.
+ *
+ * The I/O thread owns the ring.  Whenever a slot is free it plans the next
+ * batch: the sampler names the records, the cache pins the blocks they
+ * live in, and every block not already cached or on its way is read, all
+ * of a batch's reads in one submission.  Then it sleeps in the ring until
+ * a read completes or somebody wakes it (a slot or cache entry freed, an
+ * epoch restart, close).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loader.h"
+
+static uint64_t align_down(uint64_t x, uint64_t a)
+{
+	return x & ~(a - 1);
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+/* Global block of global record @r: the last block starting at or
+ * before it. */
+static uint64_t block_of(const struct loader_core *c, uint64_t r)
+{
+	uint64_t lo = 0, hi = c->nblocks;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (c->block_first[mid] <= r)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+const struct shard_block *loader_block(const struct loader_core *c,
+				       uint64_t g, uint32_t *shard)
+{
+	uint32_t s = c->block_shard[g];
+
+	*shard = s;
+	return &c->ds->shards[s].blocks[g - c->shard_block_base[s]];
+}
+
+static void prepare_read(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, e->block, &shard);
+	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
+	uint64_t start = align_down(blk->offset, a);
+	uint64_t head = blk->offset - start;
+
+	memset(&e->rd, 0, sizeof(e->rd));
+	e->rd.file = shard;
+	e->rd.offset = start;
+	e->rd.length = align_up(head + blk->stored_size, a);
+	e->rd.min_length = head + blk->stored_size;
+	e->rd.buf = e->stored;
+	e->rd.user = e;
+	e->state = ENTRY_READING;
+}
+
+static void unpin_all(struct loader_core *c, struct slot *s)
+{
+	for (uint32_t k = 0; k < s->nentries; k++)
+		cache_unpin(c, s->entries[k]);
+	s->nentries = 0;
+}
+
+static struct slot *free_slot(struct loader_core *c)
+{
+	for (uint32_t i = 0; i < c->nslots; i++)
+		if (c->slots[i].state == SLOT_FREE)
+			return &c->slots[i];
+	return NULL;
+}
+
+/*
+ * Plan the next batch into a free slot.  @return: 1 when planned (its
+ * reads appended to c->submit, *nsubmit updated), 0 when it has to wait
+ * for a slot or for cache entries.
+ */
+static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
+{
+	const uint64_t *recs;
+	uint32_t count, nread = 0;
+	struct slot *s;
+
+	if (c->plan_batch >= c->sampler.nbatches) {
+		if (c->sampler.nbatches == 0)
+			return 0;
+		/* Everything of this epoch is planned: prefetch the next. */
+		c->plan_epoch++;
+		sampler_set_epoch(&c->sampler, c->plan_epoch);
+		c->plan_batch = 0;
+	}
+	s = free_slot(c);
+	if (!s)
+		return 0;
+
+	sampler_batch(&c->sampler, c->plan_batch, &recs, &count);
+	s->nentries = 0;
+	s->pending = 0;
+	for (uint32_t r = 0; r < count; r++) {
+		uint64_t g = block_of(c, recs[r]);
+		int32_t have = c->block_entry[g];
+		uint32_t e;
+
+		s->indices[r] = recs[r];
+		s->rec_in_block[r] = (uint32_t)(recs[r] - c->block_first[g]);
+		/* Records of one block are usually neighbours: look at the
+		 * entries this slot pinned last first. */
+		if (have >= 0) {
+			uint32_t k = s->nentries;
+
+			while (k-- > 0)
+				if (s->entries[k] == (uint32_t)have)
+					break;
+			if (k != UINT32_MAX) {
+				s->rec_entry[r] = (uint32_t)have;
+				continue;
+			}
+		}
+		if (cache_claim(c, g, &e) < 0) {
+			/* Not enough free entries yet: undo and wait for the
+			 * batches in flight to unpin theirs. */
+			unpin_all(c, s);
+			return 0;
+		}
+		s->entries[s->nentries++] = e;
+		s->rec_entry[r] = e;
+	}
+	/* Every block is pinned: read the new ones, wait for those on
+	 * their way. */
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *ce = &c->entries[s->entries[k]];
+
+		switch (ce->state) {
+		case ENTRY_EMPTY:
+			prepare_read(c, s->entries[k]);
+			c->submit[*nsubmit + nread++] = &ce->rd;
+			/* fall through */
+		case ENTRY_READING:
+		case ENTRY_DECODING:
+			ce->waiters[ce->nwaiters++] = s->id;
+			s->pending++;
+			break;
+		default:
+			atomic_fetch_add(&c->cache_hits, 1);
+			break;
+		}
+	}
+	*nsubmit += nread;
+	s->state = SLOT_WAITING;
+	s->epoch = c->plan_epoch;
+	s->batch = c->plan_batch++;
+	s->count = count;
+	s->error = 0;
+	c->fifo[(c->fifo_head + c->fifo_len++) % c->nslots] = s->id;
+	c->inflight++;
+	if (s->pending == 0)
+		slot_assemble_locked(c, s);
+	return 1;
+}
+
+static void read_done_locked(struct loader_core *c, struct io_read *rd)
+{
+	struct cache_entry *e = rd->user;
+	uint32_t i = (uint32_t)(e - c->entries);
+
+	if (rd->result >= 0) {
+		atomic_fetch_add(&c->st_read.bytes, (uint64_t)rd->result);
+		atomic_fetch_add(&c->st_read.ops, 1);
+		atomic_fetch_add(&c->blocks_read, 1);
+		e->state = ENTRY_DECODING;
+		jobs_push_locked(c, (struct job){ JOB_DECODE, i, 0, 1 });
+		return;
+	}
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, e->block, &shard);
+	int err = (int)rd->result;
+
+	/* A file shorter than its index says is damaged data; everything
+	 * else (-EIO, ...) is a failing device and always fatal. */
+	e->state = ENTRY_FAILED;
+	e->error = err == -ENODATA ? -SLUICE_ECORRUPT : err;
+	e->corrupt = err == -ENODATA;
+	if (!e->corrupt || c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+		loader_fail_locked(c, e->error,
+				   "%s: block %llu: offset %llu: read failed: %s",
+				   c->ds->shards[shard].path,
+				   (unsigned long long)(e->block -
+							c->shard_block_base[shard]),
+				   (unsigned long long)blk->offset,
+				   err == -ENODATA ? "file truncated"
+						   : strerror(-err));
+	entry_ready_locked(c, i);
+}
+
+void *io_thread_main(void *arg)
+{
+	struct loader_core *c = arg;
+	unsigned max_reap = c->nentries;
+
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		unsigned nsubmit = 0;
+
+		while (!c->stop && !c->planning_paused && !c->failed) {
+			int planned = plan_one_locked(c, &nsubmit);
+
+			if (nsubmit) {
+				/* one submission per batch */
+				unsigned n = nsubmit;
+				uint64_t t0 = now_ns();
+				int r;
+
+				pthread_mutex_unlock(&c->mu);
+				r = io_ring_submit(c->ring, c->submit, n);
+				atomic_fetch_add(&c->st_read.busy_ns,
+						 now_ns() - t0);
+				pthread_mutex_lock(&c->mu);
+				nsubmit = 0;
+				if (r < 0) {
+					loader_fail_locked(c, r,
+						"io_uring submit failed: %s",
+						strerror(-r));
+					break;
+				}
+			}
+			if (!planned)
+				break;
+		}
+		pthread_mutex_unlock(&c->mu);
+
+		uint64_t t0 = now_ns();
+		int n = io_ring_reap(c->ring, c->reaped, max_reap, 1);
+
+		atomic_fetch_add(&c->st_read.wait_ns, now_ns() - t0);
+		pthread_mutex_lock(&c->mu);
+		if (n < 0 && n != -EINTR && n != -EAGAIN) {
+			loader_fail_locked(c, n, "io_uring wait failed: %s",
+					   strerror(-n));
+			break;
+		}
+		for (int k = 0; k < n; k++)
+			read_done_locked(c, c->reaped[k]);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}

@@ -1,0 +1,629 @@
+/*
+ * loader.c - the public loader API: open (size and allocate everything),
+ * next, epochs and resumable state, stats, close.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader.h"
+
+#define MAX_DECODE_THREADS 64
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+/* The first failure wins; it stays until the loader is closed. */
+static void vfail_locked(struct loader_core *c, int code, const char *fmt,
+			 va_list ap)
+{
+	if (c->failed)
+		return;
+	c->failed = code ? code : -EIO;
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	pthread_cond_broadcast(&c->ready_cv);
+}
+
+void loader_fail_locked(struct loader_core *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail_locked(c, code, fmt, ap);
+	va_end(ap);
+}
+
+SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->batch_size = 256;
+	cfg->shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg->window_blocks = 16;
+	cfg->rank = -1;
+	cfg->world_size = -1;
+	cfg->prefetch_depth = 4;
+	cfg->queue_depth = 64;
+	cfg->device = SLUICE_DEVICE_AUTO;
+	cfg->device_id = -1;
+	cfg->verify = 1;
+	cfg->direct_io = -1;
+}
+
+static int env_int(const char *name, int fallback)
+{
+	const char *v = getenv(name);
+	char *end;
+	long x;
+
+	if (!v || !*v)
+		return fallback;
+	x = strtol(v, &end, 10);
+	return (*end || x < 0 || x > 1 << 20) ? fallback : (int)x;
+}
+
+static void free_core(struct loader_core *c)
+{
+	if (c->slots) {
+		for (uint32_t i = 0; i < c->nslots; i++) {
+			free(c->slots[i].indices);
+			free(c->slots[i].rec_entry);
+			free(c->slots[i].rec_in_block);
+			free(c->slots[i].entries);
+		}
+	}
+	io_ring_destroy(c->ring);
+	cache_destroy(c);
+	device_close(c->dev);
+	sampler_destroy(&c->sampler);
+	free(c->slots);
+	free(c->fifo);
+	free(c->jobs);
+	free(c->submit);
+	free(c->reaped);
+	free(c->workers);
+	free(c->block_first);
+	free(c->block_shard);
+	free(c->shard_block_base);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->work_cv);
+	pthread_cond_destroy(&c->ready_cv);
+	free(c);
+}
+
+void core_unref(struct loader_core *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		free_core(c);
+}
+
+static int build_geometry(struct loader_core *c)
+{
+	const struct dataset *ds = c->ds;
+	uint64_t g = 0;
+
+	c->nblocks = ds->block_count;
+	c->block_first = malloc((c->nblocks + 1) * sizeof(uint64_t));
+	c->block_shard = malloc((c->nblocks ? c->nblocks : 1) * sizeof(uint32_t));
+	c->shard_block_base = malloc((ds->nshards + 1) * sizeof(uint64_t));
+	if (!c->block_first || !c->block_shard || !c->shard_block_base)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		const struct shard_file *sf = &ds->shards[s];
+
+		c->shard_block_base[s] = g;
+		for (uint64_t b = 0; b < sf->block_count; b++, g++) {
+			c->block_first[g] = ds->shard_first[s] +
+					    sf->blocks[b].first_record;
+			c->block_shard[g] = s;
+			if (sf->blocks[b].codec == DLS_CODEC_ZSTD)
+				c->has_zstd = 1;
+		}
+	}
+	c->shard_block_base[ds->nshards] = g;
+	c->block_first[g] = ds->record_count;
+	return 0;
+}
+
+static int alloc_slots(struct loader_core *c, uint8_t *host)
+{
+	uint32_t b = c->cfg.batch_size;
+
+	for (uint32_t i = 0; i < c->nslots; i++) {
+		struct slot *s = &c->slots[i];
+
+		s->id = i;
+		s->host = host + (uint64_t)i * c->slot_bytes;
+		s->host_bytes = c->slot_bytes;
+		s->indices = malloc(b * sizeof(*s->indices));
+		s->rec_entry = malloc(b * sizeof(*s->rec_entry));
+		s->rec_in_block = malloc(b * sizeof(*s->rec_in_block));
+		s->entries = malloc(b * sizeof(*s->entries));
+		s->handle.core = c;
+		s->handle.slot = i;
+		if (!s->indices || !s->rec_entry || !s->rec_in_block ||
+		    !s->entries)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
+		     char *err, size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	const char **paths = malloc(ds->nshards * sizeof(*paths));
+	struct io_ring_config rc = {
+		.queue_depth = c->cfg.queue_depth,
+		.direct = c->cfg.direct_io,
+		.sqpoll = c->cfg.sqpoll,
+	};
+	int r;
+
+	if (!paths)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < ds->nshards; s++)
+		paths[s] = ds->shards[s].path;
+	r = io_ring_create(&c->ring, paths, ds->nshards, arena, len, &rc, err,
+			   errlen);
+	free(paths);
+	if (r)
+		return r;
+	io_ring_get_info(c->ring, &c->ring_info);
+	if (c->ring_info.alignment > 4096) {
+		snprintf(err, errlen, "direct I/O alignment %u exceeds 4096",
+			 c->ring_info.alignment);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_config(struct sluice_loader_config *cfg, char *err,
+			size_t errlen)
+{
+	if (cfg->rank < 0)
+		cfg->rank = env_int("RANK", 0);
+	if (cfg->world_size <= 0)
+		cfg->world_size = env_int("WORLD_SIZE", 1);
+	if (cfg->world_size < 1)
+		cfg->world_size = 1;
+	if (cfg->device_id < 0)
+		cfg->device_id = env_int("LOCAL_RANK", 0);
+	if (cfg->decode_threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		cfg->decode_threads = n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
+	}
+	if (cfg->batch_size == 0 || cfg->batch_size > (1u << 24) ||
+	    cfg->prefetch_depth == 0 || cfg->prefetch_depth > 1024 ||
+	    cfg->decode_threads > MAX_DECODE_THREADS ||
+	    cfg->shuffle < SLUICE_SHUFFLE_NONE ||
+	    cfg->shuffle > SLUICE_SHUFFLE_FULL ||
+	    (cfg->shuffle == SLUICE_SHUFFLE_WINDOW && cfg->window_blocks == 0) ||
+	    cfg->rank >= cfg->world_size) {
+		snprintf(err, errlen, "invalid loader configuration (batch_size %u, prefetch %u, decode_threads %u, shuffle %d, rank %d of %d)",
+			 cfg->batch_size, cfg->prefetch_depth,
+			 cfg->decode_threads, cfg->shuffle, cfg->rank,
+			 cfg->world_size);
+		return -EINVAL;
+	}
+	if (cfg->queue_depth == 0)
+		cfg->queue_depth = 64;
+	return 0;
+}
+
+static int start_threads(struct loader_core *c)
+{
+	c->workers = calloc(c->cfg.decode_threads, sizeof(*c->workers));
+	if (!c->workers)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->cfg.decode_threads; i++) {
+		if (pthread_create(&c->workers[i], NULL, decode_worker_main, c))
+			return -EAGAIN;
+		c->nworkers++;
+	}
+	if (pthread_create(&c->io_thread, NULL, io_thread_main, c))
+		return -EAGAIN;
+	c->io_started = 1;
+	return 0;
+}
+
+static void stop_threads(struct loader_core *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->work_cv);
+	pthread_cond_broadcast(&c->ready_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->io_started) {
+		io_ring_wake(c->ring);
+		pthread_join(c->io_thread, NULL);
+		c->io_started = 0;
+	}
+	for (uint32_t i = 0; i < c->nworkers; i++)
+		pthread_join(c->workers[i], NULL);
+	c->nworkers = 0;
+}
+
+static int open_core(struct loader_core *c, char *err, size_t errlen)
+{
+	uint64_t need, entries, io_bytes;
+	struct device_config dc;
+	uint8_t *arena;
+	size_t arena_len;
+	int r;
+
+	r = build_geometry(c);
+	if (r)
+		return r;
+	r = sampler_init(&c->sampler, &(struct sampler_config){
+				 .shuffle = c->cfg.shuffle,
+				 .window_blocks = c->cfg.window_blocks,
+				 .seed = c->cfg.seed,
+				 .batch_size = c->cfg.batch_size,
+				 .drop_last = c->cfg.drop_last,
+				 .rank = (uint32_t)c->cfg.rank,
+				 .world_size = (uint32_t)c->cfg.world_size,
+			 }, c->block_first, c->nblocks);
+	if (r) {
+		snprintf(err, errlen, "sampler: invalid configuration");
+		return r;
+	}
+	sampler_set_epoch(&c->sampler, 0);
+
+	/* Room for the blocks of two batches at once, so that reading the
+	 * next overlaps assembling this one; more when the user asks. */
+	cache_needed(c, c->cfg.batch_size, &need);
+	c->entry_stride = align_up(c->ds->max_stored, 4096) + 4096;
+	entries = 2 * need;
+	if (c->cfg.cache_bytes / c->entry_stride > entries)
+		entries = c->cfg.cache_bytes / c->entry_stride;
+	if (entries > c->nblocks)
+		entries = c->nblocks;
+	if (entries < need)
+		entries = need;
+	if (entries == 0)
+		entries = 1;
+	io_bytes = entries * c->entry_stride;
+
+	c->nslots = c->cfg.prefetch_depth;
+	c->slots = calloc(c->nslots, sizeof(*c->slots));
+	c->fifo = calloc(c->nslots, sizeof(*c->fifo));
+	if (!c->slots || !c->fifo)
+		return -ENOMEM;
+	r = slot_layout(c);
+	if (r) {
+		snprintf(err, errlen, "batch of %u records is too large",
+			 c->cfg.batch_size);
+		return r;
+	}
+
+	dc = (struct device_config){
+		.kind = c->cfg.device,
+		.device_id = c->cfg.device_id,
+		.arena_bytes = io_bytes + c->nslots * c->slot_bytes,
+		.slots = c->nslots,
+		.slot_bytes = c->slot_bytes,
+	};
+	r = device_open(&dc, &c->dev, err, errlen);
+	if (r)
+		return r;
+	device_get_info(c->dev, &c->dev_info);
+	arena = device_arena(c->dev, &arena_len);
+
+	r = cache_init(c, (uint32_t)entries, arena);
+	if (!r)
+		r = alloc_slots(c, arena + io_bytes);
+	if (r)
+		return r;
+	r = open_ring(c, arena, arena_len, err, errlen);
+	if (r)
+		return r;
+	snprintf(c->fallbacks, sizeof(c->fallbacks), "%s%s%s",
+		 c->ring_info.fallbacks,
+		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",
+		 c->dev_info.fallbacks);
+
+	c->jobs_cap = c->nentries + c->nslots * (c->cfg.decode_threads + 1) + 16;
+	c->jobs = calloc(c->jobs_cap, sizeof(*c->jobs));
+	c->submit = calloc(c->nentries, sizeof(*c->submit));
+	c->reaped = calloc(c->nentries, sizeof(*c->reaped));
+	if (!c->jobs || !c->submit || !c->reaped)
+		return -ENOMEM;
+	return start_threads(c);
+}
+
+SLUICE_API int sluice_loader_open(sluice_dataset *ds,
+				  const struct sluice_loader_config *cfg,
+				  sluice_loader **out)
+{
+	struct sluice_loader *ld = calloc(1, sizeof(*ld));
+	struct loader_core *c;
+	int r;
+
+	if (!out)
+		return -EINVAL;
+	*out = ld;
+	if (!ld)
+		return -ENOMEM;
+	if (!ds || !ds->loaded) {
+		snprintf(ld->err, sizeof(ld->err), "no dataset");
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->work_cv, NULL);
+	pthread_cond_init(&c->ready_cv, NULL);
+	atomic_init(&c->refs, 1);
+	c->ds = &ds->d;
+	if (cfg)
+		c->cfg = *cfg;
+	else
+		sluice_loader_config_init(&c->cfg);
+	r = check_config(&c->cfg, ld->err, sizeof(ld->err));
+	if (!r)
+		r = open_core(c, ld->err, sizeof(ld->err));
+	if (r) {
+		if (!ld->err[0])
+			snprintf(ld->err, sizeof(ld->err), "%s",
+				 c->err[0] ? c->err : sluice_strerror(r));
+		stop_threads(c);
+		free_core(c);
+		return r;
+	}
+	ld->core = c;
+	return 0;
+}
+
+SLUICE_API void sluice_loader_close(sluice_loader *ld)
+{
+	if (!ld)
+		return;
+	if (ld->core) {
+		stop_threads(ld->core);
+		core_unref(ld->core);
+	}
+	free(ld);
+}
+
+SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
+				   size_t len)
+{
+	struct loader_core *c;
+	int n;
+
+	if (!ld)
+		return snprintf(buf, len, "no loader");
+	c = ld->core;
+	if (!c || !c->err[0])
+		return snprintf(buf, len, "%s", ld->err);
+	pthread_mutex_lock(&c->mu);
+	n = snprintf(buf, len, "%s", c->err);
+	pthread_mutex_unlock(&c->mu);
+	return n;
+}
+
+/*
+ * Stop planning, let the batches in flight finish, drop the prefetched
+ * ones, and continue planning from (@epoch, @batch).  Slots the consumer
+ * holds are untouched.
+ */
+static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
+{
+	int r;
+
+	pthread_mutex_lock(&c->mu);
+	c->planning_paused = 1;
+	pthread_mutex_unlock(&c->mu);
+	io_ring_wake(c->ring);
+	pthread_mutex_lock(&c->mu);
+	while (c->inflight > 0 && !c->failed)
+		pthread_cond_wait(&c->ready_cv, &c->mu);
+	r = c->failed;
+	if (!r) {
+		for (uint32_t k = 0; k < c->fifo_len; k++)
+			c->slots[c->fifo[(c->fifo_head + k) % c->nslots]].state =
+				SLOT_FREE;
+		c->fifo_len = 0;
+		if (c->plan_epoch != epoch || c->sampler.epoch != epoch)
+			sampler_set_epoch(&c->sampler, epoch);
+		c->plan_epoch = epoch;
+		c->plan_batch = batch;
+		c->epoch = epoch;
+		c->consumed = batch;
+	}
+	c->planning_paused = 0;
+	pthread_mutex_unlock(&c->mu);
+	io_ring_wake(c->ring);
+	return r;
+}
+
+SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch)
+{
+	struct loader_core *c = ld ? ld->core : NULL;
+
+	if (!c)
+		return -EINVAL;
+	if (epoch == c->epoch && c->consumed == 0)
+		return 0;    /* already prefetching it */
+	return restart_at(c, epoch, 0);
+}
+
+SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld)
+{
+	return ld && ld->core ? ld->core->sampler.nbatches : 0;
+}
+
+SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld)
+{
+	if (!ld || !ld->core)
+		return (DLDevice){ kDLCPU, 0 };
+	return ld->core->dev_info.dl;
+}
+
+static int all_slots_held(const struct loader_core *c)
+{
+	for (uint32_t i = 0; i < c->nslots; i++)
+		if (c->slots[i].state != SLOT_HELD)
+			return 0;
+	return 1;
+}
+
+SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
+{
+	struct loader_core *c = ld ? ld->core : NULL;
+	uint64_t t0 = now_ns();
+	int r = 0;
+
+	if (!c || !out)
+		return -EINVAL;
+	*out = NULL;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		if (c->failed) {
+			r = c->failed;
+			break;
+		}
+		if (c->consumed >= c->sampler.nbatches) {
+			c->epoch++;
+			c->consumed = 0;
+			r = SLUICE_EOF;
+			break;
+		}
+		if (c->fifo_len > 0) {
+			struct slot *s = &c->slots[c->fifo[c->fifo_head]];
+
+			if (s->state == SLOT_READY) {
+				uint32_t ready = 0;
+
+				for (uint32_t k = 0; k < c->fifo_len; k++)
+					ready += c->slots[c->fifo[(c->fifo_head + k) %
+							c->nslots]].state == SLOT_READY;
+				atomic_fetch_add(&c->occupancy_sum, ready);
+				c->fifo_head = (c->fifo_head + 1) % c->nslots;
+				c->fifo_len--;
+				s->state = SLOT_HELD;
+				atomic_store(&s->refs, 1);
+				atomic_fetch_add(&c->refs, 1);
+				c->consumed++;
+				atomic_fetch_add(&c->batches, 1);
+				atomic_fetch_add(&c->records, s->delivered);
+				*out = &s->handle;
+				break;
+			}
+		} else if (all_slots_held(c)) {
+			loader_fail_locked(c, -EDEADLK,
+				"all %u prefetch slots are held by the consumer: release batches (or their tensors) or raise prefetch_depth",
+				c->nslots);
+			continue;
+		}
+		pthread_cond_wait(&c->ready_cv, &c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	atomic_fetch_add(&c->consumer_wait_ns, now_ns() - t0);
+	return r;
+}
+
+SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
+				       struct sluice_state *st)
+{
+	const struct loader_core *c = ld ? ld->core : NULL;
+
+	if (!c || !st)
+		return -EINVAL;
+	*st = (struct sluice_state){
+		.seed = c->cfg.seed,
+		.epoch = c->epoch,
+		.batches_consumed = c->consumed,
+		.rank = c->cfg.rank,
+		.world_size = c->cfg.world_size,
+		.batch_size = c->cfg.batch_size,
+		.shuffle = c->cfg.shuffle,
+		.dataset_records = c->ds->record_count,
+	};
+	return 0;
+}
+
+SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
+				       const struct sluice_state *st)
+{
+	struct loader_core *c = ld ? ld->core : NULL;
+
+	if (!c || !st)
+		return -EINVAL;
+	if (st->seed != c->cfg.seed || st->rank != c->cfg.rank ||
+	    st->world_size != c->cfg.world_size ||
+	    st->batch_size != c->cfg.batch_size ||
+	    st->shuffle != c->cfg.shuffle ||
+	    st->dataset_records != c->ds->record_count ||
+	    st->batches_consumed > c->sampler.nbatches) {
+		/* A message, but not a failure: the loader goes on. */
+		pthread_mutex_lock(&c->mu);
+		snprintf(c->err, sizeof(c->err),
+			 "saved state (seed %llu, rank %d/%d, batch %u, shuffle %d, %llu records, batch %llu) does not fit this loader (seed %llu, rank %d/%d, batch %u, shuffle %d, %llu records, %llu batches)",
+			 (unsigned long long)st->seed, st->rank, st->world_size,
+			 st->batch_size, st->shuffle,
+			 (unsigned long long)st->dataset_records,
+			 (unsigned long long)st->batches_consumed,
+			 (unsigned long long)c->cfg.seed, c->cfg.rank,
+			 c->cfg.world_size, c->cfg.batch_size, c->cfg.shuffle,
+			 (unsigned long long)c->ds->record_count,
+			 (unsigned long long)c->sampler.nbatches);
+		pthread_mutex_unlock(&c->mu);
+		return -SLUICE_ESTATE;
+	}
+	return restart_at(c, st->epoch, st->batches_consumed);
+}
+
+static void stage_get(const struct stage_clock *in,
+		      struct sluice_stage_stats *out)
+{
+	out->bytes = atomic_load(&in->bytes);
+	out->ops = atomic_load(&in->ops);
+	out->busy_ns = atomic_load(&in->busy_ns);
+	out->wait_ns = atomic_load(&in->wait_ns);
+}
+
+SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
+				   struct sluice_stats *st)
+{
+	const struct loader_core *c = ld ? ld->core : NULL;
+
+	if (!c || !st)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	stage_get(&c->st_read, &st->read);
+	stage_get(&c->st_decode, &st->decode);
+	stage_get(&c->st_assemble, &st->assemble);
+	stage_get(&c->st_copy, &st->copy);
+	st->consumer_wait_ns = atomic_load(&c->consumer_wait_ns);
+	st->batches = atomic_load(&c->batches);
+	st->records = atomic_load(&c->records);
+	st->records_skipped = atomic_load(&c->skipped);
+	st->blocks_read = atomic_load(&c->blocks_read);
+	st->block_cache_hits = atomic_load(&c->cache_hits);
+	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);
+	st->prefetch_depth = c->nslots;
+	st->direct_io = c->ring_info.direct;
+	st->registered_buffers = c->ring_info.fixed_buffers;
+	st->registered_files = c->ring_info.fixed_files;
+	st->sqpoll = c->ring_info.sqpoll;
+	st->device_pinned = c->dev_info.arena_pinned;
+	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s", c->fallbacks);
+	return 0;
+}

@@ -1,0 +1,219 @@
+/*
+ * loader.h - the loader's private state, shared by the files of
+ * pipeline/: block cache (cache.c), I/O thread and planner (io_thread.c),
+ * decode workers (decode.c), batch export (batch.c), public API
+ * (loader.c).
+ *
+ * One mutex (mu) guards every field marked [mu].  The blocks' and slots'
+ * payload memory is touched without the lock by the one thread that owns
+ * the current stage (a decode worker for a DECODING entry, assembly parts
+ * for disjoint record ranges of an ASSEMBLING slot, the consumer for a
+ * HELD slot).
+ */
+#ifndef SLUICE_PIPELINE_LOADER_H
+#define SLUICE_PIPELINE_LOADER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "sluice.h"
+#include "../datasets/shard.h"
+#include "../io/ring.h"
+#include "../gpu/device.h"
+#include "sampler.h"
+
+#define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
+#define SLOT_ALIGN 256u
+
+enum entry_state {
+	ENTRY_EMPTY = 0,
+	ENTRY_READING,
+	ENTRY_DECODING,
+	ENTRY_READY,
+	ENTRY_FAILED,
+};
+
+/* One decoded-block cache entry: an io buffer in the pinned arena, plus a
+ * decode buffer when the dataset has zstd blocks. */
+struct cache_entry {
+	uint64_t block;         /* global block id [mu] */
+	int state;              /* enum entry_state [mu] */
+	uint32_t refs;          /* planned slots that need it [mu] */
+	uint32_t nwaiters;      /* slots waiting for it to be READY [mu] */
+	uint32_t *waiters;      /* slot ids, capacity = max slots */
+	uint32_t lru_prev, lru_next; /* free list (refs == 0) [mu] */
+	int in_lru;
+	uint8_t *stored;        /* io buffer (arena) */
+	uint8_t *scratch;       /* decode buffer (zstd) */
+	const uint8_t *raw;     /* decoded bytes (stored or scratch) */
+	struct block_view view;
+	int error;              /* negative code when FAILED */
+	int corrupt;            /* FAILED for bad data (skippable) */
+	struct io_read rd;
+};
+
+enum slot_state {
+	SLOT_FREE = 0,
+	SLOT_WAITING,           /* planned; blocks being read/decoded */
+	SLOT_ASSEMBLING,
+	SLOT_READY,
+	SLOT_HELD,              /* handed to the consumer */
+};
+
+struct tensor_desc {
+	char name[SLUICE_NAME_MAX + 8];
+	DLDataType dtype;
+	int32_t ndim;
+	int64_t shape[SLUICE_MAX_NDIM + 1];
+	uint64_t offset;        /* byte offset in the slot */
+	uint64_t bytes;
+};
+
+struct sluice_batch {
+	struct loader_core *core;
+	uint32_t slot;
+};
+
+struct slot {
+	uint32_t id;
+	int state;              /* enum slot_state [mu] */
+	uint64_t epoch, batch;  /* which batch it holds [mu] */
+	uint32_t count;         /* records planned */
+	uint32_t delivered;     /* records after skips */
+	uint64_t *indices;      /* dataset index per record (count) */
+	uint32_t *rec_entry;    /* cache entry per record */
+	uint32_t *rec_in_block; /* record within its block */
+	uint32_t *entries;      /* distinct entries pinned (nentries) */
+	uint32_t nentries;
+	uint32_t pending;       /* entries not READY yet [mu] */
+	uint32_t parts_left;    /* assembly parts running [mu] */
+	int error;              /* fatal error while filling [mu] */
+	uint8_t *host;          /* host batch buffer (arena) */
+	uint64_t host_bytes;
+	uint32_t ntensors;
+	struct tensor_desc tensors[LOADER_MAX_TENSORS];
+	_Atomic uint32_t refs;  /* batch handle + exported tensors */
+	struct sluice_batch handle;
+};
+
+enum job_kind { JOB_DECODE, JOB_ASSEMBLE };
+
+struct job {
+	int kind;
+	uint32_t id;            /* entry (decode) or slot (assemble) */
+	uint32_t part, parts;
+};
+
+struct stage_clock {
+	_Atomic uint64_t bytes, ops, busy_ns, wait_ns;
+};
+
+struct loader_core {
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv;     /* decode workers: jobs or stop */
+	pthread_cond_t ready_cv;    /* consumer: head slot ready, drained */
+	_Atomic uint32_t refs;      /* the handle + held batches */
+
+	struct sluice_loader_config cfg;
+	const struct dataset *ds;
+	struct device *dev;
+	struct device_info dev_info;
+	struct io_ring *ring;
+	struct io_ring_info ring_info;
+
+	/* geometry */
+	uint64_t nblocks;
+	uint64_t *block_first;      /* global record of each block, +1 */
+	uint32_t *block_shard;      /* shard of each global block */
+	uint64_t *shard_block_base; /* global id of each shard's block 0 */
+	int has_zstd;
+	uint64_t entry_stride;      /* io buffer bytes per entry */
+	uint64_t slot_bytes;
+	uint32_t tensors_per_batch;
+
+	/* block cache [mu] */
+	struct cache_entry *entries;
+	uint32_t nentries;
+	int32_t *block_entry;       /* global block -> entry, -1 */
+	uint32_t lru_head, lru_tail, lru_count;
+
+	/* slots [mu] */
+	struct slot *slots;
+	uint32_t nslots;
+	uint32_t *fifo;             /* planned slots in batch order */
+	uint32_t fifo_head, fifo_len;
+	uint32_t inflight;          /* WAITING + ASSEMBLING */
+
+	/* planner [mu] */
+	struct sampler sampler;
+	uint64_t plan_epoch, plan_batch;
+	int planning_paused;
+
+	/* consumer [consumer thread; read by planner under mu] */
+	uint64_t epoch;             /* the consumer's epoch */
+	uint64_t consumed;          /* batches consumed in it */
+
+	/* jobs [mu] */
+	struct job *jobs;
+	uint32_t jobs_cap, jobs_head, jobs_len;
+
+	/* threads */
+	pthread_t io_thread;
+	pthread_t *workers;
+	uint32_t nworkers;
+	int io_started;
+	int stop;                   /* [mu] */
+	int failed;                 /* [mu] first fatal error code */
+
+	/* reads the I/O thread collects outside the lock */
+	struct io_read **submit;
+	struct io_read **reaped;
+
+	/* stats */
+	struct stage_clock st_read, st_decode, st_assemble, st_copy;
+	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
+		blocks_read, cache_hits, occupancy_sum;
+	char fallbacks[256];
+
+	char err[512];              /* [mu] */
+};
+
+struct sluice_loader {
+	struct loader_core *core;   /* NULL when open failed early */
+	char err[512];
+};
+
+/* loader.c */
+void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
+			...) __attribute__((format(printf, 3, 4)));
+void core_unref(struct loader_core *c);
+uint64_t now_ns(void);
+
+/* cache.c */
+int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena);
+void cache_destroy(struct loader_core *c);
+void cache_lru_remove(struct loader_core *c, uint32_t e);
+void cache_lru_push(struct loader_core *c, uint32_t e);
+void cache_unpin(struct loader_core *c, uint32_t e);
+int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry);
+void cache_reset(struct loader_core *c);
+uint32_t cache_needed(const struct loader_core *c, uint32_t batch_size,
+		      uint64_t *need_per_batch);
+
+/* io_thread.c */
+void *io_thread_main(void *arg);
+const struct shard_block *loader_block(const struct loader_core *c,
+				       uint64_t g, uint32_t *shard);
+
+/* decode.c */
+void *decode_worker_main(void *arg);
+void jobs_push_locked(struct loader_core *c, struct job j);
+void entry_ready_locked(struct loader_core *c, uint32_t e);
+void slot_assemble_locked(struct loader_core *c, struct slot *s);
+
+/* batch.c */
+int slot_layout(struct loader_core *c);
+void slot_release_ref(struct loader_core *c, struct slot *s);
+
+#endif /* SLUICE_PIPELINE_LOADER_H */
