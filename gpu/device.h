@@ -81,6 +81,14 @@ int device_slot_export(struct device *d, uint32_t i, int64_t stream);
  */
 int device_slot_release(struct device *d, uint32_t i);
 
+/*
+ * device_last_error - copy the message of the last failed call on @d (the
+ * CUDA runtime's own words, e.g. "cudaMemcpyAsync host to device (slot 2):
+ * an illegal memory access was encountered") into @buf; "" when none failed.
+ * @return: the message length (as snprintf).  Any thread.
+ */
+int device_last_error(struct device *d, char *buf, size_t len);
+
 /* Pinned host-to-device bandwidth over @bytes (bytes/s); 0 on host. */
 double device_measure_h2d(struct device *d, size_t bytes, int iters);
 

@@ -1,0 +1,469 @@
+/*
+ * cuda_device.c - the device on a GPU: the arena pinned with
+ * cudaHostRegister, one device buffer per slot, copies on a non-blocking
+ * copy stream, and per-slot events that order the copy stream against
+ * the consumer's streams without blocking either host thread.
+ *
+ * Ordering, per slot (DESIGN.md "GPU stream semantics"):
+ *   copy:    copy stream waits release[*], memcpy H2D, record ready
+ *   export:  consumer stream waits ready
+ *   release: record release[k] on each consumer stream it was exported to
+ */
+#ifdef SLUICE_HAVE_CUDA
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "sluice.h"
+#include "cuda_compute.h"
+#include "device_impl.h"
+
+/* Distinct consumer streams a slot can be exported to between two
+ * releases; more than this is rare and handled by a device-wide wait. */
+#define SLOT_STREAMS 4
+
+struct cuda_slot {
+	pthread_mutex_t lock;         /* copy thread vs consumer vs releaser */
+	cudaEvent_t ready;            /* the slot's last copy finished */
+	cudaEvent_t release[SLOT_STREAMS];
+	cudaStream_t consumer[SLOT_STREAMS];  /* exported since last release */
+	int nconsumers;
+	int overflow;                 /* exported to more than SLOT_STREAMS */
+	int npending;                 /* release[0..n) the next copy waits on */
+};
+
+struct cuda_device {
+	struct device base;           /* first: device.c sees only this */
+	int id;
+	int registered;               /* cudaHostRegister held on the arena */
+	char *slot_mem;               /* slots * slot_bytes on the device */
+	cudaStream_t copy_stream;
+	struct cuda_slot *slot;
+	uint32_t slots_ready;         /* slots whose lock and events exist */
+	_Atomic int64_t last_stream;  /* last exported stream, -1: none */
+};
+
+static struct cuda_device *to_cuda(struct device *d)
+{
+	return (struct cuda_device *)d;
+}
+
+/* Make the loader's GPU current without changing the caller's: release
+ * may run on a user thread that works on another device. */
+static int enter(struct cuda_device *cd, int *prev)
+{
+	cudaError_t e = cudaGetDevice(prev);
+
+	if (e == cudaSuccess && *prev != cd->id)
+		e = cudaSetDevice(cd->id);
+	if (e != cudaSuccess) {
+		device_record_error(&cd->base, "cudaSetDevice(%d): %s", cd->id,
+				    cudaGetErrorString(e));
+		return -SLUICE_ECUDA;
+	}
+	return 0;
+}
+
+static void leave(struct cuda_device *cd, int prev)
+{
+	if (prev != cd->id)
+		(void)cudaSetDevice(prev);
+}
+
+/* The one place CUDA errors become sluice errors. */
+static int fail(struct cuda_device *cd, uint32_t i, const char *what,
+		cudaError_t e)
+{
+	device_record_error(&cd->base, "%s (slot %u): %s", what, i,
+			    cudaGetErrorString(e));
+	return -SLUICE_ECUDA;
+}
+
+int cuda_device_probe(int id, char *why, size_t whylen)
+{
+	cudaError_t e;
+	int n = 0, prev;
+
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		device_set_err(why, whylen, "%s", cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		return -SLUICE_ENODEVICE;
+	}
+	if (id >= n) {
+		device_set_err(why, whylen, "device %d requested, %d present",
+			       id, n);
+		return -SLUICE_ENODEVICE;
+	}
+	/* A device that exists may still refuse a context (exclusive mode,
+	 * out of memory): creating it here is what "usable" means. */
+	if (cudaGetDevice(&prev) != cudaSuccess)
+		prev = id;
+	e = cudaSetDevice(id);
+	if (e == cudaSuccess)
+		e = cudaFree(NULL);
+	if (prev != id)
+		(void)cudaSetDevice(prev);
+	if (e != cudaSuccess) {
+		device_set_err(why, whylen, "device %d: %s", id,
+			       cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		return -SLUICE_ENODEVICE;
+	}
+	return 0;
+}
+
+/* Undo whatever cuda_device_open got to; also the normal close. */
+static void teardown(struct cuda_device *cd)
+{
+	struct cuda_slot *s;
+	int k, prev = cd->id;
+	uint32_t i;
+
+	(void)cudaGetDevice(&prev);
+	(void)cudaSetDevice(cd->id);
+	if (cd->copy_stream)
+		(void)cudaStreamSynchronize(cd->copy_stream);
+	for (i = 0; i < cd->slots_ready; i++) {
+		s = &cd->slot[i];
+		/* The consumer's last use of the slot must end before the
+		 * memory goes away. */
+		for (k = 0; k < s->npending; k++)
+			(void)cudaEventSynchronize(s->release[k]);
+		for (k = 0; k < SLOT_STREAMS; k++)
+			if (s->release[k])
+				(void)cudaEventDestroy(s->release[k]);
+		if (s->ready)
+			(void)cudaEventDestroy(s->ready);
+		pthread_mutex_destroy(&s->lock);
+	}
+	free(cd->slot);
+	if (cd->copy_stream)
+		(void)cudaStreamDestroy(cd->copy_stream);
+	if (cd->slot_mem)
+		(void)cudaFree(cd->slot_mem);
+	if (cd->registered)
+		(void)cudaHostUnregister(cd->base.arena.base);
+	arena_unmap(&cd->base.arena);
+	device_base_fini(&cd->base);
+	if (prev != cd->id)
+		(void)cudaSetDevice(prev);
+	free(cd);
+}
+
+static void cuda_close(struct device *d)
+{
+	teardown(to_cuda(d));
+}
+
+static void *cuda_slot_ptr(const struct device *d, uint32_t i)
+{
+	const struct cuda_device *cd = (const struct cuda_device *)d;
+
+	return cd->slot_mem + (size_t)i * d->slot_bytes;
+}
+
+static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
+			  size_t len)
+{
+	struct cuda_device *cd = to_cuda(d);
+	struct cuda_slot *s = &cd->slot[i];
+	cudaError_t e = cudaSuccess;
+	int prev, k, r;
+
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	for (k = 0; k < s->npending && e == cudaSuccess; k++)
+		e = cudaStreamWaitEvent(cd->copy_stream, s->release[k], 0);
+	if (e != cudaSuccess) {
+		r = fail(cd, i, "cudaStreamWaitEvent on a release", e);
+		goto out;
+	}
+	s->npending = 0;
+	if (len > 0) {
+		e = cudaMemcpyAsync(cuda_slot_ptr(d, i), host, len,
+				    cudaMemcpyHostToDevice, cd->copy_stream);
+		if (e != cudaSuccess) {
+			r = fail(cd, i, "cudaMemcpyAsync host to device", e);
+			goto out;
+		}
+	}
+	e = cudaEventRecord(s->ready, cd->copy_stream);
+	if (e != cudaSuccess)
+		r = fail(cd, i, "cudaEventRecord of the copy", e);
+out:
+	pthread_mutex_unlock(&s->lock);
+	leave(cd, prev);
+	return r;
+}
+
+static int cuda_wait_copied(struct device *d, uint32_t i)
+{
+	struct cuda_device *cd = to_cuda(d);
+	cudaError_t e;
+	int prev, r;
+
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	/* No slot lock: the event is only re-recorded by the next copy,
+	 * which the pipeline never starts while it waits on this one. */
+	e = cudaEventSynchronize(cd->slot[i].ready);
+	if (e != cudaSuccess)
+		r = fail(cd, i, "cudaEventSynchronize on the copy", e);
+	leave(cd, prev);
+	return r;
+}
+
+static int cuda_slot_export(struct device *d, uint32_t i, int64_t stream)
+{
+	struct cuda_device *cd = to_cuda(d);
+	struct cuda_slot *s = &cd->slot[i];
+	cudaStream_t cs = (cudaStream_t)(intptr_t)stream;
+	cudaError_t e;
+	int prev, k, r;
+
+	if (stream == -1)
+		return 0;
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	e = cudaStreamWaitEvent(cs, s->ready, 0);
+	if (e != cudaSuccess) {
+		r = fail(cd, i, "cudaStreamWaitEvent on the consumer stream", e);
+		goto out;
+	}
+	for (k = 0; k < s->nconsumers && s->consumer[k] != cs; k++)
+		;
+	if (k == s->nconsumers) {
+		if (k < SLOT_STREAMS)
+			s->consumer[s->nconsumers++] = cs;
+		else
+			s->overflow = 1;
+	}
+	atomic_store(&cd->last_stream, stream);
+out:
+	pthread_mutex_unlock(&s->lock);
+	leave(cd, prev);
+	return r;
+}
+
+static int cuda_slot_release(struct device *d, uint32_t i)
+{
+	struct cuda_device *cd = to_cuda(d);
+	struct cuda_slot *s = &cd->slot[i];
+	cudaError_t e = cudaSuccess;
+	int prev, k, r;
+
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	for (k = 0; k < s->nconsumers && e == cudaSuccess; k++)
+		e = cudaEventRecord(s->release[k], s->consumer[k]);
+	if (e != cudaSuccess) {
+		r = fail(cd, i, "cudaEventRecord on the consumer stream", e);
+	} else if (s->overflow) {
+		/* Streams we could not track: waiting for the whole device
+		 * is slow but can never let a copy overwrite a slot in use. */
+		e = cudaDeviceSynchronize();
+		if (e != cudaSuccess)
+			r = fail(cd, i, "cudaDeviceSynchronize", e);
+	}
+	s->npending = r ? 0 : s->nconsumers;
+	s->nconsumers = 0;
+	s->overflow = 0;
+	pthread_mutex_unlock(&s->lock);
+	leave(cd, prev);
+	return r;
+}
+
+static double cuda_measure_h2d(struct device *d, size_t bytes, int iters)
+{
+	struct cuda_device *cd = to_cuda(d);
+	size_t device_bytes = (size_t)d->slots * d->slot_bytes;
+	cudaEvent_t start = NULL, stop = NULL;
+	cudaError_t e;
+	float ms = 0;
+	int prev, n;
+
+	if (bytes > d->arena.bytes)
+		bytes = d->arena.bytes;
+	if (bytes > device_bytes)
+		bytes = device_bytes;
+	if (bytes == 0)
+		return 0;
+	if (iters < 1)
+		iters = 1;
+	if (enter(cd, &prev))
+		return 0;
+	e = cudaEventCreate(&start);
+	if (e == cudaSuccess)
+		e = cudaEventCreate(&stop);
+	/* Queued behind any copy in flight, so it times only itself. */
+	if (e == cudaSuccess)
+		e = cudaEventRecord(start, cd->copy_stream);
+	for (n = 0; n < iters && e == cudaSuccess; n++)
+		e = cudaMemcpyAsync(cd->slot_mem, d->arena.base, bytes,
+				    cudaMemcpyHostToDevice, cd->copy_stream);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(stop, cd->copy_stream);
+	if (e == cudaSuccess)
+		e = cudaEventSynchronize(stop);
+	if (e == cudaSuccess)
+		e = cudaEventElapsedTime(&ms, start, stop);
+	if (e != cudaSuccess)
+		device_record_error(d, "measuring host-to-device bandwidth: %s",
+				    cudaGetErrorString(e));
+	if (start)
+		(void)cudaEventDestroy(start);
+	if (stop)
+		(void)cudaEventDestroy(stop);
+	leave(cd, prev);
+	if (e != cudaSuccess || ms <= 0)
+		return 0;
+	return (double)bytes * iters / (ms / 1e3);
+}
+
+static void cuda_compute(struct device *d, double ms)
+{
+	struct cuda_device *cd = to_cuda(d);
+	int64_t last = atomic_load(&cd->last_stream);
+	cudaStream_t cs = (cudaStream_t)(intptr_t)(last == -1 ? 0 : last);
+	cudaError_t e;
+	int prev;
+
+	if (enter(cd, &prev))
+		return;
+	e = cuda_spin_async(cs, ms);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cs);
+	if (e != cudaSuccess)
+		device_record_error(d, "compute kernel: %s",
+				    cudaGetErrorString(e));
+	leave(cd, prev);
+}
+
+static const struct device_ops cuda_ops = {
+	.close = cuda_close,
+	.slot_ptr = cuda_slot_ptr,
+	.copy_slot = cuda_copy_slot,
+	.wait_copied = cuda_wait_copied,
+	.slot_export = cuda_slot_export,
+	.slot_release = cuda_slot_release,
+	.measure_h2d = cuda_measure_h2d,
+	.compute = cuda_compute,
+};
+
+static int make_slot(struct cuda_slot *s)
+{
+	cudaError_t e;
+	int k;
+
+	pthread_mutex_init(&s->lock, NULL);
+	e = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
+	for (k = 0; k < SLOT_STREAMS && e == cudaSuccess; k++)
+		e = cudaEventCreateWithFlags(&s->release[k],
+					     cudaEventDisableTiming);
+	return e;
+}
+
+int cuda_device_open(const struct device_config *cfg, int id,
+		     struct device **out, char *err, size_t errlen)
+{
+	struct cuda_device *cd;
+	const char *what;
+	cudaError_t e;
+	char msg[96];
+	int r, prev;
+	uint32_t i;
+
+	*out = NULL;
+	cd = calloc(1, sizeof(*cd));
+	if (!cd) {
+		device_set_err(err, errlen, "out of memory for the CUDA device");
+		return -ENOMEM;
+	}
+	device_base_init(&cd->base, &cuda_ops, cfg);
+	cd->id = id;
+	atomic_init(&cd->last_stream, -1);
+	cd->base.info.dl.device_type = kDLCUDA;
+	cd->base.info.dl.device_id = id;
+	cd->base.info.is_cuda = 1;
+
+	/* Set up on @id, then give the caller back its own current device. */
+	if (cudaGetDevice(&prev) != cudaSuccess)
+		prev = id;
+	what = "cudaSetDevice";
+	e = cudaSetDevice(id);
+	if (e != cudaSuccess)
+		goto fail_cuda;
+	r = arena_map(&cd->base.arena, cfg->arena_bytes);
+	if (r) {
+		device_set_err(err, errlen, "mmap of a %zu-byte arena: %s",
+			       cfg->arena_bytes, strerror_r(-r, msg, sizeof(msg)));
+		goto fail;
+	}
+	cd->base.info.huge_pages = cd->base.arena.huge_pages;
+	/* Anonymous memory registered afterwards, not cudaHostAlloc: see
+	 * DESIGN.md "The pinned arena". */
+	e = cudaHostRegister(cd->base.arena.base, cd->base.arena.map_len,
+			     cudaHostRegisterDefault);
+	if (e == cudaSuccess) {
+		cd->registered = 1;
+		cd->base.info.arena_pinned = 1;
+	} else {
+		device_note_fallback(&cd->base.info,
+				     "cudaHostRegister failed: %s; pageable copies",
+				     cudaGetErrorString(e));
+		(void)cudaGetLastError();
+	}
+
+	what = "cudaMalloc of the device slots";
+	e = cudaMalloc((void **)&cd->slot_mem,
+		       (size_t)cfg->slots * cfg->slot_bytes);
+	if (e != cudaSuccess)
+		goto fail_cuda;
+	what = "cudaStreamCreateWithFlags";
+	e = cudaStreamCreateWithFlags(&cd->copy_stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+		goto fail_cuda;
+	cd->slot = calloc(cfg->slots, sizeof(*cd->slot));
+	if (!cd->slot) {
+		device_set_err(err, errlen, "out of memory for %u slots",
+			       cfg->slots);
+		r = -ENOMEM;
+		goto fail;
+	}
+	what = "cudaEventCreateWithFlags";
+	for (i = 0; i < cfg->slots; i++) {
+		e = make_slot(&cd->slot[i]);
+		cd->slots_ready = i + 1;
+		if (e != cudaSuccess)
+			goto fail_cuda;
+	}
+	if (prev != id)
+		(void)cudaSetDevice(prev);
+	*out = &cd->base;
+	return 0;
+
+fail_cuda:
+	device_set_err(err, errlen, "CUDA device %d: %s: %s", id, what,
+		       cudaGetErrorString(e));
+	(void)cudaGetLastError();
+	r = -SLUICE_ECUDA;
+fail:
+	teardown(cd);
+	if (prev != id)
+		(void)cudaSetDevice(prev);
+	return r;
+}
+
+#endif /* SLUICE_HAVE_CUDA */

@@ -1,0 +1,261 @@
+/*
+ * device.c - choose the device implementation (cuda when a GPU is usable,
+ * else host) and dispatch the device.h calls to it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice.h"
+#include "device_impl.h"
+
+void device_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+void device_note_fallback(struct device_info *info, const char *fmt, ...)
+{
+	size_t used = strnlen(info->fallbacks, sizeof(info->fallbacks));
+	size_t room = sizeof(info->fallbacks) - used;
+	va_list ap;
+	int n;
+
+	if (used > 0) {
+		n = snprintf(info->fallbacks + used, room, "; ");
+		if (n < 0 || (size_t)n >= room)
+			return;
+		used += (size_t)n;
+		room -= (size_t)n;
+	}
+	va_start(ap, fmt);
+	vsnprintf(info->fallbacks + used, room, fmt, ap);
+	va_end(ap);
+}
+
+void device_base_init(struct device *d, const struct device_ops *ops,
+		      const struct device_config *cfg)
+{
+	d->ops = ops;
+	d->slots = cfg->slots;
+	d->slot_bytes = cfg->slot_bytes;
+	pthread_mutex_init(&d->error_lock, NULL);
+}
+
+void device_base_fini(struct device *d)
+{
+	pthread_mutex_destroy(&d->error_lock);
+}
+
+void device_record_error(struct device *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&d->error_lock);
+	va_start(ap, fmt);
+	vsnprintf(d->last_error, sizeof(d->last_error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&d->error_lock);
+}
+
+int device_last_error(struct device *d, char *buf, size_t len)
+{
+	int n;
+
+	pthread_mutex_lock(&d->error_lock);
+	n = snprintf(buf, len, "%s", d->last_error);
+	pthread_mutex_unlock(&d->error_lock);
+	return n;
+}
+
+int device_check_copy(const struct device *d, uint32_t i, const void *host,
+		      size_t len)
+{
+	uintptr_t lo = (uintptr_t)d->arena.base;
+	uintptr_t p = (uintptr_t)host;
+
+	if (i >= d->slots || len > d->slot_bytes)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	/* Written so that no sum can wrap. */
+	if (!host || p < lo || p - lo > d->arena.bytes ||
+	    len > d->arena.bytes - (p - lo))
+		return -EINVAL;
+	return 0;
+}
+
+/* -1 means $LOCAL_RANK (set by torchrun and friends), 0 when unset. */
+static int resolve_device_id(int requested, int *id, char *err,
+			     size_t errlen)
+{
+	const char *env;
+	char *end;
+	long v;
+	int saved_errno, bad;
+
+	if (requested >= 0) {
+		*id = requested;
+		return 0;
+	}
+	if (requested != -1) {
+		device_set_err(err, errlen, "device_id %d: expected -1 or >= 0",
+			       requested);
+		return -EINVAL;
+	}
+	env = getenv("LOCAL_RANK");
+	if (!env || !*env) {
+		*id = 0;
+		return 0;
+	}
+	saved_errno = errno;    /* strtol reports through errno; keep the caller's */
+	errno = 0;
+	v = strtol(env, &end, 10);
+	bad = errno != 0 || end == env || *end || v < 0 || v > INT_MAX;
+	errno = saved_errno;
+	if (bad) {
+		device_set_err(err, errlen,
+			       "LOCAL_RANK=\"%s\" is not a device number", env);
+		return -EINVAL;
+	}
+	*id = (int)v;
+	return 0;
+}
+
+static int check_config(const struct device_config *cfg, char *err,
+			size_t errlen)
+{
+	if (cfg->kind != SLUICE_DEVICE_AUTO && cfg->kind != SLUICE_DEVICE_HOST &&
+	    cfg->kind != SLUICE_DEVICE_CUDA) {
+		device_set_err(err, errlen, "unknown device kind %d", cfg->kind);
+		return -EINVAL;
+	}
+	if (cfg->arena_bytes == 0 || cfg->slots == 0 || cfg->slot_bytes == 0) {
+		device_set_err(err, errlen,
+			       "device arena (%zu bytes), slots (%u) and slot "
+			       "size (%zu bytes) must all be > 0",
+			       cfg->arena_bytes, cfg->slots, cfg->slot_bytes);
+		return -EINVAL;
+	}
+	if (cfg->slot_bytes > SIZE_MAX / cfg->slots) {
+		device_set_err(err, errlen, "%u slots of %zu bytes overflow",
+			       cfg->slots, cfg->slot_bytes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int device_open(const struct device_config *cfg, struct device **out,
+		char *err, size_t errlen)
+{
+	char reason[200];
+	int id, r;
+
+	*out = NULL;
+	r = check_config(cfg, err, errlen);
+	if (r)
+		return r;
+	if (cfg->kind == SLUICE_DEVICE_HOST)
+		return host_device_open(cfg, NULL, out, err, errlen);
+	r = resolve_device_id(cfg->device_id, &id, err, errlen);
+	if (r)
+		return r;
+#ifdef SLUICE_HAVE_CUDA
+	{
+		char why[160];
+
+		if (cuda_device_probe(id, why, sizeof(why)) == 0)
+			return cuda_device_open(cfg, id, out, err, errlen);
+		if (cfg->kind == SLUICE_DEVICE_CUDA) {
+			device_set_err(err, errlen, "no CUDA device: %s", why);
+			return -SLUICE_ENODEVICE;
+		}
+		snprintf(reason, sizeof(reason),
+			 "no CUDA device: %s; host batches", why);
+	}
+#else
+	if (cfg->kind == SLUICE_DEVICE_CUDA) {
+		device_set_err(err, errlen,
+			       "no CUDA device: built without CUDA (CUDA=0)");
+		return -SLUICE_ENODEVICE;
+	}
+	snprintf(reason, sizeof(reason),
+		 "no CUDA device: built without CUDA; host batches");
+#endif
+	return host_device_open(cfg, reason, out, err, errlen);
+}
+
+void device_close(struct device *d)
+{
+	if (d)
+		d->ops->close(d);
+}
+
+void device_get_info(const struct device *d, struct device_info *info)
+{
+	*info = d->info;
+}
+
+void *device_arena(const struct device *d, size_t *len)
+{
+	if (len)
+		*len = d->arena.bytes;
+	return d->arena.base;
+}
+
+void *device_slot_ptr(const struct device *d, uint32_t i)
+{
+	if (i >= d->slots)
+		return NULL;
+	return d->ops->slot_ptr(d, i);
+}
+
+int device_copy_slot(struct device *d, uint32_t i, const void *host,
+		     size_t len)
+{
+	int r = device_check_copy(d, i, host, len);
+
+	return r ? r : d->ops->copy_slot(d, i, host, len);
+}
+
+int device_slot_wait_copied(struct device *d, uint32_t i)
+{
+	if (i >= d->slots)
+		return -EINVAL;
+	return d->ops->wait_copied(d, i);
+}
+
+int device_slot_export(struct device *d, uint32_t i, int64_t stream)
+{
+	/* Below -1 is no stream handle nor the "no sync" marker. */
+	if (i >= d->slots || stream < -1)
+		return -EINVAL;
+	return d->ops->slot_export(d, i, stream);
+}
+
+int device_slot_release(struct device *d, uint32_t i)
+{
+	if (i >= d->slots)
+		return -EINVAL;
+	return d->ops->slot_release(d, i);
+}
+
+double device_measure_h2d(struct device *d, size_t bytes, int iters)
+{
+	return d->ops->measure_h2d(d, bytes, iters);
+}
+
+void device_compute(struct device *d, double ms)
+{
+	if (ms > 0)
+		d->ops->compute(d, ms);
+}

@@ -1,0 +1,93 @@
+/*
+ * device_impl.h - private to gpu/: the shape every device implementation
+ * shares, so device.c can dispatch without knowing which one it holds.
+ */
+#ifndef SLUICE_GPU_DEVICE_IMPL_H
+#define SLUICE_GPU_DEVICE_IMPL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+
+struct device_ops {
+	void (*close)(struct device *d);
+	void *(*slot_ptr)(const struct device *d, uint32_t i);
+	int (*copy_slot)(struct device *d, uint32_t i, const void *host,
+			 size_t len);
+	int (*wait_copied)(struct device *d, uint32_t i);
+	int (*slot_export)(struct device *d, uint32_t i, int64_t stream);
+	int (*slot_release)(struct device *d, uint32_t i);
+	double (*measure_h2d)(struct device *d, size_t bytes, int iters);
+	void (*compute)(struct device *d, double ms);
+};
+
+/* The arena mapping, shared by both implementations. */
+struct arena {
+	void *base;
+	size_t bytes;      /* what was asked for: what device_arena() says */
+	size_t map_len;    /* what was mapped: what munmap() needs */
+	int huge_pages;    /* MAP_HUGETLB succeeded */
+};
+
+/* Implementations embed this first and extend it. */
+struct device {
+	const struct device_ops *ops;
+	struct device_info info;
+	struct arena arena;
+	uint32_t slots;
+	size_t slot_bytes;
+	pthread_mutex_t error_lock;   /* copy, consumer and release threads */
+	char last_error[256];
+};
+
+/* Fill the fields every implementation shares; then device_base_fini()
+ * on close. */
+void device_base_init(struct device *d, const struct device_ops *ops,
+		      const struct device_config *cfg);
+void device_base_fini(struct device *d);
+
+/* Keep @fmt's message for device_last_error(). */
+void device_record_error(struct device *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Map @bytes of anonymous memory, huge pages first when @bytes is at
+ * least 2 MiB; falls back to small pages without a word. -errno. */
+int arena_map(struct arena *a, size_t bytes);
+void arena_unmap(struct arena *a);
+
+/* Append "; @reason" (or @reason when empty) to info->fallbacks,
+ * truncating rather than overflowing. */
+void device_note_fallback(struct device_info *info, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* snprintf into @err when it is not NULL. */
+void device_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Shared argument checks: slot index, and @host..@host+@len inside the
+ * arena and no longer than a slot.  0 or -EINVAL. */
+int device_check_copy(const struct device *d, uint32_t i, const void *host,
+		      size_t len);
+
+/* The host implementation; @reason (may be NULL or "") goes first into
+ * info.fallbacks. */
+int host_device_open(const struct device_config *cfg, const char *reason,
+		     struct device **out, char *err, size_t errlen);
+
+/* Spin the calling thread for @ms milliseconds of CLOCK_MONOTONIC. */
+void host_busy_wait(double ms);
+
+#ifdef SLUICE_HAVE_CUDA
+/*
+ * cuda_device_probe - is CUDA device @id usable?  0, or -SLUICE_ENODEVICE
+ * with the CUDA runtime's own words in @why (no driver, no device, @id
+ * past the device count).
+ */
+int cuda_device_probe(int id, char *why, size_t whylen);
+int cuda_device_open(const struct device_config *cfg, int id,
+		     struct device **out, char *err, size_t errlen);
+#endif
+
+#endif /* SLUICE_GPU_DEVICE_IMPL_H */
