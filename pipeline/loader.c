@@ -282,7 +282,6 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 		snprintf(err, errlen, "sampler: invalid configuration");
 		return r;
 	}
-	sampler_set_epoch(&c->sampler, 0);
 
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */

@@ -174,7 +174,7 @@ struct loader_core {
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
 		blocks_read, cache_hits, occupancy_sum;
-	char fallbacks[256];
+	char fallbacks[528];        /* ring's and device's, joined */
 
 	char err[512];              /* [mu] */
 };
