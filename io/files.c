@@ -68,11 +68,11 @@ static uint32_t dio_alignment(int fd)
 
 static int open_error(const char *path, int e, char *err, size_t errlen)
 {
-	char eb[64];
+	char eb[128];
 
 	if (err && errlen)
 		snprintf(err, errlen, "cannot open %s: %s", path,
-			 ring_errname(-e, eb, sizeof(eb)));
+			 strerror_r(e, eb, sizeof(eb)));
 	return -e;
 }
 

@@ -14,7 +14,7 @@
 #include "ring_private.h"
 #include "ring_test.h"
 
-/* Seconds of idleness before the SQPOLL thread sleeps. */
+/* Milliseconds of idleness before the SQPOLL thread sleeps. */
 #define SQPOLL_IDLE_MS 100
 
 const char *ring_errname(int err, char *buf, size_t len)

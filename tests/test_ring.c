@@ -510,7 +510,7 @@ static void test_invalid(void)
 	T_EQ(io_ring_create(&r, missing, 2, arena, ARENA_LEN, &cfg, err,
 			    sizeof(err)), -ENOENT);
 	T_ASSERT(r == NULL);
-	T_CONTAINS(err, "/nonexistent/sluice");
+	T_CONTAINS(err, "cannot open /nonexistent/sluice: No such file");
 	cfg.queue_depth = 0;
 	T_EQ(io_ring_create(&r, missing, 1, arena, ARENA_LEN, &cfg, err,
 			    sizeof(err)), -EINVAL);
@@ -594,6 +594,42 @@ static void test_sqpoll(void)
 	for (unsigned i = 0; i < 20; i++)
 		check_read(i, 0);
 	printf("sqpoll: %s\n", info.sqpoll ? "on" : info.fallbacks);
+	io_ring_destroy(r);
+}
+
+/* More files than one register_files call takes here: a sparse table
+ * filled in chunks; the last file reads right. */
+static void test_many_files(void)
+{
+	enum { N = 1100 };
+	static const char *p[N];
+	struct rlimit rl;
+	struct io_ring_info info;
+	struct io_ring *r;
+
+	T_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < N + 100) {
+		rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+		T_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	if (rl.rlim_cur < N + 100) {
+		printf("note: RLIMIT_NOFILE %llu: many-files test skipped\n",
+		       (unsigned long long)rl.rlim_cur);
+		return;
+	}
+	for (unsigned i = 0; i < N; i++)
+		p[i] = paths[i % 2];
+	r = ring_open(p, N, -1, 8, 0, &info);
+	printf("%u files: fixed_files %d %s\n", N, info.fixed_files,
+	       info.fallbacks);
+	T_EQ(info.fixed_files, 1);
+	set_read(0, N - 1, 7 * BLK, BLK, BLK, arena);
+	set_read(1, N - 2, 7 * BLK, BLK, BLK, arena + 2 * BLK);
+	submit(r, 2, NULL);
+	reap_all(r, 2);
+	check_read(0, 1);
+	check_read(1, 0);
 	io_ring_destroy(r);
 }
 
@@ -796,6 +832,7 @@ int main(void)
 	test_wake();
 	test_destroy_in_flight();
 	test_sqpoll();
+	test_many_files();
 	test_direct_refused();
 	test_tmpfs();
 
