@@ -196,6 +196,45 @@ out:
 	return r;
 }
 
+int dataset_expand_paths(const char *spec, char ***paths, size_t *n,
+			 char *err, size_t errlen)
+{
+	struct path_list l = { 0 };
+	const char *p = spec;
+	int r = 0;
+
+	*paths = NULL;
+	*n = 0;
+	while (r == 0 && *p) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char *item = strndup(p, len);
+
+		if (!item) {
+			r = -ENOMEM;
+			break;
+		}
+		if (len)
+			r = expand_item(&l, item, err, errlen);
+		free(item);
+		p += len + (comma ? 1 : 0);
+	}
+	if (r < 0) {
+		path_list_free(&l);
+		return r;
+	}
+	*paths = l.v;
+	*n = l.n;
+	return 0;
+}
+
+void dataset_free_paths(char **paths, size_t n)
+{
+	struct path_list l = { paths, n, n };
+
+	path_list_free(&l);
+}
+
 int dataset_load(const char *path, struct dataset *out, char *err,
 		 size_t errlen)
 {
@@ -215,28 +254,10 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 		r = load_dir(out, path, err, errlen);
 		goto out;
 	}
-	if (stat(path, &st) == 0) {
+	if (stat(path, &st) == 0)
 		r = path_list_add(&l, path, strlen(path));
-	} else {
-		/* A comma-separated list whose items may be globs. */
-		const char *p = path;
-
-		r = 0;
-		while (r == 0 && *p) {
-			const char *comma = strchr(p, ',');
-			size_t n = comma ? (size_t)(comma - p) : strlen(p);
-			char *item = strndup(p, n);
-
-			if (!item) {
-				r = -ENOMEM;
-				break;
-			}
-			if (n)
-				r = expand_item(&l, item, err, errlen);
-			free(item);
-			p += n + (comma ? 1 : 0);
-		}
-	}
+	else
+		r = dataset_expand_paths(path, &l.v, &l.n, err, errlen);
 	if (r < 0)
 		goto out;
 	if (l.n == 0) {

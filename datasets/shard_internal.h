@@ -44,6 +44,12 @@ static inline uint64_t align_up_u64(uint64_t v, uint64_t align)
 	return r & ~(align - 1);
 }
 
+/* Expand a comma-separated list of shard paths and globs (sorted).
+ * Free with dataset_free_paths(). */
+int dataset_expand_paths(const char *spec, char ***paths, size_t *n,
+			 char *err, size_t errlen);
+void dataset_free_paths(char **paths, size_t n);
+
 /* Shard file names in manifests and merges: plain names only. */
 int shard_name_is_plain(const char *name);
 
