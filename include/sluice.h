@@ -118,7 +118,7 @@ typedef struct sluice_dataset sluice_dataset;
 /**
  * sluice_dataset_open - open a dataset for reading.
  * @path: a dataset directory (with dataset.json), one shard file, a
- *	comma-separated list of shard files, or a glob ("dir/NAME-*.dls" style).
+ *	comma-separated list of shard files, or a glob ("dir/data-*.dls").
  *	Borrowed for the call.
  * @out: receives the handle; on failure receives a handle that only
  *	carries the error message (read it with sluice_dataset_error(),
@@ -410,7 +410,7 @@ struct sluice_stats {
 	int registered_files;
 	int sqpoll;
 	int device_pinned;                 /* 1: arena registered with CUDA */
-	char fallbacks[528];               /* why each fallback is active */
+	char fallbacks[256];               /* why each fallback is active */
 };
 
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
