@@ -13,9 +13,10 @@
 
 #include "import_common.h"
 
-/* Progress callbacks are cheap for the caller to rate-limit by time, but
- * calling one per tiny record would still cost more than the record. */
+/* The caller rate-limits by time; calling it per tiny record would still
+ * cost more than the record, so call every so many records or bytes. */
 #define PROGRESS_EVERY 64u
+#define PROGRESS_BYTES (1u << 20)
 
 int import_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
@@ -67,6 +68,7 @@ int import_sink_open(struct import_sink *s, const struct import_options *o,
 	memset(s, 0, sizeof(*s));
 	s->o = o;
 	s->total = total;
+	s->nfields = nfields;
 	r = sluice_writer_open(o->out_dir, fields, nfields, &o->wcfg, &w);
 	if (r < 0) {
 		msg[0] = '\0';
@@ -100,8 +102,12 @@ int import_sink_add(struct import_sink *s, const void *const *values,
 				   msg[0] ? msg : sluice_strerror(r));
 	}
 	s->done++;
-	if (s->done % PROGRESS_EVERY == 0)
+	for (int i = 0; i < s->nfields; i++)
+		s->bytes_since += lengths[i];
+	if (s->done % PROGRESS_EVERY == 0 || s->bytes_since >= PROGRESS_BYTES) {
+		s->bytes_since = 0;
 		sink_progress(s);
+	}
 	return 0;
 }
 

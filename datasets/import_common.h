@@ -19,6 +19,8 @@ struct import_sink {
 	uint64_t done;   /* records added */
 	uint64_t total;  /* records this run will add; 0: unknown */
 	uint64_t first;  /* source index of the first record (messages) */
+	int nfields;
+	uint64_t bytes_since;  /* raw bytes since the last progress call */
 };
 
 /* Records [*lo, *hi) of @n that part @o->part_index of @o->part_count
