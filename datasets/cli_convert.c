@@ -35,7 +35,9 @@ static void on_progress(void *ctx, const sluice_writer *w, uint64_t done,
 	uint64_t records, raw, stored;
 	double now = cli_now(), secs, rate;
 
-	if (now - p->last < 0.2)
+	/* The first line as soon as there is something to show, so even a
+	 * short conversion shows one. */
+	if (done == 0 || (p->shown && now - p->last < 0.2))
 		return;
 	p->last = now;
 	secs = now - p->start;

@@ -18,7 +18,7 @@ void cli_usage(FILE *f)
 "      --shard-size BYTES            stored bytes per shard (K/M/G suffixes)\n"
 "      --records-per-shard N         records per shard (exclusive with above)\n"
 "      --block-size BYTES            target raw bytes per block (1M)\n"
-"      --compression none|zstd[:L]   block codec (zstd means zstd:3)\n"
+"      --compression none|zstd[:L]   block codec (zstd: zstd:3, the default)\n"
 "      --threads N                   compression threads (0: all CPUs)\n"
 "      --part I/N                    convert only slice I (0-based) of N\n"
 "      --prefix NAME                 shard file names NAME-00000.dls\n"

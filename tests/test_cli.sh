@@ -139,7 +139,9 @@ grep -q '^1 label ' "$T/out" || fail "no label hash: $(cat "$T/out")"
 step "verify"
 expect 0 "$DS" verify "$T/d"
 grep -q "^$T/d: OK (" "$T/out" || fail "verify: $(cat "$T/out")"
-expect 1 "$DS" verify "$T/nope"
+"$DS" verify "$T/nope" >"$T/out" 2>"$T/err"
+[ $? -eq 1 ] || fail "verify of a missing path did not exit 1"
+grep -q "$T/nope" "$T/out" || fail "verify of a missing path: $(cat "$T/out")"
 
 step "merge"
 expect 0 "$DS" convert --from synth --records 64 --seed 3 \
