@@ -149,8 +149,11 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo.sh $(BUILD)
 
+# The extension links libsluice.so by its soname, found in $(BUILD) at run
+# time (rpath): `make python`, then PYTHONPATH=python python3 -c 'import sluice'.
 python: $(SHARED)
-	cd python && SLUICE_BUILD=../$(BUILD) python3 setup.py -q build_ext --inplace
+	ln -sf libsluice.so $(BUILD)/libsluice.so.0
+	cd python && SLUICE_BUILD=$(abspath $(BUILD)) python3 setup.py -q build_ext --inplace
 
 bench-data: all
 	@sh bench/make_data.sh

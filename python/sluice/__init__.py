@@ -1,0 +1,28 @@
+"""sluice: stream sharded record datasets into GPU (or host) memory.
+
+    import sluice
+    loader = sluice.Loader("data/train", batch_size=256, shuffle="window",
+                           seed=0, device="cuda", prefetch=4)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        for batch in loader:          # a mapping: name -> sluice.Tensor
+            x = torch.from_dlpack(batch["data"])
+
+Every tensor speaks DLPack (torch.from_dlpack, numpy.from_dlpack, CuPy,
+JAX) without a copy.  Write datasets with ShardWriter, join parts written
+by many processes with merge().
+"""
+from ._errors import (CorruptDataError, DatasetNotFoundError, DeviceError,
+                      HeldSlotsError, SchemaError, SluiceError, StateError)
+from ._sluice import Batch, Tensor, strerror
+from .dataset import Dataset
+from .loader import Loader
+from .writer import ShardWriter, merge
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Loader", "Batch", "Tensor", "Dataset", "ShardWriter", "merge",
+    "strerror", "SluiceError", "CorruptDataError", "SchemaError",
+    "StateError", "DeviceError", "DatasetNotFoundError", "HeldSlotsError",
+]

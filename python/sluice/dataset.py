@@ -1,0 +1,49 @@
+"""Dataset: an open dataset's schema and counts, and the slow per-record
+read (checksum-verified pread) that tools and tests use."""
+import collections
+import os
+
+from . import _sluice
+
+Field = collections.namedtuple("Field", "name dtype shape")
+
+
+class Dataset:
+    """Dataset(path): a dataset directory, a shard file, a comma-separated
+    list of shards, or a glob."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._ds = _sluice.Dataset(self.path)
+        counts = self._ds.counts()
+        self.records = counts["records"]
+        self.shards = counts["shards"]
+        self.blocks = counts["blocks"]
+        self.fields = [Field(*f) for f in self._ds.fields()]
+
+    def __len__(self):
+        return self.records
+
+    def read(self, index, field):
+        """The bytes of one record's field (a variable field: all values)."""
+        if index < 0:
+            index += self.records
+        return self._ds.read(index, field)
+
+    def record(self, index):
+        """One record as {field: bytes}."""
+        return {f.name: self.read(index, f.name) for f in self.fields}
+
+    def close(self):
+        self._ds.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<sluice.Dataset %r: %d records, %d shards, fields %s>" % (
+            self.path, self.records, self.shards,
+            [tuple(f) for f in self.fields])

@@ -1,0 +1,153 @@
+"""Loader: iterate a dataset's batches as mappings of DLPack tensors."""
+from . import _sluice
+from .dataset import Dataset
+
+_SHUFFLE = {"none": 0, "block": 1, "window": 2, "full": 3}
+_ON_ERROR = {"fail": 0, "skip": 1}
+_AUTO, _HOST, _CUDA = 0, 1, 2
+
+
+def _parse_device(device):
+    """(kind, device_id) for the library from None, "cpu", "cuda",
+    "cuda:N", an int N (a GPU) or a torch.device."""
+    if device is None or device == "auto":
+        return _AUTO, -1
+    if isinstance(device, int) and not isinstance(device, bool):
+        return _CUDA, device
+    text = str(device)
+    if text in ("cpu", "host"):
+        return _HOST, 0
+    if text == "cuda":
+        return _CUDA, -1        # $LOCAL_RANK's GPU, else 0
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return _CUDA, int(text[5:])
+    raise ValueError("device must be None, 'cpu', 'cuda', 'cuda:N' or an "
+                     "int, not %r" % (device,))
+
+
+def _choice(name, value, table):
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value in table.values():
+            return value
+    elif value in table:
+        return table[value]
+    raise ValueError("%s must be one of %s, not %r" % (
+        name, ", ".join(sorted(table)), value))
+
+
+class Loader:
+    """Loader(path, batch_size=256, shuffle="window", seed=0, device=None,
+    prefetch=4, decode_threads=0, ...)
+
+    Iterating yields the batches of the current epoch; each is a mapping
+    from tensor name to a sluice.Tensor that torch.from_dlpack and
+    numpy.from_dlpack take without a copy.  Variable-length fields give
+    "F" (the values, flat) and "F.offsets" (int64[B+1]), or with
+    pad_length=L "F" [B, L, ...] and "F.lengths".  At the end of an epoch
+    the loader moves on to the next one: iterate again, or call
+    set_epoch(e) first (as with a DistributedSampler).
+
+    path: a dataset directory, shard file, comma list, glob or Dataset.
+    shuffle: "none", "block", "window" (window_blocks blocks at a time)
+        or "full".
+    device: None (the GPU of $LOCAL_RANK when one is usable, else host
+        memory), "cpu", "cuda" ($LOCAL_RANK's GPU), "cuda:N" or N.
+    rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
+    prefetch: batch slots the loader fills ahead of the consumer.
+    state: a state_dict() to resume from; the next batch is the one the
+        uninterrupted run would have given.
+
+    Memory: a batch's slot returns to the loader when the batch and every
+    tensor taken from it are freed (batch.release() gives the batch back
+    early).  Keeping tensors only stalls prefetch; if the consumer keeps
+    tensors of every slot, the loader continues on a fresh set of slots
+    (memory then grows with what is kept, and only then).
+
+    Ctrl-C: the KeyboardInterrupt is raised as soon as the library hands
+    over the next batch (the wait for it is not interruptible); that batch
+    is not lost: the next iteration delivers it, and state_dict() counts
+    it as not consumed.
+    """
+
+    def __init__(self, path, batch_size=256, shuffle="window", seed=0,
+                 device=None, prefetch=4, decode_threads=0, *,
+                 window_blocks=16, drop_last=False, rank=None,
+                 world_size=None, pad_length=0, queue_depth=64,
+                 verify=True, on_error="fail", direct_io=None,
+                 sqpoll=False, cache_bytes=0, state=None):
+        self.dataset = path if isinstance(path, Dataset) else Dataset(path)
+        kind, device_id = _parse_device(device)
+        self.batch_size = batch_size
+        config = {
+            "batch_size": batch_size,
+            "shuffle": _choice("shuffle", shuffle, _SHUFFLE),
+            "window_blocks": window_blocks,
+            "seed": seed,
+            "drop_last": int(bool(drop_last)),
+            "rank": -1 if rank is None else rank,
+            "world_size": -1 if world_size is None else world_size,
+            "prefetch_depth": prefetch,
+            "decode_threads": decode_threads,
+            "queue_depth": queue_depth,
+            "device": kind,
+            "device_id": device_id,
+            "verify": int(bool(verify)),
+            "on_error": _choice("on_error", on_error, _ON_ERROR),
+            "direct_io": -1 if direct_io is None else int(bool(direct_io)),
+            "sqpoll": int(bool(sqpoll)),
+            "pad_length": pad_length,
+            "cache_bytes": cache_bytes,
+        }
+        self._ld = _sluice.Loader(self.dataset._ds, config, state)
+
+    def __iter__(self):
+        # The extension's own iterator: no Python frame between the
+        # library and the caller's loop.
+        return self._ld
+
+    def __next__(self):
+        return next(self._ld)
+
+    def __len__(self):
+        """Batches in this rank's epoch."""
+        return self._ld.batches()
+
+    def set_epoch(self, epoch):
+        """Restart at the beginning of epoch (free when already there)."""
+        self._ld.set_epoch(epoch)
+
+    @property
+    def epoch(self):
+        return self._ld.state()["epoch"]
+
+    def state_dict(self):
+        """The position after the last delivered batch: a dict of ints."""
+        return self._ld.state()
+
+    def load_state_dict(self, state):
+        """Continue from state_dict() output (or the library's line)."""
+        self._ld.set_state(state)
+
+    @property
+    def device(self):
+        """(DLDeviceType, device_id): (1, 0) host, (2, N) CUDA GPU N."""
+        return self._ld.device()
+
+    def stats(self):
+        return self._ld.stats()
+
+    def close(self):
+        """Stop the loader's threads; batches and tensors held stay
+        valid until freed."""
+        self._ld.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<sluice.Loader %r batch_size=%d device=%r>" % (
+            self.dataset.path, self.batch_size, self.device)
+

@@ -1,0 +1,182 @@
+"""ShardWriter and merge: write datasets from Python.
+
+Distributed writers (Ray Data, Spark, multiprocessing) each write one
+part with ShardWriter(part_dir, schema); the driver then calls
+merge([part_dir, ...], out_dir), which joins the parts without rewriting
+block data.
+"""
+import os
+import struct
+
+from . import _sluice
+
+_STRUCT = {"int8": "b", "int16": "h", "int32": "i", "int64": "q",
+           "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q",
+           "float16": "e", "float32": "f", "float64": "d", "bool": "?"}
+_ITEMSIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1,
+             "uint16": 2, "uint32": 4, "uint64": 8, "float16": 2,
+             "float32": 4, "float64": 8, "bfloat16": 2, "bool": 1}
+
+
+def _numpy():
+    try:
+        import numpy
+        return numpy
+    except ImportError:
+        return None
+
+
+def normalize_schema(schema):
+    """[(name, dtype, shape)] from a list of (name, dtype[, shape]) or
+    a dict name -> dtype | (dtype, shape) | {"dtype": .., "shape": ..}.
+    shape[0] == -1 makes a field variable-length."""
+    if isinstance(schema, dict):
+        items = []
+        for name, spec in schema.items():
+            if isinstance(spec, str):
+                items.append((name, spec, ()))
+            elif isinstance(spec, dict):
+                items.append((name, spec["dtype"], spec.get("shape", ())))
+            else:
+                items.append((name,) + tuple(spec))
+    else:
+        items = list(schema)
+    fields = []
+    for item in items:
+        item = tuple(item)
+        if len(item) == 2:
+            item += ((),)
+        if len(item) != 3:
+            raise ValueError("a field is (name, dtype, shape): %r" % (item,))
+        name, dtype, shape = item
+        dtype = str(dtype)
+        if dtype not in _ITEMSIZE:
+            raise ValueError("field %r: unknown dtype %r (one of %s)" % (
+                name, dtype, ", ".join(sorted(_ITEMSIZE))))
+        fields.append((str(name), dtype, tuple(int(d) for d in shape)))
+    return fields
+
+
+def _to_bytes(value, field):
+    """The bytes of one field value, checked against the field's shape."""
+    name, dtype, shape = field
+    variable = len(shape) > 0 and shape[0] == -1
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        if dtype in ("uint8", "int8"):
+            return value.encode("utf-8")
+        raise TypeError("field %r (%s): a str is only stored in uint8 "
+                        "fields" % (name, dtype))
+    if type(value).__module__ == "torch":
+        value = value.detach().cpu().contiguous()
+        if dtype == "bfloat16":
+            import torch
+            value = value.to(torch.bfloat16).view(torch.int16)
+            dtype_for_numpy = "int16"
+        else:
+            dtype_for_numpy = dtype
+        value = value.numpy()
+    else:
+        dtype_for_numpy = dtype
+    np = _numpy()
+    if np is not None and dtype_for_numpy != "bfloat16":
+        target = np.dtype("bool" if dtype_for_numpy == "bool"
+                          else dtype_for_numpy)
+        if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+            if not np.can_cast(value.dtype, target, "same_kind"):
+                raise TypeError("field %r: cannot store %s as %s" % (
+                    name, value.dtype, dtype_for_numpy))
+        arr = np.asarray(value, dtype=target)  # tobytes() is C order
+        want = tuple(shape[1:]) if variable else tuple(shape)
+        got = arr.shape[1:] if variable else arr.shape
+        if variable and arr.ndim == 0:
+            raise ValueError("field %r: a variable field takes an "
+                             "array" % name)
+        if tuple(got) != want:
+            raise ValueError("field %r: shape %s does not fit %s" % (
+                name, arr.shape, shape))
+        return arr.tobytes()
+    if shape == () and dtype in _STRUCT and isinstance(
+            value, (int, float, bool)):
+        return struct.pack("<" + _STRUCT[dtype], value)
+    raise TypeError("field %r (%s): cannot convert %s without numpy; pass "
+                    "bytes" % (name, dtype, type(value).__name__))
+
+
+class ShardWriter:
+    """ShardWriter(out_dir, schema, *, prefix="data", shard_size=None,
+    records_per_shard=None, block_size=None, compression_level=None,
+    threads=None, alignment=None, manifest=True)
+
+    write(record) appends one record: a dict {field: value} or a sequence
+    in schema order; values are bytes, numpy arrays, torch tensors,
+    Python scalars or buffers.  close() finishes the shards and writes
+    dataset.json; leaving a with-block on an exception aborts instead
+    (unfinished files are removed).  Options left at None take the
+    library's defaults (1 GiB shards, 1 MiB blocks, zstd level 3).
+    """
+
+    def __init__(self, out_dir, schema, *, prefix=None, shard_size=None,
+                 records_per_shard=None, block_size=None,
+                 compression_level=None, threads=None, alignment=None,
+                 manifest=True):
+        self.out_dir = os.fspath(out_dir)
+        self.fields = normalize_schema(schema)
+        self._names = [f[0] for f in self.fields]
+        config = {"prefix": prefix, "shard_size": shard_size,
+                  "records_per_shard": records_per_shard,
+                  "block_size": block_size,
+                  "compression_level": compression_level,
+                  "threads": threads, "alignment": alignment,
+                  "no_manifest": 0 if manifest else 1}
+        config = {k: v for k, v in config.items() if v is not None}
+        os.makedirs(self.out_dir, exist_ok=True)
+        self._w = _sluice.Writer(self.out_dir, self.fields, config)
+        self.summary = None
+
+    def write(self, record):
+        if isinstance(record, dict):
+            missing = [n for n in self._names if n not in record]
+            extra = [k for k in record if k not in self._names]
+            if missing or extra:
+                raise KeyError("record fields %s missing, %s unknown" % (
+                    missing, extra))
+            values = [record[n] for n in self._names]
+        else:
+            values = list(record)
+            if len(values) != len(self.fields):
+                raise ValueError("record has %d values, schema %d fields" % (
+                    len(values), len(self.fields)))
+        self._w.write(tuple(_to_bytes(v, f)
+                            for v, f in zip(values, self.fields)))
+
+    def progress(self):
+        return self._w.progress()
+
+    def close(self):
+        """Finish; returns {'records', 'blocks', 'shards', ...}."""
+        if self.summary is None:
+            self.summary = self._w.close()
+        return self.summary
+
+    def abort(self):
+        self._w.abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def merge(parts, out_dir):
+    """Join datasets written as parts into out_dir, in the order given,
+    without rewriting block data (hard links, else copies).  Returns the
+    merged dataset's summary dict."""
+    return _sluice.merge([os.fspath(p) for p in parts], os.fspath(out_dir))

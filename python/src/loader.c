@@ -1,0 +1,544 @@
+/*
+ * loader.c - the Loader type: iterate batches, epochs, resumable state.
+ *
+ * Iteration is all C (tp_iternext), so no Python frame sits between the
+ * library handing a batch over and the user's loop receiving it: a
+ * KeyboardInterrupt cannot lose a batch there.  next() blocks with the
+ * GIL released; when a signal is pending as it returns, the batch is
+ * kept as "pending" and delivered by the next call, and state() counts
+ * it as not consumed, so a resume after Ctrl-C skips nothing.
+ *
+ * Held slots: the library fails next() with -EDEADLK when the consumer
+ * holds every prefetch slot (tensors kept alive).  Zero-copy tensors
+ * cannot give their memory back, so the only sound way on is more
+ * memory: this loader "rolls over" - it opens a fresh library loader on
+ * the same dataset at the same position (state_get/state_set, exact by
+ * the library's contract) and closes the old one, whose slots stay valid
+ * until their last tensor is freed.  Memory then grows with what the
+ * user keeps, and only then; the steady state never rolls over.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "pysluice.h"
+
+PyTypeObject *pysluice_loader_type;
+
+typedef struct {
+	PyObject_HEAD
+	PySluiceDataset *dataset;      /* strong reference; outlives ld */
+	sluice_loader *ld;             /* NULL once closed */
+	struct sluice_loader_config cfg;
+	sluice_batch *pending;         /* taken from ld, not yet delivered */
+	unsigned long long rollovers;
+} PySluiceLoader;
+
+enum opt_kind { OPT_U32, OPT_INT, OPT_U64 };
+
+static const struct {
+	const char *name;
+	size_t offset;
+	enum opt_kind kind;
+} options[] = {
+#define OPT(f, k) { #f, offsetof(struct sluice_loader_config, f), k }
+	OPT(batch_size, OPT_U32),     OPT(shuffle, OPT_INT),
+	OPT(window_blocks, OPT_U32),  OPT(seed, OPT_U64),
+	OPT(drop_last, OPT_INT),      OPT(rank, OPT_INT),
+	OPT(world_size, OPT_INT),     OPT(prefetch_depth, OPT_U32),
+	OPT(decode_threads, OPT_U32), OPT(queue_depth, OPT_U32),
+	OPT(device, OPT_INT),         OPT(device_id, OPT_INT),
+	OPT(verify, OPT_INT),         OPT(on_error, OPT_INT),
+	OPT(direct_io, OPT_INT),      OPT(sqpoll, OPT_INT),
+	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
+#undef OPT
+};
+
+static int set_option(struct sluice_loader_config *cfg, PyObject *key,
+		      PyObject *value)
+{
+	char name[64];
+	char *p = (char *)cfg;
+
+	if (pysluice_utf8(key, name, sizeof(name)) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		long long v;
+
+		if (strcmp(options[i].name, name) != 0)
+			continue;
+		if (options[i].kind == OPT_U64) {
+			unsigned long long u = PyLong_AsUnsignedLongLong(value);
+
+			if (PyErr_Occurred())
+				return -1;
+			memcpy(p + options[i].offset, &(uint64_t){ u },
+			       sizeof(uint64_t));
+			return 0;
+		}
+		v = PyLong_AsLongLong(value);
+		if (v == -1 && PyErr_Occurred())
+			return -1;
+		if (options[i].kind == OPT_U32) {
+			if (v < 0 || v > UINT32_MAX)
+				goto range;
+			memcpy(p + options[i].offset, &(uint32_t){ (uint32_t)v },
+			       sizeof(uint32_t));
+		} else {
+			if (v < INT32_MIN || v > INT32_MAX)
+				goto range;
+			memcpy(p + options[i].offset, &(int){ (int)v },
+			       sizeof(int));
+		}
+		return 0;
+range:
+		PyErr_Format(PyExc_ValueError, "%s=%lld is out of range", name,
+			     v);
+		return -1;
+	}
+	PyErr_Format(PyExc_TypeError, "unknown loader option '%s'", name);
+	return -1;
+}
+
+static PyObject *raise_loader(const sluice_loader *ld, int r,
+			      const char *what)
+{
+	char msg[1024];
+
+	if (ld && sluice_loader_error(ld, msg, sizeof(msg)) > 0)
+		return pysluice_raise(r, msg);
+	return pysluice_raise_code(r, what);
+}
+
+static int state_from_object(PyObject *obj, struct sluice_state *st);
+
+static int loader_init(PyObject *o, PyObject *args, PyObject *kw)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	static char *kwlist[] = { "dataset", "config", "state", NULL };
+	PyObject *dataset, *config = NULL, *state = Py_None;
+	PyObject *key, *value;
+	Py_ssize_t pos = 0;
+	struct sluice_state st;
+	sluice_loader *ld = NULL;
+	int r;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O!O", kwlist,
+					 pysluice_dataset_type, &dataset,
+					 &PyDict_Type, &config, &state))
+		return -1;
+	if (self->ld) {
+		PyErr_SetString(PyExc_RuntimeError, "loader already open");
+		return -1;
+	}
+	if (!((PySluiceDataset *)dataset)->ds) {
+		PyErr_SetString(PyExc_ValueError, "dataset is closed");
+		return -1;
+	}
+	sluice_loader_config_init(&self->cfg);
+	while (config && PyDict_Next(config, &pos, &key, &value))
+		if (set_option(&self->cfg, key, value) < 0)
+			return -1;
+	if (state != Py_None && state_from_object(state, &st) < 0)
+		return -1;
+	Py_BEGIN_ALLOW_THREADS
+	r = sluice_loader_open(((PySluiceDataset *)dataset)->ds, &self->cfg,
+			       &ld);
+	if (r == 0 && state != Py_None)
+		r = sluice_loader_state_set(ld, &st);
+	Py_END_ALLOW_THREADS
+	if (r < 0) {
+		raise_loader(ld, r, "opening the loader");
+		Py_BEGIN_ALLOW_THREADS
+		sluice_loader_close(ld);
+		Py_END_ALLOW_THREADS
+		return -1;
+	}
+	Py_INCREF(dataset);
+	self->dataset = (PySluiceDataset *)dataset;
+	self->dataset->nloaders++;
+	self->ld = ld;
+	return 0;
+}
+
+static void drop_pending(PySluiceLoader *self)
+{
+	sluice_batch_release(self->pending);
+	self->pending = NULL;
+}
+
+static void loader_close_now(PySluiceLoader *self)
+{
+	sluice_loader *ld = self->ld;
+
+	drop_pending(self);
+	if (!ld)
+		return;
+	self->ld = NULL;
+	/* Joins the loader's threads; held batches stay valid. */
+	Py_BEGIN_ALLOW_THREADS
+	sluice_loader_close(ld);
+	Py_END_ALLOW_THREADS
+	self->dataset->nloaders--;
+}
+
+static void loader_dealloc(PyObject *o)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+
+	loader_close_now(self);
+	Py_XDECREF(self->dataset);
+	pysluice_free(o);
+}
+
+static int need_open(PySluiceLoader *self)
+{
+	if (self->ld)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "loader is closed");
+	return -1;
+}
+
+/* Continue at the same position on a fresh library loader (see top). */
+static int rollover(PySluiceLoader *self)
+{
+	struct sluice_state st;
+	sluice_loader *old = self->ld, *nl = NULL;
+	int r;
+
+	r = sluice_loader_state_get(old, &st);
+	if (r < 0) {
+		raise_loader(old, r, "reading the loader's position");
+		return -1;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	r = sluice_loader_open(self->dataset->ds, &self->cfg, &nl);
+	if (r == 0)
+		r = sluice_loader_state_set(nl, &st);
+	Py_END_ALLOW_THREADS
+	if (r < 0) {
+		raise_loader(nl, r,
+			     "every prefetch slot is held by live tensors and "
+			     "a new loader could not be opened");
+		Py_BEGIN_ALLOW_THREADS
+		sluice_loader_close(nl);
+		Py_END_ALLOW_THREADS
+		return -1;
+	}
+	self->ld = nl;
+	self->rollovers++;
+	Py_BEGIN_ALLOW_THREADS
+	sluice_loader_close(old);
+	Py_END_ALLOW_THREADS
+	return 0;
+}
+
+static PyObject *loader_iternext(PyObject *o)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	sluice_batch *b = NULL;
+	int r;
+
+	if (need_open(self))
+		return NULL;
+	if (self->pending) {
+		b = self->pending;
+		self->pending = NULL;
+		return pysluice_batch_new(b, sluice_loader_device(self->ld));
+	}
+	for (;;) {
+		sluice_loader *ld = self->ld;
+
+		Py_BEGIN_ALLOW_THREADS
+		r = sluice_loader_next(ld, &b);
+		Py_END_ALLOW_THREADS
+		if (r != -EDEADLK)
+			break;
+		if (rollover(self) < 0)
+			return NULL;
+	}
+	if (r == SLUICE_EOF)
+		return NULL; /* StopIteration; the library is at the next epoch */
+	if (r < 0)
+		return raise_loader(self->ld, r, "next batch");
+	if (PyErr_CheckSignals() < 0) {
+		self->pending = b;
+		return NULL;
+	}
+	return pysluice_batch_new(b, sluice_loader_device(self->ld));
+}
+
+static PyObject *loader_set_epoch(PyObject *o, PyObject *args)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	unsigned long long epoch;
+	sluice_loader *ld;
+	int r;
+
+	if (!PyArg_ParseTuple(args, "K", &epoch) || need_open(self))
+		return NULL;
+	drop_pending(self);
+	ld = self->ld;
+	Py_BEGIN_ALLOW_THREADS
+	r = sluice_loader_set_epoch(ld, epoch);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
+		return raise_loader(ld, r, "set_epoch");
+	Py_RETURN_NONE;
+}
+
+static PyObject *state_to_dict(const struct sluice_state *st)
+{
+	return Py_BuildValue(
+		"{sKsKsKsisisIsisK}", "seed", (unsigned long long)st->seed,
+		"epoch", (unsigned long long)st->epoch, "batches_consumed",
+		(unsigned long long)st->batches_consumed, "rank", (int)st->rank,
+		"world_size", (int)st->world_size, "batch_size",
+		(unsigned int)st->batch_size, "shuffle", (int)st->shuffle,
+		"dataset_records", (unsigned long long)st->dataset_records);
+}
+
+static int dict_u64(PyObject *d, const char *key, uint64_t *out)
+{
+	PyObject *v = PyDict_GetItemString(d, key);
+	unsigned long long x;
+
+	if (!v) {
+		PyErr_Format(PyExc_KeyError, "state has no '%s'", key);
+		return -1;
+	}
+	x = PyLong_AsUnsignedLongLong(v);
+	if (PyErr_Occurred())
+		return -1;
+	*out = x;
+	return 0;
+}
+
+/* A dict from state() or the library's text line. */
+static int state_from_object(PyObject *obj, struct sluice_state *st)
+{
+	uint64_t v[8];
+	static const char *keys[8] = { "seed",	     "epoch",
+				       "batches_consumed", "rank",
+				       "world_size", "batch_size",
+				       "shuffle",    "dataset_records" };
+
+	if (PyUnicode_Check(obj)) {
+		char line[512];
+
+		if (pysluice_utf8(obj, line, sizeof(line)) < 0)
+			return -1;
+		if (sluice_state_parse(line, st) < 0) {
+			PyErr_Format(PyExc_ValueError,
+				     "not a sluice state line: '%s'", line);
+			return -1;
+		}
+		return 0;
+	}
+	if (!PyDict_Check(obj)) {
+		PyErr_SetString(PyExc_TypeError,
+				"state must be a dict from state_dict() or a "
+				"state line");
+		return -1;
+	}
+	/* rank, world_size and shuffle are small ints; -1 is not a state. */
+	for (int i = 0; i < 8; i++)
+		if (dict_u64(obj, keys[i], &v[i]) < 0)
+			return -1;
+	if (v[3] > INT32_MAX || v[4] > INT32_MAX || v[5] > UINT32_MAX ||
+	    v[6] > INT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "state field out of range");
+		return -1;
+	}
+	*st = (struct sluice_state){
+		.seed = v[0],
+		.epoch = v[1],
+		.batches_consumed = v[2],
+		.rank = (int32_t)v[3],
+		.world_size = (int32_t)v[4],
+		.batch_size = (uint32_t)v[5],
+		.shuffle = (int32_t)v[6],
+		.dataset_records = v[7],
+	};
+	return 0;
+}
+
+static int current_state(PySluiceLoader *self, struct sluice_state *st)
+{
+	int r = sluice_loader_state_get(self->ld, st);
+
+	if (r < 0) {
+		raise_loader(self->ld, r, "state");
+		return -1;
+	}
+	/* A batch taken but not delivered (Ctrl-C) is still to come. */
+	if (self->pending && st->batches_consumed > 0)
+		st->batches_consumed--;
+	return 0;
+}
+
+static PyObject *loader_state(PyObject *o, PyObject *unused)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	struct sluice_state st;
+
+	(void)unused;
+	if (need_open(self) || current_state(self, &st) < 0)
+		return NULL;
+	return state_to_dict(&st);
+}
+
+static PyObject *loader_state_line(PyObject *o, PyObject *unused)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	struct sluice_state st;
+	char line[512];
+
+	(void)unused;
+	if (need_open(self) || current_state(self, &st) < 0)
+		return NULL;
+	if (sluice_state_format(&st, line, sizeof(line)) < 0)
+		return pysluice_raise_code(-EINVAL, "formatting the state");
+	return PyUnicode_FromString(line);
+}
+
+static PyObject *loader_set_state(PyObject *o, PyObject *obj)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	struct sluice_state st;
+	sluice_loader *ld;
+	int r;
+
+	if (need_open(self) || state_from_object(obj, &st) < 0)
+		return NULL;
+	drop_pending(self);
+	ld = self->ld;
+	Py_BEGIN_ALLOW_THREADS
+	r = sluice_loader_state_set(ld, &st);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
+		return raise_loader(ld, r, "set_state");
+	Py_RETURN_NONE;
+}
+
+static PyObject *loader_batches(PyObject *o, PyObject *unused)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+
+	(void)unused;
+	if (need_open(self))
+		return NULL;
+	return PyLong_FromUnsignedLongLong(sluice_loader_batches(self->ld));
+}
+
+static PyObject *loader_device(PyObject *o, PyObject *unused)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	DLDevice d;
+
+	(void)unused;
+	if (need_open(self))
+		return NULL;
+	d = sluice_loader_device(self->ld);
+	return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+}
+
+static PyObject *stage_dict(const struct sluice_stage_stats *s)
+{
+	return Py_BuildValue("{sKsKsKsK}", "bytes",
+			     (unsigned long long)s->bytes, "ops",
+			     (unsigned long long)s->ops, "busy_ns",
+			     (unsigned long long)s->busy_ns, "wait_ns",
+			     (unsigned long long)s->wait_ns);
+}
+
+static PyObject *loader_stats(PyObject *o, PyObject *unused)
+{
+	PySluiceLoader *self = (PySluiceLoader *)o;
+	struct sluice_stats s;
+	int r;
+
+	(void)unused;
+	if (need_open(self))
+		return NULL;
+	r = sluice_loader_stats(self->ld, &s);
+	if (r < 0)
+		return raise_loader(self->ld, r, "stats");
+	/* Counters are per library loader: they restart after a rollover. */
+	return Py_BuildValue(
+		"{sNsNsNsNsKsKsKsKsKsKsKsIsisisisisisssK}", "read",
+		stage_dict(&s.read), "decode", stage_dict(&s.decode),
+		"assemble", stage_dict(&s.assemble), "copy",
+		stage_dict(&s.copy), "consumer_wait_ns",
+		(unsigned long long)s.consumer_wait_ns, "batches",
+		(unsigned long long)s.batches, "records",
+		(unsigned long long)s.records, "records_skipped",
+		(unsigned long long)s.records_skipped, "blocks_read",
+		(unsigned long long)s.blocks_read, "block_cache_hits",
+		(unsigned long long)s.block_cache_hits, "slot_occupancy_sum",
+		(unsigned long long)s.slot_occupancy_sum, "prefetch_depth",
+		(unsigned int)s.prefetch_depth, "direct_io", s.direct_io,
+		"registered_buffers", s.registered_buffers,
+		"registered_files", s.registered_files, "sqpoll", s.sqpoll,
+		"device_pinned", s.device_pinned, "fallbacks", s.fallbacks,
+		"rollovers", self->rollovers);
+}
+
+static PyObject *loader_close(PyObject *o, PyObject *unused)
+{
+	(void)unused;
+	loader_close_now((PySluiceLoader *)o);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef loader_methods[] = {
+	{ "set_epoch", loader_set_epoch, METH_VARARGS,
+	  "set_epoch(epoch): restart at the beginning of epoch" },
+	{ "state", loader_state, METH_NOARGS,
+	  "state() -> dict: the position after the last delivered batch" },
+	{ "state_line", loader_state_line, METH_NOARGS,
+	  "state_line() -> the same position as the library's text line" },
+	{ "set_state", loader_set_state, METH_O,
+	  "set_state(dict or line): continue from a saved position" },
+	{ "batches", loader_batches, METH_NOARGS,
+	  "batches() -> batches in this rank's epoch" },
+	{ "device", loader_device, METH_NOARGS,
+	  "device() -> (DLDeviceType, device_id) of the batches" },
+	{ "stats", loader_stats, METH_NOARGS, "stats() -> counters dict" },
+	{ "close", loader_close, METH_NOARGS,
+	  "close(): stop the loader; batches and tensors held stay valid" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyType_Slot loader_slots[] = {
+	{ Py_tp_doc, (void *)"Loader(dataset, config={}, state=None)" },
+	{ Py_tp_new, (void *)PyType_GenericNew },
+	{ Py_tp_init, (void *)loader_init },
+	{ Py_tp_dealloc, (void *)loader_dealloc },
+	{ Py_tp_iter, (void *)PyObject_SelfIter },
+	{ Py_tp_iternext, (void *)loader_iternext },
+	{ Py_tp_methods, loader_methods },
+	{ 0, NULL },
+};
+
+static PyType_Spec loader_spec = {
+	"sluice._sluice.Loader",
+	sizeof(PySluiceLoader),
+	0,
+	Py_TPFLAGS_DEFAULT,
+	loader_slots,
+};
+
+int pysluice_loader_init(PyObject *module)
+{
+	pysluice_loader_type = (PyTypeObject *)PyType_FromSpec(&loader_spec);
+	if (!pysluice_loader_type)
+		return -1;
+	Py_INCREF(pysluice_loader_type);
+	if (PyModule_AddObject(module, "Loader",
+			       (PyObject *)pysluice_loader_type) < 0) {
+		Py_DECREF(pysluice_loader_type);
+		return -1;
+	}
+	return 0;
+}
