@@ -12,12 +12,17 @@ Every tensor speaks DLPack (torch.from_dlpack, numpy.from_dlpack, CuPy,
 JAX) without a copy.  Write datasets with ShardWriter, join parts written
 by many processes with merge().
 """
+import collections.abc as _abc
+
 from ._errors import (CorruptDataError, DatasetNotFoundError, DeviceError,
                       HeldSlotsError, SchemaError, SluiceError, StateError)
 from ._sluice import Batch, Tensor, strerror
 from .dataset import Dataset
 from .loader import Loader
 from .writer import ShardWriter, merge
+
+# Batch implements the Mapping protocol in C; say so to isinstance().
+_abc.Mapping.register(Batch)
 
 __version__ = "0.1.0"
 

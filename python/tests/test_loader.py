@@ -1,0 +1,148 @@
+"""Reading through Python: contents, order, epochs, ranks, resume."""
+import collections.abc
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import check_batch, epoch_order, source
+
+
+@pytest.mark.parametrize("shuffle", ["none", "block", "window", "full"])
+@pytest.mark.parametrize("which", ["dataset", "raw_dataset"])
+def test_every_record_equals_source(request, which, shuffle):
+    path = request.getfixturevalue(which)
+    with sluice.Loader(path, batch_size=32, shuffle=shuffle, seed=3,
+                       device="cpu", prefetch=3, decode_threads=2) as ld:
+        assert len(ld) == 13                       # ceil(400 / 32)
+        seen = []
+        for batch in ld:
+            assert isinstance(batch, collections.abc.Mapping)
+            assert sorted(batch) == ["data", "label", "text",
+                                     "text.offsets"]
+            assert batch.epoch == 0
+            seen.extend(check_batch(batch))
+        assert sorted(seen) == list(range(400))
+        if shuffle == "none":
+            assert seen == list(range(400))
+        else:
+            assert seen != list(range(400))
+
+
+def test_padded_variable_field(dataset):
+    with sluice.Loader(dataset, batch_size=50, shuffle="none",
+                       device="cpu", pad_length=8) as ld:
+        for batch in ld:
+            text = np.from_dlpack(batch["text"])
+            lengths = np.from_dlpack(batch["text.lengths"])
+            assert text.shape == (batch.size, 8)
+            for j, i in enumerate(batch.indices):
+                want = source(i)["text"]
+                assert lengths[j] == len(want)
+                assert text[j, :len(want)].tobytes() == want
+
+
+def test_epochs_and_set_epoch(dataset):
+    with sluice.Loader(dataset, batch_size=64, seed=1, device="cpu") as ld:
+        e0 = [list(b.indices) for b in ld]
+        e1 = [list(b.indices) for b in ld]   # the next epoch follows
+        assert e0 != e1
+        assert sorted(sum(e1, [])) == list(range(400))
+        ld.set_epoch(0)
+        assert [list(b.indices) for b in ld] == e0
+        ld.set_epoch(1)
+        batches = list(ld)
+        assert [list(b.indices) for b in batches] == e1
+        assert all(b.epoch == 1 for b in batches)
+
+
+def test_ranks_split_the_epoch(dataset, monkeypatch):
+    parts = []
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        with sluice.Loader(dataset, batch_size=20, seed=7,
+                           device="cpu") as ld:
+            assert len(ld) == 10                 # 200 records per rank
+            assert ld.state_dict()["world_size"] == 2
+            assert ld.state_dict()["rank"] == rank
+            parts.append(sum((list(b.indices) for b in ld), []))
+    assert not set(parts[0]) & set(parts[1])
+    assert sorted(parts[0] + parts[1]) == list(range(400))
+    # Explicit arguments win over the environment.
+    with sluice.Loader(dataset, batch_size=20, rank=0, world_size=1,
+                       device="cpu") as ld:
+        assert len(ld) == 20
+
+
+def take(loader, n):
+    """The next n batches' indices, across epoch ends."""
+    out = []
+    while len(out) < n:
+        batch = next(iter(loader), None)        # None: an epoch ended
+        if batch is not None:
+            out.append(list(batch.indices))
+    return out
+
+
+@pytest.mark.parametrize("shuffle", ["window", "full"])
+@pytest.mark.parametrize("stop", [0, 5, 13, 20])
+def test_resume_reproduces_uninterrupted_order(dataset, shuffle, stop):
+    kw = dict(batch_size=32, shuffle=shuffle, seed=11, device="cpu")
+    full = epoch_order(dataset, epochs=2, **kw)        # 13 + 13 batches
+    with sluice.Loader(dataset, **kw) as ld:
+        got = take(ld, stop)
+        state = ld.state_dict()
+    # A new process would do exactly this.
+    with sluice.Loader(dataset, state=state, **kw) as ld:
+        assert ld.state_dict() == state
+        got += take(ld, len(full) - stop)
+    assert got == full
+
+
+def test_state_dict_round_trips_as_line_and_dict(dataset):
+    with sluice.Loader(dataset, batch_size=10, seed=2, device="cpu") as ld:
+        it = iter(ld)
+        for _ in range(3):
+            next(it)
+        line = ld._ld.state_line()
+        state = ld.state_dict()
+        want = list(next(it).indices)
+    for saved in (state, line):
+        with sluice.Loader(dataset, batch_size=10, seed=2, device="cpu",
+                           state=saved) as ld:
+            assert list(next(iter(ld)).indices) == want
+
+
+def test_host_batches_are_kdlcpu(dataset):
+    with sluice.Loader(dataset, batch_size=8, device="cpu") as ld:
+        assert ld.device == (1, 0)
+        batch = next(iter(ld))
+        for name in batch:
+            assert batch[name].__dlpack_device__() == (1, 0)
+        assert batch["data"].shape == (8, 4)
+        assert batch["data"].dtype == "float32"
+        assert batch["label"].dtype == "int64"
+        assert batch["text.offsets"].dtype == "int64"
+        assert "data" in batch and "nope" not in batch
+        with pytest.raises(KeyError):
+            batch["nope"]
+        assert batch.get("nope") is None
+
+
+def test_release_early(dataset):
+    with sluice.Loader(dataset, batch_size=8, device="cpu") as ld:
+        batch = next(iter(ld))
+        tensor = batch["data"]
+        arr = np.from_dlpack(tensor)
+        want = arr.copy()
+        batch.release()
+        assert batch.released
+        with pytest.raises(ValueError, match="released"):
+            batch["data"]
+        with pytest.raises(BufferError, match="released"):
+            tensor.__dlpack__()
+        # The array taken before release keeps its slot and its bytes.
+        for _ in range(20):
+            next(iter(ld), None)
+        np.testing.assert_array_equal(arr, want)
