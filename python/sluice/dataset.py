@@ -20,12 +20,15 @@ class Dataset:
         self.shards = counts["shards"]
         self.blocks = counts["blocks"]
         self.fields = [Field(*f) for f in self._ds.fields()]
+        self._names = {f.name for f in self.fields}
 
     def __len__(self):
         return self.records
 
     def read(self, index, field):
         """The bytes of one record's field (a variable field: all values)."""
+        if field not in self._names:
+            raise KeyError(field)
         if index < 0:
             index += self.records
         return self._ds.read(index, field)

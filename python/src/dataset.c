@@ -165,8 +165,6 @@ static PyObject *dataset_read(PyObject *o, PyObject *args)
 		if (r == -ERANGE)
 			return PyErr_Format(PyExc_IndexError,
 					    "record %llu out of range", index);
-		if (r == -ENOENT)
-			return PyErr_Format(PyExc_KeyError, "%s", field);
 		sluice_dataset_error(self->ds, msg, sizeof(msg));
 		return pysluice_raise(r, msg);
 	}

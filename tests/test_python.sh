@@ -1,0 +1,61 @@
+#!/bin/sh
+# The Python package: build the extension against $BUILD/libsluice.so into
+# $BUILD/python, then run its pytest suite (python/tests).
+# Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
+BUILD=${BUILD:-build}
+PY=${PYTHON:-python3}
+root=$(pwd)
+case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
+
+skip() { echo "$*"; exit 77; }
+
+command -v "$PY" >/dev/null 2>&1 || skip "$PY not found"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 8))' ||
+	skip "Python 3.8 or later needed"
+"$PY" -c 'import pytest' 2>/dev/null ||
+	skip "pytest not installed (python3 -m pip install pytest numpy)"
+"$PY" -c 'import numpy' 2>/dev/null ||
+	skip "numpy not installed (python3 -m pip install pytest numpy)"
+"$PY" -c 'import setuptools' 2>/dev/null ||
+	skip "setuptools not installed (python3 -m pip install setuptools)"
+[ -f "$build/libsluice.so" ] || { echo "no $build/libsluice.so"; exit 1; }
+
+# Sanitizer builds: the runtime must be loaded before the interpreter.
+case ${SAN:-} in
+*thread*)
+	skip "SAN=thread: python is not TSan-instrumented (run without SAN)" ;;
+*address*|*undefined*)
+	pre=
+	for lib in asan ubsan; do
+		case $SAN in *address*) ;; *) [ $lib = asan ] && continue ;; esac
+		case $SAN in *undefined*) ;; *) [ $lib = ubsan ] && continue ;; esac
+		f=$(${CC:-cc} -print-file-name=lib$lib.so)
+		[ -f "$f" ] || skip "lib$lib.so not found for LD_PRELOAD"
+		pre="$pre $f"
+	done
+	export LD_PRELOAD="${pre# }"
+	# The interpreter's own allocations are not ours to judge.
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	;;
+esac
+
+out=$build/python
+rm -rf "$out"
+mkdir -p "$out"
+ln -sf libsluice.so "$build/libsluice.so.0"
+(cd python && LD_PRELOAD= SLUICE_BUILD="$build" "$PY" setup.py -q build \
+	--build-base "$out/tmp" --build-lib "$out/lib") >"$out/build.log" 2>&1 ||
+	{ cat "$out/build.log"; echo "building the extension failed"; exit 1; }
+
+# Import the package just built, never a stale in-place one.
+cd "$out" || exit 1
+PYTHONPATH="$out/lib" PYTHONDONTWRITEBYTECODE=1 "$PY" -m pytest -q -rs \
+	-p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/sluice-pytest-$$" \
+	"$root/python/tests"
+rc=$?
+rm -rf "${TMPDIR:-/tmp}/sluice-pytest-$$"
+case $rc in
+0) exit 0 ;;
+5) echo "pytest collected no tests"; exit 1 ;;
+*) exit 1 ;;
+esac
