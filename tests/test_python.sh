@@ -43,7 +43,9 @@ out=$build/python
 rm -rf "$out"
 mkdir -p "$out"
 ln -sf libsluice.so "$build/libsluice.so.0"
-(cd python && LD_PRELOAD= SLUICE_BUILD="$build" "$PY" setup.py -q build \
+san_flags=${SAN:+-fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-pointer}
+(cd python && LD_PRELOAD= SLUICE_BUILD="$build" CFLAGS="$san_flags" \
+	LDFLAGS="${SAN:+-fsanitize=$SAN}" "$PY" setup.py -q build \
 	--build-base "$out/tmp" --build-lib "$out/lib") >"$out/build.log" 2>&1 ||
 	{ cat "$out/build.log"; echo "building the extension failed"; exit 1; }
 
