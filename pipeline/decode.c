@@ -320,6 +320,10 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns();
 
+		/* The slot's last copy to the device may still be reading the
+		 * host buffer (released batches are not waited for). */
+		if (c->dev_info.is_cuda)
+			device_slot_wait_copied(c->dev, s->id);
 		assemble_part(c, s, lo, hi);
 		atomic_fetch_add(&c->st_assemble.busy_ns, now_ns() - t0);
 		atomic_fetch_add(&c->st_assemble.ops, 1);
