@@ -118,7 +118,7 @@ typedef struct sluice_dataset sluice_dataset;
 /**
  * sluice_dataset_open - open a dataset for reading.
  * @path: a dataset directory (with dataset.json), one shard file, a
- *	comma-separated list of shard files, or a glob ("dir/NAME-*.dls" style).
+ *	comma-separated list of shard files, or a glob ("dir/data-*.dls").
  *	Borrowed for the call.
  * @out: receives the handle; on failure receives a handle that only
  *	carries the error message (read it with sluice_dataset_error(),

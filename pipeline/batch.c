@@ -83,10 +83,35 @@ int slot_layout(struct loader_core *c)
 	}
 	c->slot_bytes = off ? off : SLOT_ALIGN;
 	c->tensors_per_batch = n;
-	for (uint32_t i = 0; i < c->nslots; i++) {
-		memcpy(c->slots[i].tensors, t, n * sizeof(t[0]));
-		c->slots[i].ntensors = n;
+	memcpy(c->tensor_layout, t, n * sizeof(t[0]));
+	return 0;
+}
+
+/* Set up slot @id with batch buffer @host (NULL: allocate its own). */
+int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
+	      uint8_t *host)
+{
+	uint32_t b = c->cfg.batch_size;
+
+	s->id = id;
+	if (!host) {
+		host = aligned_alloc(SLOT_ALIGN, c->slot_bytes);
+		s->own_host = 1;
 	}
+	s->host = host;
+	s->host_bytes = c->slot_bytes;
+	s->indices = malloc(b * sizeof(*s->indices));
+	s->rec_entry = malloc(b * sizeof(*s->rec_entry));
+	s->rec_in_block = malloc(b * sizeof(*s->rec_in_block));
+	s->entries = malloc(b * sizeof(*s->entries));
+	s->handle.core = c;
+	s->handle.slot = id;
+	memcpy(s->tensors, c->tensor_layout,
+	       c->tensors_per_batch * sizeof(s->tensors[0]));
+	s->ntensors = c->tensors_per_batch;
+	if (!s->host || !s->indices || !s->rec_entry || !s->rec_in_block ||
+	    !s->entries)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -107,29 +132,29 @@ void slot_release_ref(struct loader_core *c, struct slot *s)
 
 SLUICE_API uint32_t sluice_batch_size(const sluice_batch *b)
 {
-	return b ? b->core->slots[b->slot].delivered : 0;
+	return b ? b->core->slots[b->slot]->delivered : 0;
 }
 
 SLUICE_API uint64_t sluice_batch_epoch(const sluice_batch *b)
 {
-	return b ? b->core->slots[b->slot].epoch : 0;
+	return b ? b->core->slots[b->slot]->epoch : 0;
 }
 
 SLUICE_API const uint64_t *sluice_batch_indices(const sluice_batch *b)
 {
-	return b ? b->core->slots[b->slot].indices : NULL;
+	return b ? b->core->slots[b->slot]->indices : NULL;
 }
 
 SLUICE_API int sluice_batch_tensor_count(const sluice_batch *b)
 {
-	return b ? (int)b->core->slots[b->slot].ntensors : 0;
+	return b ? (int)b->core->slots[b->slot]->ntensors : 0;
 }
 
 SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b, int i)
 {
-	if (!b || i < 0 || (uint32_t)i >= b->core->slots[b->slot].ntensors)
+	if (!b || i < 0 || (uint32_t)i >= b->core->slots[b->slot]->ntensors)
 		return NULL;
-	return b->core->slots[b->slot].tensors[i].name;
+	return b->core->slots[b->slot]->tensors[i].name;
 }
 
 /* What both DLPack flavours carry, allocated in one piece. */
@@ -177,7 +202,7 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 	if (!b || !name || !out)
 		return -EINVAL;
 	c = b->core;
-	s = &c->slots[b->slot];
+	s = c->slots[b->slot];
 	for (uint32_t i = 0; i < s->ntensors; i++)
 		if (strcmp(s->tensors[i].name, name) == 0)
 			d = &s->tensors[i];
@@ -250,5 +275,5 @@ SLUICE_API int sluice_batch_tensor_versioned(sluice_batch *b,
 SLUICE_API void sluice_batch_release(sluice_batch *b)
 {
 	if (b)
-		slot_release_ref(b->core, &b->core->slots[b->slot]);
+		slot_release_ref(b->core, b->core->slots[b->slot]);
 }

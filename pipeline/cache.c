@@ -31,7 +31,7 @@ int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena)
 		struct cache_entry *e = &c->entries[i];
 
 		e->stored = arena + (uint64_t)i * c->entry_stride;
-		e->waiters = calloc(c->nslots + 256, sizeof(*e->waiters));
+		e->waiters = calloc(c->slots_cap, sizeof(*e->waiters));
 		if (!e->waiters)
 			return -ENOMEM;
 		if (c->has_zstd) {

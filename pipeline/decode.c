@@ -165,7 +165,7 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 	struct cache_entry *e = &c->entries[i];
 
 	for (uint32_t k = 0; k < e->nwaiters; k++) {
-		struct slot *s = &c->slots[e->waiters[k]];
+		struct slot *s = c->slots[e->waiters[k]];
 
 		if (--s->pending == 0)
 			slot_assemble_locked(c, s);
@@ -311,7 +311,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 
 static void run_assemble(struct loader_core *c, struct job j)
 {
-	struct slot *s = &c->slots[j.id];
+	struct slot *s = c->slots[j.id];
 	int last;
 
 	if (j.parts) {

@@ -79,8 +79,8 @@ static void unpin_all(struct loader_core *c, struct slot *s)
 static struct slot *free_slot(struct loader_core *c)
 {
 	for (uint32_t i = 0; i < c->nslots; i++)
-		if (c->slots[i].state == SLOT_FREE)
-			return &c->slots[i];
+		if (c->slots[i]->state == SLOT_FREE)
+			return c->slots[i];
 	return NULL;
 }
 
@@ -165,7 +165,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	s->batch = c->plan_batch++;
 	s->count = count;
 	s->error = 0;
-	c->fifo[(c->fifo_head + c->fifo_len++) % c->nslots] = s->id;
+	c->fifo[(c->fifo_head + c->fifo_len++) % c->slots_cap] = s->id;
 	c->inflight++;
 	if (s->pending == 0)
 		slot_assemble_locked(c, s);

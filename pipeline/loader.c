@@ -77,13 +77,18 @@ static int env_int(const char *name, int fallback)
 
 static void free_core(struct loader_core *c)
 {
-	if (c->slots) {
-		for (uint32_t i = 0; i < c->nslots; i++) {
-			free(c->slots[i].indices);
-			free(c->slots[i].rec_entry);
-			free(c->slots[i].rec_in_block);
-			free(c->slots[i].entries);
-		}
+	for (uint32_t i = 0; c->slots && i < c->nslots; i++) {
+		struct slot *s = c->slots[i];
+
+		if (!s)
+			continue;
+		free(s->indices);
+		free(s->rec_entry);
+		free(s->rec_in_block);
+		free(s->entries);
+		if (s->own_host)
+			free(s->host);
+		free(s);
 	}
 	io_ring_destroy(c->ring);
 	cache_destroy(c);
@@ -138,26 +143,41 @@ static int build_geometry(struct loader_core *c)
 	return 0;
 }
 
-static int alloc_slots(struct loader_core *c, uint8_t *host)
+static int alloc_slots(struct loader_core *c, uint8_t *host, uint32_t n)
 {
-	uint32_t b = c->cfg.batch_size;
+	for (uint32_t i = 0; i < n; i++) {
+		struct slot *s = calloc(1, sizeof(*s));
 
-	for (uint32_t i = 0; i < c->nslots; i++) {
-		struct slot *s = &c->slots[i];
-
-		s->id = i;
-		s->host = host + (uint64_t)i * c->slot_bytes;
-		s->host_bytes = c->slot_bytes;
-		s->indices = malloc(b * sizeof(*s->indices));
-		s->rec_entry = malloc(b * sizeof(*s->rec_entry));
-		s->rec_in_block = malloc(b * sizeof(*s->rec_in_block));
-		s->entries = malloc(b * sizeof(*s->entries));
-		s->handle.core = c;
-		s->handle.slot = i;
-		if (!s->indices || !s->rec_entry || !s->rec_in_block ||
-		    !s->entries)
+		if (!s)
+			return -ENOMEM;
+		c->slots[c->nslots++] = s;
+		if (slot_init(c, s, i, host + (uint64_t)i * c->slot_bytes))
 			return -ENOMEM;
 	}
+	return 0;
+}
+
+/*
+ * The consumer holds every slot and asks for more: hand the planner one
+ * more slot rather than deadlock.  Only then is memory allocated after
+ * open; it stays for reuse until close.  CUDA slots have device memory
+ * sized at open, so there the consumer gets -EDEADLK instead.
+ */
+static int grow_slots_locked(struct loader_core *c)
+{
+	struct slot *s;
+
+	if (c->dev_info.is_cuda || c->nslots >= c->slots_cap)
+		return -EDEADLK;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	if (slot_init(c, s, c->nslots, NULL)) {
+		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
+		free(s->entries), free(s->host), free(s);
+		return -ENOMEM;
+	}
+	c->slots[c->nslots++] = s;
 	return 0;
 }
 
@@ -282,7 +302,6 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 		snprintf(err, errlen, "sampler: invalid configuration");
 		return r;
 	}
-	sampler_set_epoch(&c->sampler, 0);
 
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
@@ -299,9 +318,9 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 		entries = 1;
 	io_bytes = entries * c->entry_stride;
 
-	c->nslots = c->cfg.prefetch_depth;
-	c->slots = calloc(c->nslots, sizeof(*c->slots));
-	c->fifo = calloc(c->nslots, sizeof(*c->fifo));
+	c->slots_cap = c->cfg.prefetch_depth + SLOT_GROWTH_MAX;
+	c->slots = calloc(c->slots_cap, sizeof(*c->slots));
+	c->fifo = calloc(c->slots_cap, sizeof(*c->fifo));
 	if (!c->slots || !c->fifo)
 		return -ENOMEM;
 	r = slot_layout(c);
@@ -314,8 +333,8 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	dc = (struct device_config){
 		.kind = c->cfg.device,
 		.device_id = c->cfg.device_id,
-		.arena_bytes = io_bytes + c->nslots * c->slot_bytes,
-		.slots = c->nslots,
+		.arena_bytes = io_bytes + c->cfg.prefetch_depth * c->slot_bytes,
+		.slots = c->cfg.prefetch_depth,
 		.slot_bytes = c->slot_bytes,
 	};
 	r = device_open(&dc, &c->dev, err, errlen);
@@ -326,7 +345,7 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 
 	r = cache_init(c, (uint32_t)entries, arena);
 	if (!r)
-		r = alloc_slots(c, arena + io_bytes);
+		r = alloc_slots(c, arena + io_bytes, c->cfg.prefetch_depth);
 	if (r)
 		return r;
 	r = open_ring(c, arena, arena_len, err, errlen);
@@ -337,7 +356,8 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",
 		 c->dev_info.fallbacks);
 
-	c->jobs_cap = c->nentries + c->nslots * (c->cfg.decode_threads + 1) + 16;
+	c->jobs_cap = c->nentries +
+		      c->slots_cap * (c->cfg.decode_threads + 1) + 16;
 	c->jobs = calloc(c->jobs_cap, sizeof(*c->jobs));
 	c->submit = calloc(c->nentries, sizeof(*c->submit));
 	c->reaped = calloc(c->nentries, sizeof(*c->reaped));
@@ -437,7 +457,7 @@ static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
 	r = c->failed;
 	if (!r) {
 		for (uint32_t k = 0; k < c->fifo_len; k++)
-			c->slots[c->fifo[(c->fifo_head + k) % c->nslots]].state =
+			c->slots[c->fifo[(c->fifo_head + k) % c->slots_cap]]->state =
 				SLOT_FREE;
 		c->fifo_len = 0;
 		if (c->plan_epoch != epoch || c->sampler.epoch != epoch)
@@ -479,7 +499,7 @@ SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld)
 static int all_slots_held(const struct loader_core *c)
 {
 	for (uint32_t i = 0; i < c->nslots; i++)
-		if (c->slots[i].state != SLOT_HELD)
+		if (c->slots[i]->state != SLOT_HELD)
 			return 0;
 	return 1;
 }
@@ -506,16 +526,16 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 			break;
 		}
 		if (c->fifo_len > 0) {
-			struct slot *s = &c->slots[c->fifo[c->fifo_head]];
+			struct slot *s = c->slots[c->fifo[c->fifo_head]];
 
 			if (s->state == SLOT_READY) {
 				uint32_t ready = 0;
 
 				for (uint32_t k = 0; k < c->fifo_len; k++)
 					ready += c->slots[c->fifo[(c->fifo_head + k) %
-							c->nslots]].state == SLOT_READY;
+							c->slots_cap]]->state == SLOT_READY;
 				atomic_fetch_add(&c->occupancy_sum, ready);
-				c->fifo_head = (c->fifo_head + 1) % c->nslots;
+				c->fifo_head = (c->fifo_head + 1) % c->slots_cap;
 				c->fifo_len--;
 				s->state = SLOT_HELD;
 				atomic_store(&s->refs, 1);
@@ -527,9 +547,15 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				break;
 			}
 		} else if (all_slots_held(c)) {
-			loader_fail_locked(c, -EDEADLK,
-				"all %u prefetch slots are held by the consumer: release batches (or their tensors) or raise prefetch_depth",
-				c->nslots);
+			int g = grow_slots_locked(c);
+
+			if (g)
+				loader_fail_locked(c, g,
+					"all %u batch slots are held by the consumer: release batches (or their tensors) or raise prefetch_depth",
+					c->nslots);
+			pthread_mutex_unlock(&c->mu);
+			io_ring_wake(c->ring);
+			pthread_mutex_lock(&c->mu);
 			continue;
 		}
 		pthread_cond_wait(&c->ready_cv, &c->mu);

@@ -25,6 +25,7 @@
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
 #define SLOT_ALIGN 256u
+#define SLOT_GROWTH_MAX 4096u  /* extra slots for a hoarding consumer */
 
 enum entry_state {
 	ENTRY_EMPTY = 0,
@@ -89,7 +90,8 @@ struct slot {
 	uint32_t pending;       /* entries not READY yet [mu] */
 	uint32_t parts_left;    /* assembly parts running [mu] */
 	int error;              /* fatal error while filling [mu] */
-	uint8_t *host;          /* host batch buffer (arena) */
+	uint8_t *host;          /* host batch buffer (arena, or own) */
+	int own_host;           /* grown slot: host buffer is its own */
 	uint64_t host_bytes;
 	uint32_t ntensors;
 	struct tensor_desc tensors[LOADER_MAX_TENSORS];
@@ -131,6 +133,7 @@ struct loader_core {
 	uint64_t entry_stride;      /* io buffer bytes per entry */
 	uint64_t slot_bytes;
 	uint32_t tensors_per_batch;
+	struct tensor_desc tensor_layout[LOADER_MAX_TENSORS];
 
 	/* block cache [mu] */
 	struct cache_entry *entries;
@@ -138,10 +141,12 @@ struct loader_core {
 	int32_t *block_entry;       /* global block -> entry, -1 */
 	uint32_t lru_head, lru_tail, lru_count;
 
-	/* slots [mu] */
-	struct slot *slots;
-	uint32_t nslots;
-	uint32_t *fifo;             /* planned slots in batch order */
+	/* slots [mu]: prefetch_depth at open; more only while the consumer
+	 * holds every one of them (host device), up to slots_cap */
+	struct slot **slots;
+	uint32_t nslots, slots_cap;
+	uint32_t *fifo;             /* planned slots in batch order (ring of
+				       slots_cap) */
 	uint32_t fifo_head, fifo_len;
 	uint32_t inflight;          /* WAITING + ASSEMBLING */
 
@@ -174,7 +179,7 @@ struct loader_core {
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
 		blocks_read, cache_hits, occupancy_sum;
-	char fallbacks[256];
+	char fallbacks[528];        /* ring's and device's, joined */
 
 	char err[512];              /* [mu] */
 };
@@ -214,6 +219,8 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s);
 
 /* batch.c */
 int slot_layout(struct loader_core *c);
+int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
+	      uint8_t *host);
 void slot_release_ref(struct loader_core *c, struct slot *s);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */

@@ -1,0 +1,136 @@
+/*
+ * block.c - the decoded block layout (field-major sections, each 8-byte
+ * aligned from the block start) and block decoding.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "shard_internal.h"
+
+uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
+			   const uint64_t *var_bytes)
+{
+	uint64_t off = 0, len;
+
+	for (uint32_t f = 0; f < s->nfields; f++) {
+		const struct shard_field *sf = &s->fields[f];
+
+		off = align_up_u64(off, 8);
+		if (off == UINT64_MAX)
+			return UINT64_MAX;
+		if (sf->variable) {
+			len = ((uint64_t)n + 1) * 8u;
+			if (var_bytes &&
+			    __builtin_add_overflow(len, var_bytes[f], &len))
+				return UINT64_MAX;
+		} else if (__builtin_mul_overflow((uint64_t)n, sf->record_bytes,
+						  &len)) {
+			return UINT64_MAX;
+		}
+		if (__builtin_add_overflow(off, len, &off))
+			return UINT64_MAX;
+	}
+	return off;
+}
+
+int block_view_init(const struct shard_schema *s, const void *raw,
+		    uint64_t raw_size, uint32_t n, struct block_view *out)
+{
+	const uint8_t *base = raw;
+	uint64_t off = 0, len;
+
+	memset(out, 0, sizeof(*out));
+	/* Offset tables are read as uint64: the block must be 8-aligned. */
+	if (((uintptr_t)raw & 7u) != 0)
+		return -EINVAL;
+	for (uint32_t f = 0; f < s->nfields; f++) {
+		const struct shard_field *sf = &s->fields[f];
+
+		off = align_up_u64(off, 8);
+		if (off > raw_size)
+			return -SLUICE_ECORRUPT;
+		if (sf->variable) {
+			const uint64_t *offs;
+			uint64_t table = ((uint64_t)n + 1) * 8u, data_len;
+
+			if (table > raw_size - off)
+				return -SLUICE_ECORRUPT;
+			offs = (const uint64_t *)(const void *)(base + off);
+			if (offs[0] != 0)
+				return -SLUICE_ECORRUPT;
+			for (uint32_t i = 0; i < n; i++) {
+				if (offs[i + 1] < offs[i] ||
+				    (offs[i + 1] - offs[i]) % sf->unit_bytes)
+					return -SLUICE_ECORRUPT;
+			}
+			data_len = offs[n];
+			off += table;
+			if (data_len > raw_size - off)
+				return -SLUICE_ECORRUPT;
+			out->offsets[f] = offs;
+			out->data[f] = base + off;
+			off += data_len;
+		} else {
+			if (__builtin_mul_overflow((uint64_t)n, sf->record_bytes,
+						   &len) ||
+			    len > raw_size - off)
+				return -SLUICE_ECORRUPT;
+			out->data[f] = base + off;
+			off += len;
+		}
+	}
+	/* The last section ends the block: no trailing bytes. */
+	if (off != raw_size) {
+		memset(out, 0, sizeof(*out));
+		return -SLUICE_ECORRUPT;
+	}
+	out->n = n;
+	return 0;
+}
+
+int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
+		 const void *stored, int verify, void *scratch,
+		 size_t scratch_cap, const void **raw)
+{
+	unsigned long long content;
+	ZSTD_DCtx *own = NULL;
+	size_t got;
+
+	*raw = NULL;
+	if (verify && XXH3_64bits(stored, blk->stored_size) != blk->checksum)
+		return -SLUICE_ECORRUPT;
+	if (blk->codec == DLS_CODEC_RAW) {
+		if (blk->stored_size != blk->raw_size)
+			return -SLUICE_ECORRUPT;
+		*raw = stored;
+		return 0;
+	}
+	if (blk->codec != DLS_CODEC_ZSTD)
+		return -SLUICE_ECORRUPT;
+	content = ZSTD_getFrameContentSize(stored, blk->stored_size);
+	if (content == ZSTD_CONTENTSIZE_ERROR ||
+	    content == ZSTD_CONTENTSIZE_UNKNOWN || content != blk->raw_size)
+		return -SLUICE_ECORRUPT;
+	if (scratch_cap < blk->raw_size)
+		return -EINVAL;
+	if (!dctx) {
+		own = ZSTD_createDCtx();
+		if (!own)
+			return -ENOMEM;
+		dctx = own;
+	}
+	got = ZSTD_decompressDCtx(dctx, scratch, blk->raw_size, stored,
+				  blk->stored_size);
+	ZSTD_freeDCtx(own);
+	if (ZSTD_isError(got))
+		return -SLUICE_EZSTD;
+	if (got != blk->raw_size)
+		return -SLUICE_ECORRUPT;
+	*raw = scratch;
+	return 0;
+}

@@ -1,0 +1,552 @@
+/*
+ * dataset.c - a dataset: shards in order with one schema, from a
+ * directory (dataset.json), one shard, a comma-separated list or a glob;
+ * and the public sluice_dataset_* functions.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "manifest.h"
+#include "shard_internal.h"
+
+/* A growing list of shard paths. */
+struct path_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int path_list_add(struct path_list *l, const char *p, size_t len)
+{
+	char *s;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 8;
+		char **nv = realloc(l->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+		l->cap = cap;
+	}
+	s = strndup(p, len);
+	if (!s)
+		return -ENOMEM;
+	l->v[l->n++] = s;
+	return 0;
+}
+
+static void path_list_free(struct path_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* One list item: a glob pattern expands (sorted), a name stays. */
+static int expand_item(struct path_list *l, const char *item, char *err,
+		       size_t errlen)
+{
+	glob_t g;
+	int r;
+
+	if (!strpbrk(item, "*?["))
+		return path_list_add(l, item, strlen(item));
+	r = glob(item, GLOB_ERR, NULL, &g);
+	if (r == GLOB_NOMATCH) {
+		errf(err, errlen, "%s: no file matches", item);
+		return -ENOENT;
+	}
+	if (r != 0) {
+		errf(err, errlen, "%s: glob failed", item);
+		return r == GLOB_NOSPACE ? -ENOMEM : -EIO;
+	}
+	r = 0;
+	for (size_t i = 0; i < g.gl_pathc && r == 0; i++)
+		r = path_list_add(l, g.gl_pathv[i], strlen(g.gl_pathv[i]));
+	globfree(&g);
+	return r;
+}
+
+static int finish_dataset(struct dataset *ds, char *err, size_t errlen)
+{
+	uint64_t total = 0;
+
+	ds->shard_first = calloc((size_t)ds->nshards + 1, sizeof(uint64_t));
+	if (!ds->shard_first)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ds->nshards; i++) {
+		struct shard_file *sf = &ds->shards[i];
+
+		if (!schema_equal(&sf->schema, &ds->schema)) {
+			errf(err, errlen,
+			     "%s: schema differs from %s", sf->path,
+			     i ? ds->shards[0].path : ds->source);
+			return -SLUICE_ESCHEMA;
+		}
+		ds->shard_first[i] = total;
+		if (__builtin_add_overflow(total, sf->record_count, &total) ||
+		    __builtin_add_overflow(ds->block_count, sf->block_count,
+					   &ds->block_count)) {
+			errf(err, errlen, "%s: record count overflows",
+			     sf->path);
+			return -SLUICE_ECORRUPT;
+		}
+		if (sf->max_stored > ds->max_stored)
+			ds->max_stored = sf->max_stored;
+		if (sf->max_raw > ds->max_raw)
+			ds->max_raw = sf->max_raw;
+		if (sf->alignment > ds->max_alignment)
+			ds->max_alignment = sf->alignment;
+	}
+	ds->shard_first[ds->nshards] = total;
+	ds->record_count = total;
+	return 0;
+}
+
+static int open_shards(struct dataset *ds, char *const *paths, size_t n,
+		       char *err, size_t errlen)
+{
+	int r;
+
+	if (n > UINT32_MAX)
+		return -E2BIG;
+	ds->shards = calloc(n ? n : 1, sizeof(*ds->shards));
+	if (!ds->shards)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		r = shard_open(paths[i], &ds->shards[i], err, errlen);
+		if (r < 0)
+			return r;
+		ds->nshards = (uint32_t)(i + 1);
+	}
+	return 0;
+}
+
+static int load_dir(struct dataset *ds, const char *dir, char *err,
+		    size_t errlen)
+{
+	struct path_list l = { 0 };
+	struct manifest m;
+	char path[4096];
+	int r;
+
+	r = manifest_read(dir, &m, err, errlen);
+	if (r < 0)
+		return r;
+	ds->schema = m.schema;
+	for (uint32_t i = 0; i < m.nshards; i++) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+				     m.shards[i].file) >= sizeof(path)) {
+			r = -ENAMETOOLONG;
+			errf(err, errlen, "%s: path too long", dir);
+			goto out;
+		}
+		r = path_list_add(&l, path, strlen(path));
+		if (r < 0)
+			goto out;
+	}
+	r = open_shards(ds, l.v, l.n, err, errlen);
+	if (r < 0) {
+		if (r == -ENOENT)
+			errf(err, errlen, "%s/%s: shard %s listed in the "
+			     "manifest is missing", dir, DLS_MANIFEST_NAME,
+			     m.shards[ds->nshards].file);
+		goto out;
+	}
+	for (uint32_t i = 0; i < m.nshards; i++) {
+		const struct shard_file *sf = &ds->shards[i];
+
+		if (sf->record_count != m.shards[i].records ||
+		    sf->block_count != m.shards[i].blocks ||
+		    sf->file_size != m.shards[i].bytes) {
+			r = -SLUICE_ECORRUPT;
+			errf(err, errlen,
+			     "%s: %llu records, %llu blocks, %llu bytes; the "
+			     "manifest says %llu, %llu, %llu",
+			     sf->path, (unsigned long long)sf->record_count,
+			     (unsigned long long)sf->block_count,
+			     (unsigned long long)sf->file_size,
+			     (unsigned long long)m.shards[i].records,
+			     (unsigned long long)m.shards[i].blocks,
+			     (unsigned long long)m.shards[i].bytes);
+			goto out;
+		}
+	}
+	r = finish_dataset(ds, err, errlen);
+	if (r == 0 && ds->record_count != m.records) {
+		r = -SLUICE_ECORRUPT;
+		errf(err, errlen, "%s/%s: says %llu records, shards hold %llu",
+		     dir, DLS_MANIFEST_NAME, (unsigned long long)m.records,
+		     (unsigned long long)ds->record_count);
+	}
+out:
+	path_list_free(&l);
+	manifest_free(&m);
+	return r;
+}
+
+int dataset_expand_paths(const char *spec, char ***paths, size_t *n,
+			 char *err, size_t errlen)
+{
+	struct path_list l = { 0 };
+	const char *p = spec;
+	int r = 0;
+
+	*paths = NULL;
+	*n = 0;
+	while (r == 0 && *p) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char *item = strndup(p, len);
+
+		if (!item) {
+			r = -ENOMEM;
+			break;
+		}
+		if (len)
+			r = expand_item(&l, item, err, errlen);
+		free(item);
+		p += len + (comma ? 1 : 0);
+	}
+	if (r < 0) {
+		path_list_free(&l);
+		return r;
+	}
+	*paths = l.v;
+	*n = l.n;
+	return 0;
+}
+
+void dataset_free_paths(char **paths, size_t n)
+{
+	struct path_list l = { paths, n, n };
+
+	path_list_free(&l);
+}
+
+int dataset_load(const char *path, struct dataset *out, char *err,
+		 size_t errlen)
+{
+	struct path_list l = { 0 };
+	struct stat st;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->source = strdup(path ? path : "");
+	if (!out->source)
+		return -ENOMEM;
+	if (!path || !*path) {
+		errf(err, errlen, "empty dataset path");
+		return -EINVAL;
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		r = load_dir(out, path, err, errlen);
+		goto out;
+	}
+	if (stat(path, &st) == 0)
+		r = path_list_add(&l, path, strlen(path));
+	else
+		r = dataset_expand_paths(path, &l.v, &l.n, err, errlen);
+	if (r < 0)
+		goto out;
+	if (l.n == 0) {
+		r = -ENOENT;
+		errf(err, errlen, "%s: no shard files", path);
+		goto out;
+	}
+	r = open_shards(out, l.v, l.n, err, errlen);
+	if (r < 0)
+		goto out;
+	out->schema = out->shards[0].schema;
+	r = finish_dataset(out, err, errlen);
+out:
+	path_list_free(&l);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			errf(err, errlen, "%s: out of memory", path);
+		dataset_free(out);
+	}
+	return r;
+}
+
+void dataset_free(struct dataset *ds)
+{
+	if (!ds)
+		return;
+	for (uint32_t i = 0; ds->shards && i < ds->nshards; i++)
+		shard_file_free(&ds->shards[i]);
+	free(ds->shards);
+	free(ds->shard_first);
+	free(ds->source);
+	memset(ds, 0, sizeof(*ds));
+}
+
+int dataset_locate(const struct dataset *ds, uint64_t index,
+		   uint32_t *shard, uint64_t *block, uint32_t *in_block)
+{
+	uint32_t lo = 0, hi;
+	uint64_t blo = 0, bhi, rel;
+	const struct shard_file *sf;
+
+	if (index >= ds->record_count)
+		return -ERANGE;
+	/* Last shard whose first record is <= index (skipping empty ones). */
+	hi = ds->nshards;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (ds->shard_first[mid] <= index)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	sf = &ds->shards[lo];
+	rel = index - ds->shard_first[lo];
+	bhi = sf->block_count;
+	while (bhi - blo > 1) {
+		uint64_t mid = blo + (bhi - blo) / 2;
+
+		if (sf->blocks[mid].first_record <= rel)
+			blo = mid;
+		else
+			bhi = mid;
+	}
+	*shard = lo;
+	*block = blo;
+	*in_block = (uint32_t)(rel - sf->blocks[blo].first_record);
+	return 0;
+}
+
+/* ---- the public handle ---- */
+
+void dataset_set_error(struct sluice_dataset *ds, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&ds->lock);
+	va_start(ap, fmt);
+	vsnprintf(ds->err, sizeof(ds->err), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&ds->lock);
+}
+
+SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out)
+{
+	struct sluice_dataset *ds;
+	int r;
+
+	*out = NULL;
+	ds = calloc(1, sizeof(*ds));
+	if (!ds)
+		return -ENOMEM;
+	pthread_mutex_init(&ds->lock, NULL);
+	r = dataset_load(path, &ds->d, ds->err, sizeof(ds->err));
+	if (r == 0)
+		ds->loaded = 1;
+	*out = ds;
+	return r;
+}
+
+SLUICE_API void sluice_dataset_close(sluice_dataset *ds)
+{
+	if (!ds)
+		return;
+	dataset_free(&ds->d);
+	pthread_mutex_destroy(&ds->lock);
+	free(ds);
+}
+
+SLUICE_API int sluice_dataset_error(const sluice_dataset *ds, char *buf,
+				    size_t len)
+{
+	struct sluice_dataset *m = (struct sluice_dataset *)(uintptr_t)ds;
+	int n;
+
+	if (!ds)
+		return snprintf(buf, len, "no dataset");
+	pthread_mutex_lock(&m->lock);
+	n = snprintf(buf, len, "%s", ds->err);
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+SLUICE_API uint64_t sluice_dataset_records(const sluice_dataset *ds)
+{
+	return ds ? ds->d.record_count : 0;
+}
+
+SLUICE_API uint32_t sluice_dataset_shards(const sluice_dataset *ds)
+{
+	return ds ? ds->d.nshards : 0;
+}
+
+SLUICE_API uint64_t sluice_dataset_blocks(const sluice_dataset *ds)
+{
+	return ds ? ds->d.block_count : 0;
+}
+
+SLUICE_API int sluice_dataset_field_count(const sluice_dataset *ds)
+{
+	return ds && ds->loaded ? (int)ds->d.schema.nfields : 0;
+}
+
+SLUICE_API const struct sluice_field *
+sluice_dataset_field(const sluice_dataset *ds, int i)
+{
+	if (!ds || !ds->loaded || i < 0 || (uint32_t)i >= ds->d.schema.nfields)
+		return NULL;
+	return &ds->d.schema.fields[i].f;
+}
+
+/* pread exactly @len bytes at @off. */
+static int read_exact(int fd, void *buf, uint64_t len, uint64_t off)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -SLUICE_ECORRUPT;
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
+				   const char *field, void *buf, size_t cap,
+				   size_t *len)
+{
+	const struct shard_file *sf;
+	const struct shard_block *blk;
+	struct block_view view;
+	void *stored = NULL, *scratch = NULL;
+	const void *raw;
+	const uint8_t *ptr;
+	uint64_t b, flen;
+	uint32_t s, in_block, f;
+	int fd = -1, r;
+
+	if (len)
+		*len = 0;
+	if (!ds || !ds->loaded || !field)
+		return -EINVAL;
+	r = dataset_locate(&ds->d, index, &s, &b, &in_block);
+	if (r < 0) {
+		dataset_set_error(ds, "record %llu out of range (%llu records)",
+				  (unsigned long long)index,
+				  (unsigned long long)ds->d.record_count);
+		return r;
+	}
+	for (f = 0; f < ds->d.schema.nfields; f++)
+		if (strcmp(ds->d.schema.fields[f].f.name, field) == 0)
+			break;
+	if (f == ds->d.schema.nfields) {
+		dataset_set_error(ds, "no field '%s'", field);
+		return -ENOENT;
+	}
+	sf = &ds->d.shards[s];
+	blk = &sf->blocks[b];
+	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		dataset_set_error(ds, "%s: %s", sf->path, sluice_strerror(r));
+		return r;
+	}
+	/* 64-byte alignment: raw blocks are viewed in place (offset tables
+	 * are read as uint64). */
+	stored = aligned_alloc(64, align_up_u64(blk->stored_size, 64));
+	if (!stored) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = read_exact(fd, stored, blk->stored_size, blk->offset);
+	if (r < 0) {
+		dataset_set_error(ds, "%s: block %llu: offset %llu: %s",
+				  sf->path, (unsigned long long)b,
+				  (unsigned long long)blk->offset,
+				  r == -SLUICE_ECORRUPT
+					  ? "short read (file truncated?)"
+					  : sluice_strerror(r));
+		goto out;
+	}
+	if (XXH3_64bits(stored, blk->stored_size) != blk->checksum) {
+		r = -SLUICE_ECORRUPT;
+		dataset_set_error(ds, "%s: block %llu: offset %llu: checksum "
+				  "mismatch", sf->path, (unsigned long long)b,
+				  (unsigned long long)blk->offset);
+		goto out;
+	}
+	if (blk->codec == DLS_CODEC_ZSTD) {
+		/* Do not trust raw_size for an allocation before the frame
+		 * agrees with it. */
+		if (ZSTD_getFrameContentSize(stored, blk->stored_size) !=
+		    blk->raw_size) {
+			r = -SLUICE_ECORRUPT;
+			dataset_set_error(ds, "%s: block %llu: offset %llu: "
+					  "zstd frame size does not match the "
+					  "index", sf->path,
+					  (unsigned long long)b,
+					  (unsigned long long)blk->offset);
+			goto out;
+		}
+		scratch = aligned_alloc(64, align_up_u64(blk->raw_size, 64));
+		if (!scratch) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	r = block_decode(NULL, blk, stored, 0, scratch,
+			 scratch ? blk->raw_size : 0, &raw);
+	if (r < 0) {
+		dataset_set_error(ds, "%s: block %llu: offset %llu: %s",
+				  sf->path, (unsigned long long)b,
+				  (unsigned long long)blk->offset,
+				  r == -SLUICE_EZSTD ? "zstd decode failed"
+				  : r == -SLUICE_ECORRUPT
+					  ? "decoded size mismatch"
+					  : sluice_strerror(r));
+		goto out;
+	}
+	r = block_view_init(&ds->d.schema, raw, blk->raw_size,
+			    blk->record_count, &view);
+	if (r < 0) {
+		dataset_set_error(ds, "%s: block %llu: offset %llu: bad block "
+				  "layout", sf->path, (unsigned long long)b,
+				  (unsigned long long)blk->offset);
+		goto out;
+	}
+	block_view_get(&ds->d.schema, &view, f, in_block, &ptr, &flen);
+	if (len)
+		*len = (size_t)flen;
+	if (flen > cap) {
+		r = -ENOSPC;
+		goto out;
+	}
+	if (flen)
+		memcpy(buf, ptr, flen);
+out:
+	if (r == -ENOMEM)
+		dataset_set_error(ds, "%s: block %llu: out of memory",
+				  sf->path, (unsigned long long)b);
+	free(stored);
+	free(scratch);
+	close(fd);
+	return r;
+}

@@ -1,0 +1,299 @@
+/*
+ * manifest.c - dataset.json: atomic writing, and strict reading of the
+ * untrusted text back into a struct manifest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "manifest.h"
+#include "shard_internal.h"
+
+static void put_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void put_manifest(FILE *f, const struct manifest *m)
+{
+	fprintf(f, "{\"format\":\"dlpack-shard\",\"version\":1,"
+		   "\"records\":%llu,\"raw_bytes\":%llu,\"stored_bytes\":%llu,"
+		   "\n\"fields\":[",
+		(unsigned long long)m->records,
+		(unsigned long long)m->raw_bytes,
+		(unsigned long long)m->stored_bytes);
+	for (uint32_t i = 0; i < m->schema.nfields; i++) {
+		const struct sluice_field *fl = &m->schema.fields[i].f;
+
+		fprintf(f, "%s\n {\"name\":", i ? "," : "");
+		put_json_string(f, fl->name);
+		fprintf(f, ",\"dtype\":\"%s\",\"shape\":[",
+			sluice_dtype_name(fl->dtype));
+		for (int32_t d = 0; d < fl->ndim; d++)
+			fprintf(f, "%s%lld", d ? "," : "",
+				(long long)fl->shape[d]);
+		fputs("]}", f);
+	}
+	fputs("],\n\"shards\":[", f);
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		const struct manifest_shard *s = &m->shards[i];
+
+		fprintf(f, "%s\n {\"file\":", i ? "," : "");
+		put_json_string(f, s->file);
+		fprintf(f, ",\"records\":%llu,\"blocks\":%llu,\"bytes\":%llu}",
+			(unsigned long long)s->records,
+			(unsigned long long)s->blocks,
+			(unsigned long long)s->bytes);
+	}
+	fputs("]}\n", f);
+}
+
+int manifest_write(const char *dir, const struct manifest *m, char *err,
+		   size_t errlen)
+{
+	char tmp[4096], final[4096];
+	FILE *f = NULL;
+	int fd = -1, r = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir,
+			     DLS_MANIFEST_NAME) >= sizeof(tmp) ||
+	    (size_t)snprintf(final, sizeof(final), "%s/%s", dir,
+			     DLS_MANIFEST_NAME) >= sizeof(final)) {
+		errf(err, errlen, "%s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = -errno;
+		errf(err, errlen, "%s: %s", tmp, sluice_strerror(r));
+		return r;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		r = -errno;
+		close(fd);
+		goto fail;
+	}
+	put_manifest(f, m);
+	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+		r = -errno;
+		if (r == 0)
+			r = -EIO;
+		fclose(f);
+		goto fail;
+	}
+	if (fclose(f) != 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (rename(tmp, final) != 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* The rename itself is durable only once the directory is synced. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (fsync(fd) != 0)
+			r = -errno;
+		close(fd);
+	}
+	if (r < 0)
+		errf(err, errlen, "%s: fsync: %s", dir, sluice_strerror(r));
+	return r;
+fail:
+	errf(err, errlen, "%s: %s", tmp, sluice_strerror(r));
+	unlink(tmp);
+	return r;
+}
+
+#define BAD(...)                                                           \
+	do {                                                               \
+		errf(err, errlen, __VA_ARGS__);                            \
+		r = -SLUICE_ECORRUPT;                                      \
+		goto fail;                                                 \
+	} while (0)
+
+static int parse_fields(const struct json_value *arr, struct shard_schema *s,
+			char *err, size_t errlen)
+{
+	struct sluice_field fields[DLS_MAX_FIELDS];
+	char what[200];
+	int r = 0;
+
+	if (!arr || arr->type != JSON_ARRAY || arr->count < 1 ||
+	    arr->count > DLS_MAX_FIELDS)
+		BAD("\"fields\": expected an array of 1..%u fields",
+		    DLS_MAX_FIELDS);
+	memset(fields, 0, sizeof(fields));
+	for (size_t i = 0; i < arr->count; i++) {
+		const struct json_value *f = &arr->items[i];
+		const struct json_value *name = json_get(f, "name");
+		const struct json_value *dtype = json_get(f, "dtype");
+		const struct json_value *shape = json_get(f, "shape");
+
+		if (!name || name->type != JSON_STRING ||
+		    strlen(name->string) >= SLUICE_NAME_MAX)
+			BAD("fields[%zu]: bad \"name\"", i);
+		memcpy(fields[i].name, name->string, strlen(name->string));
+		if (!dtype || dtype->type != JSON_STRING ||
+		    sluice_dtype_parse(dtype->string, &fields[i].dtype) < 0)
+			BAD("fields[%zu]: bad \"dtype\"", i);
+		if (!shape || shape->type != JSON_ARRAY ||
+		    shape->count > SLUICE_MAX_NDIM)
+			BAD("fields[%zu]: bad \"shape\"", i);
+		fields[i].ndim = (int32_t)shape->count;
+		for (size_t d = 0; d < shape->count; d++)
+			if (json_i64(&shape->items[d], &fields[i].shape[d]) < 0)
+				BAD("fields[%zu]: bad \"shape\"", i);
+	}
+	r = schema_from_fields(fields, (int)arr->count, s, what, sizeof(what));
+	if (r < 0)
+		BAD("\"fields\": %s", what);
+	return 0;
+fail:
+	return r;
+}
+
+int manifest_parse(const char *text, size_t len, struct manifest *m,
+		   char *err, size_t errlen)
+{
+	const struct json_value *v, *shards;
+	struct json_value root;
+	uint64_t version;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	r = json_parse(text, len, &root, err, errlen);
+	if (r < 0)
+		return r;
+	if (root.type != JSON_OBJECT)
+		BAD("not a JSON object");
+	v = json_get(&root, "format");
+	if (!v || v->type != JSON_STRING || strcmp(v->string, "dlpack-shard"))
+		BAD("\"format\" is not \"dlpack-shard\"");
+	if (json_u64(json_get(&root, "version"), &version) < 0 ||
+	    version != DLS_VERSION)
+		BAD("\"version\" is not %u", DLS_VERSION);
+	if (json_u64(json_get(&root, "records"), &m->records) < 0 ||
+	    json_u64(json_get(&root, "raw_bytes"), &m->raw_bytes) < 0 ||
+	    json_u64(json_get(&root, "stored_bytes"), &m->stored_bytes) < 0)
+		BAD("\"records\", \"raw_bytes\" or \"stored_bytes\" missing or "
+		    "not a count");
+	r = parse_fields(json_get(&root, "fields"), &m->schema, err, errlen);
+	if (r < 0)
+		goto fail;
+	shards = json_get(&root, "shards");
+	if (!shards || shards->type != JSON_ARRAY || shards->count > UINT32_MAX)
+		BAD("\"shards\": expected an array");
+	if (shards->count) {
+		m->shards = calloc(shards->count, sizeof(*m->shards));
+		if (!m->shards) {
+			r = -ENOMEM;
+			errf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
+	m->nshards = (uint32_t)shards->count;
+	for (size_t i = 0; i < shards->count; i++) {
+		const struct json_value *s = &shards->items[i];
+		const struct json_value *file = json_get(s, "file");
+		struct manifest_shard *ms = &m->shards[i];
+
+		if (!file || file->type != JSON_STRING ||
+		    strlen(file->string) >= MANIFEST_FILE_MAX ||
+		    !shard_name_is_plain(file->string))
+			BAD("shards[%zu]: \"file\" is not a plain file name", i);
+		strcpy(ms->file, file->string);
+		if (json_u64(json_get(s, "records"), &ms->records) < 0 ||
+		    json_u64(json_get(s, "blocks"), &ms->blocks) < 0 ||
+		    json_u64(json_get(s, "bytes"), &ms->bytes) < 0)
+			BAD("shards[%zu]: bad \"records\", \"blocks\" or "
+			    "\"bytes\"", i);
+	}
+	json_free(&root);
+	return 0;
+fail:
+	json_free(&root);
+	manifest_free(m);
+	return r;
+}
+
+int manifest_read(const char *dir, struct manifest *m, char *err,
+		  size_t errlen)
+{
+	char path[4096], what[300];
+	struct stat st;
+	char *text = NULL;
+	size_t got = 0;
+	int fd, r = 0;
+
+	memset(m, 0, sizeof(*m));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+			     DLS_MANIFEST_NAME) >= sizeof(path)) {
+		errf(err, errlen, "%s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		errf(err, errlen, "%s: %s", path, sluice_strerror(r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
+		r = -SLUICE_ECORRUPT;
+		errf(err, errlen, "%s: not a regular file of at most %u bytes",
+		     path, MANIFEST_MAX_BYTES);
+		goto out;
+	}
+	text = malloc((size_t)st.st_size + 1);
+	if (!text) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			errf(err, errlen, "%s: %s", path, sluice_strerror(r));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	r = manifest_parse(text, got, m, what, sizeof(what));
+	if (r < 0)
+		errf(err, errlen, "%s: %s", path, what);
+out:
+	free(text);
+	close(fd);
+	return r;
+}
+
+void manifest_free(struct manifest *m)
+{
+	if (!m)
+		return;
+	free(m->shards);
+	memset(m, 0, sizeof(*m));
+}

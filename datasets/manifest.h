@@ -1,0 +1,49 @@
+/*
+ * manifest.h - dataset.json: written last and atomically by the writer
+ * and merge; read (as untrusted input) by dataset_load and verify.
+ */
+#ifndef SLUICE_DATASETS_MANIFEST_H
+#define SLUICE_DATASETS_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shard.h"
+
+#define MANIFEST_FILE_MAX 256
+#define MANIFEST_MAX_BYTES (64u << 20)
+
+struct manifest_shard {
+	char file[MANIFEST_FILE_MAX];  /* a plain name inside the dataset */
+	uint64_t records;
+	uint64_t blocks;
+	uint64_t bytes;                /* file size */
+};
+
+struct manifest {
+	uint64_t records;
+	uint64_t raw_bytes;
+	uint64_t stored_bytes;
+	struct shard_schema schema;
+	uint32_t nshards;
+	struct manifest_shard *shards; /* owned */
+};
+
+/* Write @dir/dataset.json via a temporary file, fsync, rename and an
+ * fsync of @dir.  @return: 0 or -errno (message in @err). */
+int manifest_write(const char *dir, const struct manifest *m, char *err,
+		   size_t errlen);
+
+/* Parse @len bytes of JSON text (untrusted).  On failure @err gets
+ * "what" (with a byte offset for syntax errors) and the return is
+ * -SLUICE_ECORRUPT or -ENOMEM; @m is left empty. */
+int manifest_parse(const char *text, size_t len, struct manifest *m,
+		   char *err, size_t errlen);
+
+/* Read and parse @dir/dataset.json; messages name the file. */
+int manifest_read(const char *dir, struct manifest *m, char *err,
+		  size_t errlen);
+
+void manifest_free(struct manifest *m);
+
+#endif /* SLUICE_DATASETS_MANIFEST_H */

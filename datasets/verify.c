@@ -1,0 +1,317 @@
+/*
+ * verify.c - dataset_verify: every header, index, block checksum and
+ * decoded layout, the manifest against its shards, and leftovers of an
+ * interrupted write.  Reports every problem, not only the first.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "manifest.h"
+#include "shard_internal.h"
+
+struct verifier {
+	verify_report_fn report;
+	void *ctx;
+	long problems;
+};
+
+static void problem(struct verifier *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void problem(struct verifier *v, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	v->problems++;
+	if (v->report)
+		v->report(v->ctx, line);
+}
+
+static int read_at(int fd, void *buf, uint64_t len, uint64_t off)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -SLUICE_ECORRUPT;
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Grow an aligned buffer to @need bytes. */
+static int ensure(void **buf, uint64_t *cap, uint64_t need)
+{
+	void *nb;
+
+	if (need <= *cap)
+		return 0;
+	nb = aligned_alloc(64, align_up_u64(need, 64));
+	if (!nb)
+		return -ENOMEM;
+	free(*buf);
+	*buf = nb;
+	*cap = need;
+	return 0;
+}
+
+static void verify_blocks(struct verifier *v, const struct shard_file *sf)
+{
+	void *stored = NULL, *scratch = NULL;
+	uint64_t stored_cap = 0, scratch_cap = 0;
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	int fd, r;
+
+	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !dctx) {
+		problem(v, "%s: %s", sf->path,
+			sluice_strerror(fd < 0 ? -errno : -ENOMEM));
+		goto out;
+	}
+	for (uint64_t b = 0; b < sf->block_count; b++) {
+		const struct shard_block *blk = &sf->blocks[b];
+		struct block_view view;
+		const void *raw;
+
+#define BLOCK_PROBLEM(...)                                                  \
+	do {                                                                \
+		char what_[256];                                            \
+		snprintf(what_, sizeof(what_), __VA_ARGS__);                \
+		problem(v, "%s: block %llu: offset %llu: %s", sf->path,     \
+			(unsigned long long)b,                              \
+			(unsigned long long)blk->offset, what_);            \
+	} while (0)
+
+		if (ensure(&stored, &stored_cap, blk->stored_size) < 0) {
+			BLOCK_PROBLEM("out of memory");
+			continue;
+		}
+		r = read_at(fd, stored, blk->stored_size, blk->offset);
+		if (r < 0) {
+			BLOCK_PROBLEM("%s", r == -SLUICE_ECORRUPT
+						    ? "short read (truncated)"
+						    : sluice_strerror(r));
+			continue;
+		}
+		if (XXH3_64bits(stored, blk->stored_size) != blk->checksum) {
+			BLOCK_PROBLEM("checksum mismatch");
+			continue;
+		}
+		if (blk->codec == DLS_CODEC_ZSTD) {
+			if (ZSTD_getFrameContentSize(stored, blk->stored_size) !=
+			    blk->raw_size) {
+				BLOCK_PROBLEM("zstd frame size does not match "
+					      "the index");
+				continue;
+			}
+			if (ensure(&scratch, &scratch_cap, blk->raw_size) < 0) {
+				BLOCK_PROBLEM("out of memory");
+				continue;
+			}
+		}
+		r = block_decode(dctx, blk, stored, 0, scratch, scratch_cap,
+				 &raw);
+		if (r < 0) {
+			BLOCK_PROBLEM("decode failed: %s", sluice_strerror(r));
+			continue;
+		}
+		if (block_view_init(&sf->schema, raw, blk->raw_size,
+				    blk->record_count, &view) < 0)
+			BLOCK_PROBLEM("bad block layout (offset tables or "
+				      "section sizes)");
+#undef BLOCK_PROBLEM
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	ZSTD_freeDCtx(dctx);
+	free(stored);
+	free(scratch);
+}
+
+/* Verify one shard; fills @sf (caller frees) when its header and index
+ * are sound, else leaves it empty.  @schema: the schema it must have. */
+static void verify_shard(struct verifier *v, const char *path,
+			 const struct shard_schema *schema,
+			 struct shard_file *sf)
+{
+	char err[512];
+
+	if (shard_open(path, sf, err, sizeof(err)) < 0) {
+		problem(v, "%s", err);
+		return;
+	}
+	if (schema && !schema_equal(&sf->schema, schema))
+		problem(v, "%s: schema differs from the dataset's", path);
+	verify_blocks(v, sf);
+}
+
+static int is_tmp_name(const char *n)
+{
+	size_t len = strlen(n);
+
+	return n[0] == '.' && len > 5 && strcmp(n + len - 4, ".tmp") == 0;
+}
+
+static int is_shard_name(const char *n)
+{
+	size_t len = strlen(n), sl = strlen(DLS_SHARD_SUFFIX);
+
+	return n[0] != '.' && len > sl &&
+	       strcmp(n + len - sl, DLS_SHARD_SUFFIX) == 0;
+}
+
+static int listed(const struct manifest *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->nshards; i++)
+		if (strcmp(m->shards[i].file, name) == 0)
+			return 1;
+	return 0;
+}
+
+static long verify_dir(struct verifier *v, const char *dir)
+{
+	struct manifest m;
+	char err[600], path[4400];
+	struct dirent *e;
+	int have_manifest;
+	DIR *d;
+
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	have_manifest = manifest_read(dir, &m, err, sizeof(err)) == 0;
+	if (!have_manifest)
+		problem(v, "%s", err);
+	while ((e = readdir(d)) != NULL) {
+		if (is_tmp_name(e->d_name))
+			problem(v, "%s/%s: incomplete temporary file (an "
+				"interrupted write)", dir, e->d_name);
+		else if (have_manifest && is_shard_name(e->d_name) &&
+			 !listed(&m, e->d_name))
+			problem(v, "%s/%s: shard not listed in %s", dir,
+				e->d_name, DLS_MANIFEST_NAME);
+	}
+	if (!have_manifest) {
+		/* Still check whatever shards are there, in name order. */
+		char **paths;
+		size_t n;
+
+		closedir(d);
+		snprintf(path, sizeof(path), "%s/*%s", dir, DLS_SHARD_SUFFIX);
+		if (dataset_expand_paths(path, &paths, &n, NULL, 0) == 0) {
+			for (size_t i = 0; i < n; i++) {
+				struct shard_file sf;
+
+				verify_shard(v, paths[i], NULL, &sf);
+				shard_file_free(&sf);
+			}
+			dataset_free_paths(paths, n);
+		}
+		return v->problems;
+	}
+	closedir(d);
+	{
+		uint64_t records = 0;
+
+		for (uint32_t i = 0; i < m.nshards; i++) {
+			const struct manifest_shard *ms = &m.shards[i];
+			struct shard_file sf;
+
+			snprintf(path, sizeof(path), "%s/%s", dir, ms->file);
+			verify_shard(v, path, &m.schema, &sf);
+			if (sf.path && (sf.record_count != ms->records ||
+					sf.block_count != ms->blocks ||
+					sf.file_size != ms->bytes))
+				problem(v, "%s: %llu records, %llu blocks, %llu "
+					"bytes; %s says %llu, %llu, %llu", path,
+					(unsigned long long)sf.record_count,
+					(unsigned long long)sf.block_count,
+					(unsigned long long)sf.file_size,
+					DLS_MANIFEST_NAME,
+					(unsigned long long)ms->records,
+					(unsigned long long)ms->blocks,
+					(unsigned long long)ms->bytes);
+			records += ms->records;
+			shard_file_free(&sf);
+		}
+		if (records != m.records)
+			problem(v, "%s/%s: says %llu records, its shards list "
+				"%llu", dir, DLS_MANIFEST_NAME,
+				(unsigned long long)m.records,
+				(unsigned long long)records);
+	}
+	manifest_free(&m);
+	return v->problems;
+}
+
+long dataset_verify(const char *path, verify_report_fn report, void *ctx)
+{
+	struct verifier v = { report, ctx, 0 };
+	struct shard_schema first;
+	int have_first = 0;
+	struct stat st;
+	char err[512];
+	char **paths;
+	size_t n;
+	int r;
+
+	if (!path || !*path)
+		return -EINVAL;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		long got = verify_dir(&v, path);
+
+		if (got < 0 && report) {
+			snprintf(err, sizeof(err), "%s: %s", path,
+				 sluice_strerror((int)got));
+			report(ctx, err);
+		}
+		return got;
+	}
+	if (stat(path, &st) == 0) {
+		struct shard_file sf;
+
+		verify_shard(&v, path, NULL, &sf);
+		shard_file_free(&sf);
+		return v.problems;
+	}
+	r = dataset_expand_paths(path, &paths, &n, err, sizeof(err));
+	if (r < 0) {
+		if (report)
+			report(ctx, err);
+		return r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct shard_file sf;
+
+		/* The first sound shard sets the schema the others must have. */
+		verify_shard(&v, paths[i], have_first ? &first : NULL, &sf);
+		if (!have_first && sf.path) {
+			first = sf.schema;
+			have_first = 1;
+		}
+		shard_file_free(&sf);
+	}
+	dataset_free_paths(paths, n);
+	return v.problems;
+}

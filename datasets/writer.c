@@ -1,0 +1,596 @@
+/*
+ * writer.c - sluice_writer: records into field-major blocks, blocks
+ * through the compression pool, written in order into shards at aligned
+ * offsets; each shard under a temporary name until its index and header
+ * are written and synced; dataset.json last.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "manifest.h"
+#include "shard_internal.h"
+#include "writer_pool.h"
+
+#define WRITER_MAX_THREADS 64u
+#define PATH_CAP 4096
+
+/* Per-field staging for the open block: values back to back, and for a
+ * variable field the running offsets (offs[0] == 0). */
+struct staging {
+	uint8_t *buf;
+	uint64_t len, cap;
+	uint64_t *offs;
+	uint64_t offs_cap;
+};
+
+struct sluice_writer {
+	char out_dir[PATH_CAP];
+	char prefix[128];
+	struct sluice_writer_config cfg;
+	struct shard_schema schema;
+
+	struct staging st[DLS_MAX_FIELDS];
+	uint64_t var_bytes[DLS_MAX_FIELDS];
+	uint32_t n;                     /* records in the open block */
+	uint64_t planned_in_shard;      /* records_per_shard bookkeeping */
+
+	struct wpool pool;
+
+	/* the shard being written */
+	int fd;
+	char name[256], tmp_path[PATH_CAP];
+	uint64_t pos;
+	struct dls_index_entry_disk *index;
+	uint64_t nindex, index_cap;
+	uint64_t shard_records, shard_raw, shard_stored;
+
+	struct manifest man;            /* finished shards and totals */
+	uint32_t shards_cap;
+	uint64_t blocks;
+
+	_Atomic uint64_t progress_records, progress_raw, progress_stored;
+	int failed;
+	char err[512];
+	struct timespec start;
+};
+
+static int fail(struct sluice_writer *w, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct sluice_writer *w, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!w->failed) {
+		va_start(ap, fmt);
+		vsnprintf(w->err, sizeof(w->err), fmt, ap);
+		va_end(ap);
+		w->failed = code;
+	}
+	return code;
+}
+
+SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->prefix = "data";
+	cfg->shard_size = 1ull << 30;
+	cfg->block_size = 1ull << 20;
+	cfg->compression_level = 3;
+	cfg->threads = 0;
+	cfg->alignment = DLS_DEFAULT_ALIGNMENT;
+}
+
+static int reserve(uint8_t **buf, uint64_t *cap, uint64_t need)
+{
+	uint64_t ncap = *cap ? *cap : 4096;
+	uint8_t *nb;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap = ncap > UINT64_MAX / 2 ? need : ncap * 2;
+	nb = realloc(*buf, ncap);
+	if (!nb)
+		return -ENOMEM;
+	*buf = nb;
+	*cap = ncap;
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
+				   (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int open_shard(struct sluice_writer *w)
+{
+	uint32_t k = w->man.nshards;
+
+	snprintf(w->name, sizeof(w->name), "%s-%05u%s", w->prefix, k,
+		 DLS_SHARD_SUFFIX);
+	if ((size_t)snprintf(w->tmp_path, sizeof(w->tmp_path), "%s/.%s.tmp",
+			     w->out_dir, w->name) >= sizeof(w->tmp_path))
+		return fail(w, -ENAMETOOLONG, "%s: path too long", w->out_dir);
+	w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		     0644);
+	if (w->fd < 0) {
+		int r = -errno;
+
+		w->tmp_path[0] = '\0';
+		return fail(w, r, "%s/.%s.tmp: %s", w->out_dir, w->name,
+			    sluice_strerror(r));
+	}
+	w->pos = DLS_HEADER_SIZE;
+	w->nindex = 0;
+	w->shard_records = w->shard_raw = w->shard_stored = 0;
+	return 0;
+}
+
+/* Index and header last, then fsync and rename: a shard that exists
+ * under its final name is complete. */
+static int finish_shard(struct sluice_writer *w)
+{
+	struct dls_header_disk h;
+	uint8_t *page;
+	uint64_t index_off, index_len, sum;
+	char final[PATH_CAP + 300];
+	int r;
+
+	if (w->fd < 0)
+		return 0;
+	index_off = align_up_u64(w->pos, w->cfg.alignment);
+	index_len = w->nindex * sizeof(struct dls_index_entry_disk);
+	r = write_full(w->fd, w->index, index_len, index_off);
+	if (r < 0)
+		return fail(w, r, "%s: writing the index: %s", w->tmp_path,
+			    sluice_strerror(r));
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, DLS_MAGIC, DLS_MAGIC_LEN);
+	h.version = DLS_VERSION;
+	h.header_size = DLS_HEADER_SIZE;
+	h.alignment = w->cfg.alignment;
+	h.field_count = w->schema.nfields;
+	h.record_count = w->shard_records;
+	h.block_count = w->nindex;
+	h.index_offset = index_off;
+	h.index_length = index_len;
+	h.index_checksum = XXH3_64bits(w->index, index_len);
+	h.raw_bytes = w->shard_raw;
+	schema_to_disk(&w->schema, h.fields);
+	page = calloc(1, DLS_HEADER_SIZE);
+	if (!page)
+		return fail(w, -ENOMEM, "out of memory");
+	memcpy(page, &h, sizeof(h));
+	sum = header_checksum(page);
+	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, 8);
+	r = write_full(w->fd, page, DLS_HEADER_SIZE, 0);
+	free(page);
+	if (r < 0)
+		return fail(w, r, "%s: writing the header: %s", w->tmp_path,
+			    sluice_strerror(r));
+	if (fsync(w->fd) != 0) {
+		r = -errno;
+		return fail(w, r, "%s: fsync: %s", w->tmp_path,
+			    sluice_strerror(r));
+	}
+	close(w->fd);
+	w->fd = -1;
+	snprintf(final, sizeof(final), "%s/%s", w->out_dir, w->name);
+	if (rename(w->tmp_path, final) != 0) {
+		r = -errno;
+		return fail(w, r, "%s: rename: %s", w->tmp_path,
+			    sluice_strerror(r));
+	}
+	w->tmp_path[0] = '\0';
+	if (w->man.nshards == w->shards_cap) {
+		uint32_t cap = w->shards_cap ? w->shards_cap * 2 : 16;
+		void *nv = realloc(w->man.shards, cap * sizeof(*w->man.shards));
+
+		if (!nv)
+			return fail(w, -ENOMEM, "out of memory");
+		w->man.shards = nv;
+		w->shards_cap = cap;
+	}
+	memset(&w->man.shards[w->man.nshards], 0, sizeof(*w->man.shards));
+	snprintf(w->man.shards[w->man.nshards].file, MANIFEST_FILE_MAX, "%s",
+		 w->name);
+	w->man.shards[w->man.nshards].records = w->shard_records;
+	w->man.shards[w->man.nshards].blocks = w->nindex;
+	w->man.shards[w->man.nshards].bytes = index_off + index_len;
+	w->man.nshards++;
+	return 0;
+}
+
+/* Write one compressed block (the oldest) at the next aligned offset. */
+static int write_block(struct sluice_writer *w, const struct wslot *s)
+{
+	struct dls_index_entry_disk *e;
+	uint64_t off;
+	int r;
+
+	if (s->error < 0)
+		return fail(w, s->error, "%s: block %llu: %s", w->out_dir,
+			    (unsigned long long)w->blocks,
+			    sluice_strerror(s->error));
+	if (w->fd < 0 && (r = open_shard(w)) < 0)
+		return r;
+	off = align_up_u64(w->pos, w->cfg.alignment);
+	r = write_full(w->fd, s->stored, s->stored_size, off);
+	if (r < 0)
+		return fail(w, r, "%s: block %llu: offset %llu: %s",
+			    w->tmp_path, (unsigned long long)w->nindex,
+			    (unsigned long long)off, sluice_strerror(r));
+	if (w->nindex == w->index_cap) {
+		uint64_t cap = w->index_cap ? w->index_cap * 2 : 64;
+		void *nv = realloc(w->index, cap * sizeof(*w->index));
+
+		if (!nv)
+			return fail(w, -ENOMEM, "out of memory");
+		w->index = nv;
+		w->index_cap = cap;
+	}
+	e = &w->index[w->nindex++];
+	memset(e, 0, sizeof(*e));
+	e->offset = off;
+	e->stored_size = s->stored_size;
+	e->raw_size = s->raw_size;
+	e->first_record = w->shard_records;
+	e->record_count = s->records;
+	e->codec = s->codec;
+	e->checksum = s->checksum;
+	w->pos = off + s->stored_size;
+	w->shard_records += s->records;
+	w->shard_raw += s->raw_size;
+	w->shard_stored += s->stored_size;
+	w->man.records += s->records;
+	w->man.raw_bytes += s->raw_size;
+	w->man.stored_bytes += s->stored_size;
+	w->blocks++;
+	atomic_store_explicit(&w->progress_stored, w->man.stored_bytes,
+			      memory_order_relaxed);
+	if (s->ends_shard ||
+	    (w->cfg.shard_size && w->shard_stored >= w->cfg.shard_size))
+		return finish_shard(w);
+	return 0;
+}
+
+/* Write every finished block at the head of the ring (waiting when @all). */
+static int drain(struct sluice_writer *w, int all)
+{
+	struct wslot *s;
+	int r;
+
+	while ((s = wpool_oldest(&w->pool, all)) != NULL) {
+		r = write_block(w, s);
+		wpool_retire(&w->pool);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Lay the open block out field-major into a ring slot and submit it. */
+static int close_block(struct sluice_writer *w, int ends_shard)
+{
+	struct wslot *s;
+	uint64_t size, off = 0;
+	int r;
+
+	if (w->n == 0)
+		return 0;
+	while ((s = wpool_free_slot(&w->pool)) == NULL) {
+		/* Backpressure: the ring is full, write its oldest block. */
+		s = wpool_oldest(&w->pool, 1);
+		r = write_block(w, s);
+		wpool_retire(&w->pool);
+		if (r < 0)
+			return r;
+	}
+	size = block_layout_size(&w->schema, w->n, w->var_bytes);
+	if (reserve(&s->raw, &s->raw_cap, size) < 0)
+		return fail(w, -ENOMEM, "out of memory for a %llu-byte block",
+			    (unsigned long long)size);
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		const struct shard_field *sf = &w->schema.fields[f];
+		struct staging *st = &w->st[f];
+		uint64_t start = align_up_u64(off, 8);
+
+		memset(s->raw + off, 0, start - off);
+		off = start;
+		if (sf->variable) {
+			memcpy(s->raw + off, st->offs, (w->n + 1ull) * 8u);
+			off += (w->n + 1ull) * 8u;
+		}
+		if (st->len)
+			memcpy(s->raw + off, st->buf, st->len);
+		off += st->len;
+		st->len = 0;
+		w->var_bytes[f] = 0;
+	}
+	s->raw_size = size;
+	s->records = w->n;
+	s->ends_shard = ends_shard;
+	w->n = 0;
+	wpool_submit(&w->pool);
+	return drain(w, 0);
+}
+
+SLUICE_API int sluice_writer_open(const char *out_dir,
+				  const struct sluice_field *fields,
+				  int nfields,
+				  const struct sluice_writer_config *cfg,
+				  sluice_writer **out)
+{
+	struct sluice_writer_config defaults;
+	struct sluice_writer *w;
+	uint32_t threads;
+	char what[256];
+	int r;
+
+	*out = NULL;
+	if (!cfg) {
+		sluice_writer_config_init(&defaults);
+		cfg = &defaults;
+	}
+	if (!out_dir || !*out_dir || strlen(out_dir) >= PATH_CAP - 300)
+		return -EINVAL;
+	if (cfg->compression_level < 0 || cfg->compression_level > 22 ||
+	    cfg->block_size == 0 || cfg->block_size > DLS_MAX_BLOCK_BYTES ||
+	    (cfg->alignment &&
+	     (cfg->alignment < 512 || cfg->alignment > (1u << 20) ||
+	      (cfg->alignment & (cfg->alignment - 1)))))
+		return -EINVAL;
+	if (cfg->prefix && (!*cfg->prefix || strlen(cfg->prefix) >= 128 ||
+			    !shard_name_is_plain(cfg->prefix)))
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fd = -1;
+	clock_gettime(CLOCK_MONOTONIC, &w->start);
+	w->cfg = *cfg;
+	if (!w->cfg.alignment)
+		w->cfg.alignment = DLS_DEFAULT_ALIGNMENT;
+	snprintf(w->prefix, sizeof(w->prefix), "%s",
+		 cfg->prefix ? cfg->prefix : "data");
+	w->cfg.prefix = w->prefix;
+	snprintf(w->out_dir, sizeof(w->out_dir), "%s", out_dir);
+	r = schema_from_fields(fields, nfields, &w->schema, what, sizeof(what));
+	if (r < 0) {
+		snprintf(w->err, sizeof(w->err), "%s", what);
+		goto fail;
+	}
+	w->man.schema = w->schema;
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		if (!w->schema.fields[f].variable)
+			continue;
+		w->st[f].offs = calloc(64, sizeof(uint64_t));
+		if (!w->st[f].offs) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		w->st[f].offs_cap = 64;
+	}
+	if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+		r = -errno;
+		goto fail;
+	}
+	threads = cfg->threads;
+	if (threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n > 0 ? (uint32_t)n : 1;
+	}
+	if (threads > WRITER_MAX_THREADS)
+		threads = WRITER_MAX_THREADS;
+	r = wpool_start(&w->pool, threads, cfg->compression_level);
+	if (r < 0)
+		goto fail;
+	*out = w;
+	return 0;
+fail:
+	sluice_writer_abort(w);
+	return r;
+}
+
+SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
+				 const uint64_t *lengths)
+{
+	uint64_t next_var[DLS_MAX_FIELDS], size;
+	int r;
+
+	if (!w)
+		return -EINVAL;
+	if (w->failed)
+		return w->failed;
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		const struct shard_field *sf = &w->schema.fields[f];
+
+		if (sf->variable ? lengths[f] % sf->unit_bytes != 0
+				 : lengths[f] != sf->record_bytes)
+			return fail(w, -SLUICE_ESCHEMA,
+				    "record %llu: field '%s': %llu bytes, "
+				    "expected %s %llu",
+				    (unsigned long long)atomic_load(
+					    &w->progress_records),
+				    sf->f.name, (unsigned long long)lengths[f],
+				    sf->variable ? "a multiple of" : "exactly",
+				    (unsigned long long)(sf->variable
+								 ? sf->unit_bytes
+								 : sf->record_bytes));
+		if (lengths[f] && !values[f])
+			return fail(w, -EINVAL, "field '%s': NULL value",
+				    sf->f.name);
+		if (__builtin_add_overflow(w->var_bytes[f],
+					   sf->variable ? lengths[f] : 0,
+					   &next_var[f]))
+			return fail(w, -E2BIG, "record too large");
+	}
+	/* A record that would overflow the open block starts the next one;
+	 * a record larger than block_size gets a block of its own. */
+	size = block_layout_size(&w->schema, w->n + 1, next_var);
+	if (w->n > 0 && (size > w->cfg.block_size || w->n == UINT32_MAX - 1)) {
+		if ((r = close_block(w, 0)) < 0)
+			return r;
+		for (uint32_t f = 0; f < w->schema.nfields; f++)
+			next_var[f] = w->schema.fields[f].variable ? lengths[f]
+								   : 0;
+		size = block_layout_size(&w->schema, 1, next_var);
+	}
+	if (size > DLS_MAX_BLOCK_BYTES)
+		return fail(w, -E2BIG, "record of %llu bytes exceeds the block "
+			    "limit", (unsigned long long)size);
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		struct staging *st = &w->st[f];
+
+		if (reserve(&st->buf, &st->cap, st->len + lengths[f]) < 0)
+			return fail(w, -ENOMEM, "out of memory");
+		if (lengths[f])
+			memcpy(st->buf + st->len, values[f], lengths[f]);
+		st->len += lengths[f];
+		if (w->schema.fields[f].variable) {
+			if (w->n + 2ull > st->offs_cap) {
+				uint64_t cap = st->offs_cap * 2;
+				void *nv = realloc(st->offs, cap * 8u);
+
+				if (!nv)
+					return fail(w, -ENOMEM, "out of memory");
+				st->offs = nv;
+				st->offs_cap = cap;
+			}
+			st->offs[w->n + 1] = st->len;
+		}
+		w->var_bytes[f] = next_var[f];
+		atomic_fetch_add_explicit(&w->progress_raw, lengths[f],
+					  memory_order_relaxed);
+	}
+	w->n++;
+	w->planned_in_shard++;
+	atomic_fetch_add_explicit(&w->progress_records, 1,
+				  memory_order_relaxed);
+	if (w->cfg.records_per_shard &&
+	    w->planned_in_shard >= w->cfg.records_per_shard) {
+		w->planned_in_shard = 0;
+		return close_block(w, 1);
+	}
+	if (size >= w->cfg.block_size)
+		return close_block(w, 0);
+	return 0;
+}
+
+/* Stop the workers and remove what is not complete. */
+static void writer_free(struct sluice_writer *w)
+{
+	wpool_stop(&w->pool);
+	if (w->fd >= 0)
+		close(w->fd);
+	if (w->tmp_path[0])
+		unlink(w->tmp_path);
+	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
+		free(w->st[f].buf);
+		free(w->st[f].offs);
+	}
+	free(w->index);
+	manifest_free(&w->man);
+	free(w);
+}
+
+SLUICE_API int sluice_writer_close(sluice_writer *w,
+				   struct sluice_writer_summary *summary)
+{
+	struct timespec end;
+	char what[512];
+	int r = 0, dfd;
+
+	if (summary)
+		memset(summary, 0, sizeof(*summary));
+	if (!w)
+		return -EINVAL;
+	if (!w->failed && (r = close_block(w, 0)) == 0 &&
+	    (r = drain(w, 1)) == 0)
+		r = finish_shard(w);
+	if (w->failed) {
+		r = w->failed;
+		goto out;
+	}
+	dfd = open(w->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) != 0)
+			r = -errno;
+		close(dfd);
+	}
+	if (r == 0 && !w->cfg.no_manifest) {
+		r = manifest_write(w->out_dir, &w->man, what, sizeof(what));
+		if (r < 0)
+			fail(w, r, "%s", what);
+	}
+	if (r == 0 && summary) {
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		summary->records = w->man.records;
+		summary->blocks = w->blocks;
+		summary->shards = w->man.nshards;
+		summary->raw_bytes = w->man.raw_bytes;
+		summary->stored_bytes = w->man.stored_bytes;
+		summary->seconds = (double)(end.tv_sec - w->start.tv_sec) +
+				   (double)(end.tv_nsec - w->start.tv_nsec) /
+					   1e9;
+	}
+out:
+	writer_free(w);
+	return r;
+}
+
+SLUICE_API void sluice_writer_abort(sluice_writer *w)
+{
+	if (w)
+		writer_free(w);
+}
+
+SLUICE_API int sluice_writer_error(const sluice_writer *w, char *buf,
+				   size_t len)
+{
+	return snprintf(buf, len, "%s", w ? w->err : "no writer");
+}
+
+SLUICE_API void sluice_writer_progress(const sluice_writer *w,
+				       uint64_t *records, uint64_t *raw_bytes,
+				       uint64_t *stored_bytes)
+{
+	struct sluice_writer *m = (struct sluice_writer *)(uintptr_t)w;
+
+	if (records)
+		*records = w ? atomic_load_explicit(&m->progress_records,
+						    memory_order_relaxed) : 0;
+	if (raw_bytes)
+		*raw_bytes = w ? atomic_load_explicit(&m->progress_raw,
+						      memory_order_relaxed) : 0;
+	if (stored_bytes)
+		*stored_bytes = w ? atomic_load_explicit(
+					    &m->progress_stored,
+					    memory_order_relaxed) : 0;
+}

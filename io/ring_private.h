@@ -1,0 +1,116 @@
+/*
+ * ring_private.h - the insides of struct io_ring, shared by the io/ sources only.
+ *
+ * A read the caller hands in becomes part of a ring_op: one run of reads
+ * that are adjacent on disk and in memory, read by one SQE at a time.  An
+ * op lives on exactly one of: the pending queue (waiting for an SQE), the
+ * kernel (an SQE in flight), the done queue (its reads waiting to be
+ * handed back), the free list.
+ */
+#ifndef SLUICE_IO_RING_PRIVATE_H
+#define SLUICE_IO_RING_PRIVATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <liburing.h>
+
+#include "ring.h"
+
+/* Largest registered iovec, and largest SQE (its len field is 32 bits). */
+#define RING_IOVEC_MAX ((size_t)1 << 30)
+#define RING_SQE_MAX ((uint64_t)1 << 30)
+/* -EAGAIN / -EINTR retries of one op before it fails. */
+#define RING_RETRY_MAX 100
+/* user_data of the eventfd read that io_ring_wake() completes; ops are
+ * pointers and never this small. */
+#define RING_WAKE_TAG ((uint64_t)1)
+
+struct ring_op {
+	struct ring_op *next;      /* in the queue or list it is on */
+	struct ring_op *all_next;  /* every op ever made, for destroy */
+	struct io_read **reads;    /* constituents, by ascending offset */
+	unsigned nreads, cap;
+	unsigned taken;            /* reads already handed back */
+	uint32_t file;
+	int buf_index;             /* registered iovec, -1: plain read */
+	uint64_t offset, length;   /* the whole run */
+	char *buf;
+	uint64_t done;             /* bytes at the front known read */
+	uint64_t sqe_start;        /* the SQE in flight: from here ... */
+	uint64_t sqe_len;          /* ... this many bytes */
+	unsigned attempts;         /* -EAGAIN / -EINTR retries so far */
+};
+
+struct ring_queue {
+	struct ring_op *head, *tail;
+};
+
+struct io_ring {
+	struct io_uring uring;
+	bool uring_ok;
+	int fatal;                 /* -errno: the ring itself failed */
+
+	int *fds;                  /* per file; -1 when not open */
+	bool *file_direct;         /* opened with O_DIRECT */
+	uint32_t nfiles;
+
+	char *arena;               /* registered buffers, when fixed */
+	size_t arena_len;
+	size_t iovec_len;          /* each registered iovec but the last */
+	unsigned niovecs;
+
+	struct io_ring_info info;
+
+	unsigned max_in_kernel;    /* queue_depth, as the ring granted it */
+	unsigned in_kernel;        /* data SQEs prepared and not completed */
+	unsigned in_flight;        /* reads held (io_ring_in_flight) */
+	struct ring_queue pending, done;
+	struct ring_op *free_ops, *all_ops;
+
+	struct io_read **scratch;  /* io_ring_submit's sorted view */
+	unsigned scratch_cap;
+
+	int wake_fd;               /* eventfd written by io_ring_wake */
+	bool wake_armed;           /* its READ SQE is in the ring */
+	uint64_t wake_value;       /* where that READ lands */
+
+	uint64_t sqes;             /* data SQEs prepared (tests look) */
+};
+
+/* ring.c */
+void ring_note(struct io_ring *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+const char *ring_errname(int err, char *buf, size_t len);
+void ring_queue_push(struct ring_queue *q, struct ring_op *op);
+void ring_queue_push_front(struct ring_queue *q, struct ring_op *op);
+struct ring_op *ring_queue_pop(struct ring_queue *q);
+int ring_fill(struct io_ring *r);
+int ring_enter(struct io_ring *r, unsigned wait_nr);
+
+/* files.c: open with O_DIRECT where allowed; register. */
+int ring_open_files(struct io_ring *r, const char *const *paths,
+		    uint32_t nfiles, int direct, char *err, size_t errlen);
+void ring_register_files(struct io_ring *r);
+void ring_close_files(struct io_ring *r);
+
+/* buffers.c: the arena as registered iovecs. */
+void ring_register_buffers(struct io_ring *r, void *arena, size_t len);
+int ring_buffer_index(const struct io_ring *r, const void *buf,
+		      uint64_t len);
+
+/* submit.c */
+void ring_op_put(struct io_ring *r, struct ring_op *op);
+
+/* reap.c */
+void ring_op_finish(struct io_ring *r, struct ring_op *op, int err);
+
+/* fault.c: SLUICE_TESTING only. */
+#ifdef SLUICE_TESTING
+void ring_fault_apply(uint32_t file, uint64_t offset, uint64_t length,
+		      int *res);
+size_t ring_test_iovec_max(void);
+#endif
+
+#endif /* SLUICE_IO_RING_PRIVATE_H */

@@ -1,0 +1,21 @@
+/*
+ * ring_test.h - test-only knobs of the io ring (SLUICE_TESTING builds).
+ */
+#ifndef SLUICE_IO_RING_TEST_H
+#define SLUICE_IO_RING_TEST_H
+
+#ifdef SLUICE_TESTING
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ring.h"
+
+/* Data SQEs this ring has prepared (resubmissions included). */
+uint64_t io_ring_test_sqes(const struct io_ring *r);
+
+/* Register the arena in iovecs of @bytes (0: the 1 GiB default), for
+ * rings created after the call: lets a small arena span several. */
+void io_ring_test_set_iovec_max(size_t bytes);
+#endif
+
+#endif /* SLUICE_IO_RING_TEST_H */
