@@ -63,9 +63,12 @@ int block_view_init(const struct shard_schema *s, const void *raw,
 			offs = (const uint64_t *)(const void *)(base + off);
 			if (offs[0] != 0)
 				return -SLUICE_ECORRUPT;
+			/* Readers size batch buffers by max_value_bytes:
+			 * a larger value is as corrupt as a bad offset. */
 			for (uint32_t i = 0; i < n; i++) {
 				if (offs[i + 1] < offs[i] ||
-				    (offs[i + 1] - offs[i]) % sf->unit_bytes)
+				    (offs[i + 1] - offs[i]) % sf->unit_bytes ||
+				    offs[i + 1] - offs[i] > sf->max_value_bytes)
 					return -SLUICE_ECORRUPT;
 			}
 			data_len = offs[n];

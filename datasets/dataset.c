@@ -102,6 +102,12 @@ static int finish_dataset(struct dataset *ds, char *err, size_t errlen)
 			     sf->path);
 			return -SLUICE_ECORRUPT;
 		}
+		for (uint32_t f = 0; f < ds->schema.nfields; f++) {
+			uint64_t m = sf->schema.fields[f].max_value_bytes;
+
+			if (m > ds->schema.fields[f].max_value_bytes)
+				ds->schema.fields[f].max_value_bytes = m;
+		}
 		if (sf->max_stored > ds->max_stored)
 			ds->max_stored = sf->max_stored;
 		if (sf->max_raw > ds->max_raw)

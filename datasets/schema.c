@@ -148,6 +148,7 @@ void schema_to_disk(const struct shard_schema *s, struct dls_field_disk *out)
 		out[i].ndim = (uint32_t)f->ndim;
 		for (int32_t d = 0; d < f->ndim; d++)
 			out[i].shape[d] = f->shape[d];
+		out[i].max_value_bytes = s->fields[i].max_value_bytes;
 	}
 }
 
@@ -187,8 +188,10 @@ int schema_from_disk(const struct dls_field_disk *fields, uint32_t n,
 				return -SLUICE_ECORRUPT;
 			}
 		}
-		if (d->reserved != 0) {
-			errf(err, errlen, "field %u: reserved bytes set", i);
+		if (d->max_value_bytes > DLS_MAX_BLOCK_BYTES ||
+		    (d->max_value_bytes && !(d->ndim && d->shape[0] == -1))) {
+			errf(err, errlen, "field %u: max_value_bytes %llu invalid",
+			     i, (unsigned long long)d->max_value_bytes);
 			return -SLUICE_ECORRUPT;
 		}
 		memcpy(tmp[i].name, d->name, DLS_NAME_MAX);
@@ -207,6 +210,8 @@ int schema_from_disk(const struct dls_field_disk *fields, uint32_t n,
 			*bad_field = 0;
 		return -SLUICE_ECORRUPT;
 	}
+	for (i = 0; i < n; i++)
+		out->fields[i].max_value_bytes = fields[i].max_value_bytes;
 	return 0;
 }
 

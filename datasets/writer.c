@@ -451,6 +451,14 @@ SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 					   &next_var[f]))
 			return fail(w, -E2BIG, "record too large");
 	}
+	/* The header's bound on values, an upper bound for every shard
+	 * written from here on (it never shrinks). */
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		struct shard_field *sf = &w->schema.fields[f];
+
+		if (sf->variable && lengths[f] > sf->max_value_bytes)
+			sf->max_value_bytes = lengths[f];
+	}
 	/* A record that would overflow the open block starts the next one;
 	 * a record larger than block_size gets a block of its own. */
 	size = block_layout_size(&w->schema, w->n + 1, next_var);

@@ -410,7 +410,7 @@ struct sluice_stats {
 	int registered_files;
 	int sqpoll;
 	int device_pinned;                 /* 1: arena registered with CUDA */
-	char fallbacks[256];               /* why each fallback is active */
+	char fallbacks[528];               /* why each fallback is active */
 };
 
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,

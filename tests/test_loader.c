@@ -37,8 +37,10 @@ static sluice_loader *open_loader(sluice_dataset *ds, int shuffle,
 	return ld;
 }
 
-/* One epoch; returns the delivered indices in order (caller frees). */
-static uint64_t *run_epoch(sluice_loader *ld, uint32_t *seen, uint64_t *count)
+/* The rest of an epoch; returns the delivered indices in order (caller
+ * frees).  @done: batches of it already consumed. */
+static uint64_t *run_rest(sluice_loader *ld, uint64_t done, uint32_t *seen,
+			  uint64_t *count)
 {
 	uint64_t *order = malloc(sizeof(*order) * N * 2), n = 0, batches = 0;
 	sluice_batch *b;
@@ -60,9 +62,14 @@ static uint64_t *run_epoch(sluice_loader *ld, uint32_t *seen, uint64_t *count)
 		sluice_loader_error(ld, msg, sizeof(msg));
 		T_FAIL_AT("next: %s: %s", sluice_strerror(r), msg);
 	}
-	T_EQ(batches, sluice_loader_batches(ld));
+	T_EQ(done + batches, sluice_loader_batches(ld));
 	*count = n;
 	return order;
+}
+
+static uint64_t *run_epoch(sluice_loader *ld, uint32_t *seen, uint64_t *count)
+{
+	return run_rest(ld, 0, seen, count);
 }
 
 static void check_modes(const char *dir)
@@ -184,7 +191,7 @@ static void check_resume(const char *dir)
 			T_OK(sluice_state_parse(text, &st));
 			ld = open_loader(ds, mode, 16, 9, 0, 0, 1);
 			T_OK(sluice_loader_state_set(ld, &st));
-			rest = run_epoch(ld, NULL, &n);
+			rest = run_rest(ld, points[p], NULL, &n);
 			T_EQ(n, n0 - (skip < n0 ? skip : n0));
 			T_MEMEQ(rest, e0 + skip, n * sizeof(*rest));
 			next = run_epoch(ld, NULL, &n);

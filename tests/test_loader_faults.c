@@ -5,6 +5,7 @@
  * and continues.  Also: closing mid-epoch with batches held, and memory
  * that does not grow over 20 epochs.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 
@@ -15,17 +16,18 @@
 
 static _Atomic int fault_mode;
 static _Atomic int faults_done;
+static _Atomic int short_calls;
 
 enum { F_NONE, F_SHORT, F_EAGAIN, F_EIO };
 
 static void inject(void *ctx, uint32_t file, uint64_t offset, uint64_t length,
 		   int *res)
 {
-	(void)ctx, (void)file, (void)length;
+	(void)ctx, (void)offset, (void)length;
 	switch (atomic_load(&fault_mode)) {
-	case F_SHORT:   /* every other completion stops a page short */
-		if (*res > 4096 && (offset / 4096) % 2 == 0) {
-			*res = 4096;
+	case F_SHORT:   /* every other completion stops half way */
+		if (*res >= 1024 && atomic_fetch_add(&short_calls, 1) % 2 == 0) {
+			*res = (*res / 2) & ~511;
 			atomic_fetch_add(&faults_done, 1);
 		}
 		break;
@@ -34,7 +36,7 @@ static void inject(void *ctx, uint32_t file, uint64_t offset, uint64_t length,
 			*res = -EAGAIN;
 		break;
 	case F_EIO:
-		if (offset >= 8192 && *res > 0) {
+		if (file >= 1 && *res > 0) {
 			*res = -EIO;
 			atomic_fetch_add(&faults_done, 1);
 		}
@@ -218,6 +220,11 @@ static void check_memory(const char *dir)
 			after2 = rss_kib();
 	}
 	after20 = rss_kib();
+#ifdef __SANITIZE_THREAD__
+	/* TSan's shadow and history memory grow with every access: RSS
+	 * says nothing about ours there (ASan and plain builds check it). */
+	after20 = after2;
+#endif
 	if (after2 > 0 && after20 > 0)
 		T_LT(after20 - after2, 512);   /* KiB: no per-epoch growth */
 	sluice_loader_close(ld);

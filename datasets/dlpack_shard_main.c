@@ -1,0 +1,75 @@
+/*
+ * dlpack_shard_main.c - `dlpack-shard`: convert datasets into the
+ * dlpack-shard format and inspect, verify, read and merge them.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_usage(FILE *f)
+{
+	fputs(
+"Usage: " CLI_NAME " COMMAND [ARGS]\n"
+"\n"
+"  convert SRC --out DIR [options]   convert a source dataset\n"
+"      --from dir|tar|npy|synth      source kind (guessed: directory -> dir,\n"
+"                                    *.tar -> tar, *.npy -> npy)\n"
+"      --shard-size BYTES            stored bytes per shard (K/M/G suffixes)\n"
+"      --records-per-shard N         records per shard (exclusive with above)\n"
+"      --block-size BYTES            target raw bytes per block (1M)\n"
+"      --compression none|zstd[:L]   block codec (zstd: zstd:3, the default)\n"
+"      --threads N                   compression threads (0: all CPUs)\n"
+"      --part I/N                    convert only slice I (0-based) of N\n"
+"      --prefix NAME                 shard file names NAME-00000.dls\n"
+"      --quiet                       no progress and no summary line\n"
+"      --json                        print a summary object on stdout\n"
+"    dir:   SRC/<class>/<file> -> data (uint8[-1]), label (int64)\n"
+"    tar:   WebDataset tar, one uint8[-1] field per extension\n"
+"    npy:   a.npy[,b.npy...] -> one fixed field per file, record i = row i\n"
+"    synth: no SRC; --records N --seed S\n"
+"           --field NAME:DTYPE[:SHAPE[:COMPRESSIBILITY]] (repeatable)\n"
+"           SHAPE: 3x224x224, -1 or -1xK (variable), scalar (default)\n"
+"  info PATH [--json]                schema, shards, records, sizes\n"
+"  verify PATH                       check every header, index and block\n"
+"  cat PATH --index I --field F      write one field of one record to stdout\n"
+"  cat PATH --hash                   'INDEX FIELD XXH64' per record and field\n"
+"  merge DIR... --out DIR            join datasets written with --part\n"
+"\n"
+"PATH is a dataset directory, a shard file, a comma-separated list of\n"
+"shards or a glob.  Exit status: 0 ok, 1 error, 2 usage error.\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} commands[] = {
+		{ "convert", cli_convert }, { "info", cli_info },
+		{ "verify", cli_verify },   { "cat", cli_cat },
+		{ "merge", cli_merge },
+	};
+	const char *cmd;
+
+	if (argc < 2) {
+		cli_usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+	    strcmp(cmd, "help") == 0) {
+		cli_usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf(CLI_NAME " %d.%d.%d\n", SLUICE_VERSION_MAJOR,
+		       SLUICE_VERSION_MINOR, SLUICE_VERSION_PATCH);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(cmd, commands[i].name) == 0)
+			return commands[i].fn(argc - 1, argv + 1);
+	return cli_usage_error("unknown command '%s'", cmd);
+}
