@@ -169,7 +169,7 @@ void report_text(FILE *f, const struct bench_report *r)
 		r->cpu ? r->cpu->threads : o->cfg.decode_threads,
 		run->device.device_type == kDLCPU ? "host" : "cuda",
 		o->cfg.verify ? "on" : "off", o->compute_ms);
-	fprintf(f, "result   %llu records in %llu batches, %.3f s (open %.3f s)\n",
+	fprintf(f, "result   %llu records in %llu batches, %.3f s (+ %.3f s opening the loader)\n",
 		(unsigned long long)st->records,
 		(unsigned long long)st->batches, x.wall_s, x.open_s);
 	fprintf(f, "         %.0f samples/s   %.3f GB/s stored   %.3f GB/s decoded   %.3f GB/s assembled\n",

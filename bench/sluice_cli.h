@@ -106,7 +106,7 @@ int trace_close(struct trace *t);
 
 struct run_result {
 	uint64_t open_ns;        /* sluice_loader_open */
-	uint64_t wall_ns;        /* from before open to the last batch */
+	uint64_t wall_ns;        /* from open's return to the last batch */
 	uint64_t batches, records;
 	uint64_t first_epoch, end_epoch;
 	double cpu_s;            /* user + sys of the process over the run */
