@@ -164,14 +164,20 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	       struct trace *trace, run_batch_fn fn, void *ctx,
 	       struct run_result *res)
 {
+	struct sluice_loader_config cfg = o->cfg;
 	struct rusage ru0, ru1;
 	sluice_loader *ld = NULL;
 	uint64_t t0;
 	int r, rc = 0;
 
 	memset(res, 0, sizeof(*res));
+	if (trace) {
+		/* a span per read, decode, assembly part and copy */
+		cfg.on_span = trace_on_span;
+		cfg.on_span_ctx = trace;
+	}
 	t0 = clock_ns();
-	r = sluice_loader_open(ds, &o->cfg, &ld);
+	r = sluice_loader_open(ds, &cfg, &ld);
 	if (r) {
 		rc = loader_error_exit(ld, r);
 		sluice_loader_close(ld);

@@ -65,8 +65,8 @@ int cmd_bench(int argc, char **argv);
 /* Chrome trace (trace.c)                                              */
 /* ------------------------------------------------------------------ */
 
-/* Tracks.  The pipeline stages match the proposed loader hook's `stage`
- * argument (see trace_on_span). */
+/* Tracks.  The pipeline stages match enum sluice_stage, the `stage`
+ * argument of the loader's on_span hook (see trace_on_span). */
 enum trace_track {
 	TRACK_READ = 0,
 	TRACK_DECODE,
@@ -88,11 +88,9 @@ void trace_span(struct trace *t, int track, const char *name,
 void trace_counter(struct trace *t, const char *name, uint64_t ts_ns,
 		   const char *const *keys, const double *values, int n);
 /*
- * The shape of the proposed sluice_loader_config hook
- *   void (*on_span)(void *ctx, int stage, uint64_t start_ns,
- *                   uint64_t end_ns, uint64_t bytes);
- * with @ctx the struct trace.  Each calling thread gets its own lane
- * under the stage's name.  Thread-safe, never blocks for long.
+ * The loader's on_span hook (struct sluice_loader_config), with @ctx the
+ * struct trace.  Each calling thread gets its own lane under the stage's
+ * name.  Thread-safe, never blocks for long.
  */
 void trace_on_span(void *ctx, int stage, uint64_t start_ns, uint64_t end_ns,
 		   uint64_t bytes);

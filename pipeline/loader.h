@@ -51,6 +51,7 @@ struct cache_entry {
 	struct block_view view;
 	int error;              /* negative code when FAILED */
 	int corrupt;            /* FAILED for bad data (skippable) */
+	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
 
@@ -188,6 +189,16 @@ struct sluice_loader {
 	struct loader_core *core;   /* NULL when open failed early */
 	char err[512];
 };
+
+/* Report a finished unit of work to the user's trace hook, if any. */
+static inline void loader_span(const struct loader_core *c, int stage,
+			       uint64_t start_ns, uint64_t end_ns,
+			       uint64_t bytes)
+{
+	if (c->cfg.on_span)
+		c->cfg.on_span(c->cfg.on_span_ctx, stage, start_ns, end_ns,
+			       bytes);
+}
 
 /* loader.c */
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,

@@ -179,6 +179,9 @@ for n in ("next", "step"):
 for e in ev:
     if e.get("ph") == "X" and (e["dur"] < 0 or e["ts"] < 0 or e["pid"] != 1):
         bad.append("trace: bad span %r" % e); break
+for n in ("read", "decode", "assemble"):   # copy: only on a GPU
+    if not any(e.get("ph") == "X" and e["name"] == n for e in ev):
+        bad.append("trace: no %r spans from the pipeline's hook" % n)
 steps = [e for e in cons if e["name"] == "step"]
 if steps and min(e["dur"] for e in steps) < 200:
     bad.append("trace: a step is shorter than --compute-ms 0.2")
