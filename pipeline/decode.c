@@ -289,11 +289,18 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	io_ring_wake(c->ring);     /* entries are free again */
 
 	if (!s->error && c->dev_info.is_cuda) {
-		uint64_t t0 = now_ns();
+		struct slot_range used[LOADER_MAX_TENSORS];
+		uint64_t t0 = now_ns(), bytes = 0;
 
-		r = device_copy_slot(c->dev, s->id, s->host, c->slot_bytes);
+		for (uint32_t k = 0; k < s->ntensors; k++) {
+			used[k].offset = s->tensors[k].offset;
+			used[k].len = tensor_bytes(&s->tensors[k]);
+			bytes += used[k].len;
+		}
+		r = device_copy_slot_ranges(c->dev, s->id, s->host, used,
+					    s->ntensors);
 		atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
-		atomic_fetch_add(&c->st_copy.bytes, c->slot_bytes);
+		atomic_fetch_add(&c->st_copy.bytes, bytes);
 		atomic_fetch_add(&c->st_copy.ops, 1);
 	}
 	pthread_mutex_lock(&c->mu);
@@ -320,6 +327,10 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns();
 
+		/* The slot's last copy to the device may still be reading the
+		 * host buffer (released batches are not waited for). */
+		if (c->dev_info.is_cuda)
+			device_slot_wait_copied(c->dev, s->id);
 		assemble_part(c, s, lo, hi);
 		atomic_fetch_add(&c->st_assemble.busy_ns, now_ns() - t0);
 		atomic_fetch_add(&c->st_assemble.ops, 1);

@@ -217,6 +217,16 @@ void jobs_push_locked(struct loader_core *c, struct job j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
 void slot_assemble_locked(struct loader_core *c, struct slot *s);
 
+/* Bytes a tensor of this batch holds: its shape times its item size. */
+static inline uint64_t tensor_bytes(const struct tensor_desc *t)
+{
+	uint64_t n = (uint64_t)t->dtype.bits / 8u * t->dtype.lanes;
+
+	for (int32_t k = 0; k < t->ndim; k++)
+		n *= (uint64_t)t->shape[k];
+	return n;
+}
+
 /* batch.c */
 int slot_layout(struct loader_core *c);
 int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
