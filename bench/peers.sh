@@ -23,9 +23,14 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-peers.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
 rows="$T/rows.jsonl"
 : > "$rows"
+# Cold cache for every reader when allowed (root, not a read-only /proc):
+# sluice and fio use O_DIRECT, the PyTorch readers go through the cache.
+cold=no
+drop() { sync; (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null && cold=yes || cold=no; }
 
 # 1. sluice
 echo "peers: sluice bench $DS" >&2
+drop
 "$BUILD/sluice" bench "$DS" --json --epochs "$EPOCHS" --batch-size "$BATCH" > "$T/sluice.json"
 python3 - "$T/sluice.json" >> "$rows" <<'EOF'
 import json, sys
@@ -43,6 +48,7 @@ if command -v fio >/dev/null 2>&1; then
 	direct=1
 	fio --name=probe --filename="$(ls "$DS"/*.dls | head -n 1)" --rw=read \
 		--bs=1M --size=1M --direct=1 --ioengine=psync > /dev/null 2>&1 || direct=0
+	drop
 	fio --name=shards --filename="$files" --rw=read --bs=1M --iodepth=32 \
 		--ioengine=io_uring --direct=$direct --readonly --numjobs=1 \
 		--output-format=json > "$T/fio.json" 2> "$T/fio.err" ||
@@ -71,6 +77,7 @@ if [ "$KIND" = synth ]; then
 else
 	echo "peers: PyTorch DataLoader over the source files of $KIND" >&2
 	rc=0
+	drop
 	python3 bench/peer_dataloader.py "$KIND" --data "$DATA" --epochs "$EPOCHS" \
 		--batch-size "$BATCH" > "$T/torch.jsonl" 2> "$T/torch.err" || rc=$?
 	if [ $rc -eq 0 ]; then
@@ -95,6 +102,7 @@ out="bench/results/$(date +%Y-%m-%d)-$(hostname).md"
 	model=$(lsblk -ndo MODEL "$src" 2>/dev/null | head -n 1 || true)
 	[ -n "$model" ] && echo "disk model: $model"
 	echo
+	echo "Page cache dropped before each reader: $cold."
 	echo "Epochs $EPOCHS, batch $BATCH. GB = 1e9 bytes (decoded bytes for loaders, stored for fio)."
 	echo
 	python3 - "$rows" <<'EOF'

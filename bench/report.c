@@ -228,6 +228,9 @@ void report_text(FILE *f, const struct bench_report *r)
 		fprintf(f, "binding  %s: achieved %.0f of %.0f records/s (%.0f%%)\n",
 			x.binding->name, x.samples_s, x.binding->records_s,
 			100 * x.achieved);
+	if (x.achieved > 1 && st->block_cache_hits)
+		fprintf(f, "         above the limit: the block cache served %llu block uses without reading (the data fits in it)\n",
+			(unsigned long long)st->block_cache_hits);
 	if (r->o->trace_path)
 		fprintf(f, "trace    %s (%llu events)\n", r->o->trace_path,
 			(unsigned long long)r->trace_events);
