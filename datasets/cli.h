@@ -45,6 +45,11 @@ int cli_parse_u64(const char *s, uint64_t *out);
 /* @s as a JSON string literal (quoted, escaped) on @f. */
 void cli_json_string(FILE *f, const char *s);
 
+/* 0 when @dir is missing or empty, else an error message and
+ * CLI_EXIT_ERROR: writing a dataset over another would leave its extra
+ * shards behind. */
+int cli_check_out_dir(const char *dir);
+
 /* Seconds from a monotonic clock. */
 double cli_now(void);
 

@@ -398,6 +398,9 @@ int cli_convert(int argc, char **argv)
 	r = parse_args(&a, argc, argv);
 	if (r >= 0)
 		return r;
+	r = cli_check_out_dir(a.o.out_dir);
+	if (r)
+		return r;
 	start = cli_now();
 	prog.start = prog.last = start;
 	if (!a.quiet && isatty(STDERR_FILENO)) {

@@ -49,6 +49,11 @@ int cli_merge(int argc, char **argv)
 		free(parts);
 		return cli_usage_error("merge needs DIR... and --out DIR");
 	}
+	r = cli_check_out_dir(out);
+	if (r) {
+		free(parts);
+		return r;
+	}
 	memset(&sum, 0, sizeof(sum));
 	r = sluice_merge(parts, nparts, out, &sum, err, sizeof(err));
 	free(parts);

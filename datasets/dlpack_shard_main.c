@@ -12,7 +12,8 @@ void cli_usage(FILE *f)
 	fputs(
 "Usage: " CLI_NAME " COMMAND [ARGS]\n"
 "\n"
-"  convert SRC --out DIR [options]   convert a source dataset\n"
+"  convert SRC --out DIR [options]   convert a source dataset (DIR must be\n"
+"                                    missing or empty)\n"
 "      --from dir|tar|npy|synth      source kind (guessed: directory -> dir,\n"
 "                                    *.tar -> tar, *.npy -> npy)\n"
 "      --shard-size BYTES            stored bytes per shard (K/M/G suffixes)\n"
@@ -21,6 +22,7 @@ void cli_usage(FILE *f)
 "      --compression none|zstd[:L]   block codec (zstd: zstd:3, the default)\n"
 "      --threads N                   compression threads (0: all CPUs)\n"
 "      --part I/N                    convert only slice I (0-based) of N\n"
+"                                    (tar: a first pass counts samples)\n"
 "      --prefix NAME                 shard file names NAME-00000.dls\n"
 "      --quiet                       no progress and no summary line\n"
 "      --json                        print a summary object on stdout\n"

@@ -168,7 +168,7 @@ static void *cuda_slot_ptr(const struct device *d, uint32_t i)
 }
 
 static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
-			  size_t len)
+			  const struct slot_range *ranges, unsigned n)
 {
 	struct cuda_device *cd = to_cuda(d);
 	struct cuda_slot *s = &cd->slot[i];
@@ -186,9 +186,14 @@ static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
 		goto out;
 	}
 	s->npending = 0;
-	if (len > 0) {
-		e = cudaMemcpyAsync(cuda_slot_ptr(d, i), host, len,
-				    cudaMemcpyHostToDevice, cd->copy_stream);
+	for (unsigned g = 0; g < n; g++) {
+		if (ranges[g].len == 0)
+			continue;
+		e = cudaMemcpyAsync((uint8_t *)cuda_slot_ptr(d, i) +
+					    ranges[g].offset,
+				    (const uint8_t *)host + ranges[g].offset,
+				    ranges[g].len, cudaMemcpyHostToDevice,
+				    cd->copy_stream);
 		if (e != cudaSuccess) {
 			r = fail(cd, i, "cudaMemcpyAsync host to device", e);
 			goto out;

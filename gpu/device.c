@@ -222,9 +222,27 @@ void *device_slot_ptr(const struct device *d, uint32_t i)
 int device_copy_slot(struct device *d, uint32_t i, const void *host,
 		     size_t len)
 {
-	int r = device_check_copy(d, i, host, len);
+	struct slot_range all = { 0, len };
 
-	return r ? r : d->ops->copy_slot(d, i, host, len);
+	return device_copy_slot_ranges(d, i, host, &all, 1);
+}
+
+int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
+			    const struct slot_range *ranges, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		const struct slot_range *g = &ranges[k];
+		int r;
+
+		if (g->offset > d->slot_bytes ||
+		    g->len > d->slot_bytes - g->offset)
+			return -EINVAL;
+		r = device_check_copy(d, i, (const uint8_t *)host + g->offset,
+				      g->len);
+		if (r)
+			return r;
+	}
+	return d->ops->copy_slot(d, i, host, ranges, n);
 }
 
 int device_slot_wait_copied(struct device *d, uint32_t i)

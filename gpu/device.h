@@ -63,6 +63,21 @@ void *device_slot_ptr(const struct device *d, uint32_t i);
 int device_copy_slot(struct device *d, uint32_t i, const void *host,
 		     size_t len);
 
+/* A piece of a slot: bytes [offset, offset + len). */
+struct slot_range {
+	uint64_t offset;
+	uint64_t len;
+};
+
+/*
+ * device_copy_slot_ranges - like device_copy_slot(), for @n pieces of
+ * slot @i: host + offset goes to the device slot + offset, so a batch
+ * whose tensors fill only part of their room moves only what it holds.
+ * @host is the host slot's start.  One ready event after the last piece.
+ */
+int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
+			    const struct slot_range *ranges, unsigned n);
+
 /* device_slot_wait_copied - block until slot @i's copy finished (the
  * pipeline calls this only when handing out without a stream). */
 int device_slot_wait_copied(struct device *d, uint32_t i);

@@ -15,7 +15,7 @@ struct device_ops {
 	void (*close)(struct device *d);
 	void *(*slot_ptr)(const struct device *d, uint32_t i);
 	int (*copy_slot)(struct device *d, uint32_t i, const void *host,
-			 size_t len);
+			 const struct slot_range *ranges, unsigned n);
 	int (*wait_copied)(struct device *d, uint32_t i);
 	int (*slot_export)(struct device *d, uint32_t i, int64_t stream);
 	int (*slot_release)(struct device *d, uint32_t i);

@@ -297,6 +297,23 @@ struct sluice_loader_config {
 	uint32_t pad_length;       /* 0: variable fields as values+offsets;
 				      L: padded [B, L] + F.lengths */
 	uint64_t cache_bytes;      /* decoded-block cache; 0: automatic */
+	/*
+	 * Optional tracing: called once per unit of work after it ends, on
+	 * the pipeline thread that did it (so it must be thread-safe and
+	 * quick).  @stage: enum sluice_stage; times are CLOCK_MONOTONIC ns;
+	 * @bytes: stored bytes (read), raw bytes (decode), bytes copied
+	 * (assemble, copy).  NULL: off.
+	 */
+	void (*on_span)(void *ctx, int stage, uint64_t start_ns,
+			uint64_t end_ns, uint64_t bytes);
+	void *on_span_ctx;
+};
+
+enum sluice_stage {
+	SLUICE_STAGE_READ = 0,     /* one io_uring read, submit to completion */
+	SLUICE_STAGE_DECODE,       /* verify + decompress of one block */
+	SLUICE_STAGE_ASSEMBLE,     /* one assembly part of a batch */
+	SLUICE_STAGE_COPY,         /* issuing one batch's device copy */
 };
 
 /** sluice_loader_config_init - fill @cfg with the defaults above. */

@@ -188,7 +188,10 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	if (!r)
 		r = block_view_init(&c->ds->schema, raw, blk->raw_size,
 				    blk->record_count, &e->view);
-	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
+	uint64_t t1 = now_ns();
+
+	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
+	atomic_fetch_add(&c->st_decode.busy_ns, t1 - t0);
 	atomic_fetch_add(&c->st_decode.bytes, blk->raw_size);
 	atomic_fetch_add(&c->st_decode.ops, 1);
 
@@ -217,8 +220,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 /* Copy records [lo, hi) of the slot; runs of neighbouring records of one
  * block are copied with one memcpy per fixed field. */
-static void assemble_part(struct loader_core *c, struct slot *s, uint32_t lo,
-			  uint32_t hi)
+static uint64_t assemble_part(struct loader_core *c, struct slot *s,
+			      uint32_t lo, uint32_t hi)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t pad = c->cfg.pad_length, bytes = 0;
@@ -273,6 +276,7 @@ static void assemble_part(struct loader_core *c, struct slot *s, uint32_t lo,
 		}
 	}
 	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+	return bytes;
 }
 
 /* The last part is done: unpin the blocks, start the device copy, and
@@ -289,11 +293,19 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	io_ring_wake(c->ring);     /* entries are free again */
 
 	if (!s->error && c->dev_info.is_cuda) {
-		uint64_t t0 = now_ns();
+		struct slot_range used[LOADER_MAX_TENSORS];
+		uint64_t t0 = now_ns(), bytes = 0;
 
-		r = device_copy_slot(c->dev, s->id, s->host, c->slot_bytes);
+		for (uint32_t k = 0; k < s->ntensors; k++) {
+			used[k].offset = s->tensors[k].offset;
+			used[k].len = tensor_bytes(&s->tensors[k]);
+			bytes += used[k].len;
+		}
+		r = device_copy_slot_ranges(c->dev, s->id, s->host, used,
+					    s->ntensors);
+		loader_span(c, SLUICE_STAGE_COPY, t0, now_ns(), bytes);
 		atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
-		atomic_fetch_add(&c->st_copy.bytes, c->slot_bytes);
+		atomic_fetch_add(&c->st_copy.bytes, bytes);
 		atomic_fetch_add(&c->st_copy.ops, 1);
 	}
 	pthread_mutex_lock(&c->mu);
@@ -320,8 +332,14 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns();
 
-		assemble_part(c, s, lo, hi);
-		atomic_fetch_add(&c->st_assemble.busy_ns, now_ns() - t0);
+		/* The slot's last copy to the device may still be reading the
+		 * host buffer (released batches are not waited for). */
+		if (c->dev_info.is_cuda)
+			device_slot_wait_copied(c->dev, s->id);
+		uint64_t bytes = assemble_part(c, s, lo, hi), t1 = now_ns();
+
+		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);
+		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);
 		atomic_fetch_add(&c->st_assemble.ops, 1);
 	}
 	pthread_mutex_lock(&c->mu);

@@ -178,6 +178,8 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 	uint32_t i = (uint32_t)(e - c->entries);
 
 	if (rd->result >= 0) {
+		loader_span(c, SLUICE_STAGE_READ, e->submit_ns, now_ns(),
+			    (uint64_t)rd->result);
 		atomic_fetch_add(&c->st_read.bytes, (uint64_t)rd->result);
 		atomic_fetch_add(&c->st_read.ops, 1);
 		atomic_fetch_add(&c->blocks_read, 1);
@@ -224,6 +226,9 @@ void *io_thread_main(void *arg)
 				uint64_t t0 = now_ns();
 				int r;
 
+				for (unsigned k = 0; k < n; k++)
+					((struct cache_entry *)c->submit[k]->user)
+						->submit_ns = t0;
 				pthread_mutex_unlock(&c->mu);
 				r = io_ring_submit(c->ring, c->submit, n);
 				atomic_fetch_add(&c->st_read.busy_ns,

@@ -51,6 +51,7 @@ struct cache_entry {
 	struct block_view view;
 	int error;              /* negative code when FAILED */
 	int corrupt;            /* FAILED for bad data (skippable) */
+	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
 
@@ -189,6 +190,16 @@ struct sluice_loader {
 	char err[512];
 };
 
+/* Report a finished unit of work to the user's trace hook, if any. */
+static inline void loader_span(const struct loader_core *c, int stage,
+			       uint64_t start_ns, uint64_t end_ns,
+			       uint64_t bytes)
+{
+	if (c->cfg.on_span)
+		c->cfg.on_span(c->cfg.on_span_ctx, stage, start_ns, end_ns,
+			       bytes);
+}
+
 /* loader.c */
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
@@ -216,6 +227,16 @@ void *decode_worker_main(void *arg);
 void jobs_push_locked(struct loader_core *c, struct job j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
 void slot_assemble_locked(struct loader_core *c, struct slot *s);
+
+/* Bytes a tensor of this batch holds: its shape times its item size. */
+static inline uint64_t tensor_bytes(const struct tensor_desc *t)
+{
+	uint64_t n = (uint64_t)t->dtype.bits / 8u * t->dtype.lanes;
+
+	for (int32_t k = 0; k < t->ndim; k++)
+		n *= (uint64_t)t->shape[k];
+	return n;
+}
 
 /* batch.c */
 int slot_layout(struct loader_core *c);

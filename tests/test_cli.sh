@@ -94,6 +94,11 @@ grep -q "$T/d: 64 records" "$T/err" || fail "no summary line: $(cat "$T/err")"
 ls "$T/d"/train-00000.dls >/dev/null || fail "--prefix train not used"
 grep -q "$(printf '\r')" "$T/err" && fail "progress line written to a non-TTY"
 
+expect 1 "$DS" convert --from synth --records 8 --field x:uint8 --out "$T/d"
+err_has "not empty"
+expect 1 "$DS" merge "$T/d" --out "$T/d"
+err_has "not empty"
+
 step "info"
 expect 0 "$DS" info "$T/d"
 grep -q "records: 64" "$T/out" || fail "info: $(cat "$T/out")"

@@ -333,19 +333,21 @@ step "npy: 3 parts merged equal the whole"
 parts_equal_whole "$T/npy_raw" "$npys" --block-size 8K
 
 step "npy: clear errors naming the file"
-run_fails "fortran.npy: Fortran" "$DS" convert "$T/fortran.npy" --out "$T/y" --quiet
-run_fails "object.npy: object" "$DS" convert "$T/object.npy" --out "$T/y" --quiet
-run_fails "bigend.npy: big-endian" "$DS" convert "$T/bigend.npy" --out "$T/y" --quiet
-run_fails "struct.npy: structured" "$DS" convert "$T/struct.npy" --out "$T/y" --quiet
-run_fails "complex.npy: unsupported dtype" "$DS" convert "$T/complex.npy" --out "$T/y" --quiet
+run_fails "fortran.npy: Fortran" "$DS" convert "$T/fortran.npy" --out "$T/y1" --quiet
+run_fails "object.npy: object" "$DS" convert "$T/object.npy" --out "$T/y2" --quiet
+run_fails "bigend.npy: big-endian" "$DS" convert "$T/bigend.npy" --out "$T/y3" --quiet
+run_fails "struct.npy: structured" "$DS" convert "$T/struct.npy" --out "$T/y4" --quiet
+run_fails "complex.npy: unsupported dtype" "$DS" convert "$T/complex.npy" --out "$T/y5" --quiet
 run_fails "short.npy: 499 rows" \
-	"$DS" convert "$T/labels.npy,$T/short.npy" --out "$T/y" --quiet
+	"$DS" convert "$T/labels.npy,$T/short.npy" --out "$T/y6" --quiet
 run_fails "truncated.npy: the shape needs" \
-	"$DS" convert "$T/truncated.npy" --out "$T/y" --quiet
+	"$DS" convert "$T/truncated.npy" --out "$T/y7" --quiet
 run_fails "junk.npy: malformed .npy header" \
-	"$DS" convert "$T/junk.npy" --out "$T/y" --quiet
-run_fails "labels" "$DS" convert "$T/labels.npy,$T/labels.npy" --out "$T/y" --quiet
-[ ! -e "$T/y/dataset.json" ] || fail "dataset.json after an npy error"
+	"$DS" convert "$T/junk.npy" --out "$T/y8" --quiet
+run_fails "labels" "$DS" convert "$T/labels.npy,$T/labels.npy" --out "$T/y9" --quiet
+for d in "$T"/y*; do
+	[ ! -e "$d/dataset.json" ] || fail "$d: dataset.json after an npy error"
+done
 
 # ------------------------------------------------------------------ synth
 step "synth: fixed and variable fields, raw and zstd, parts, many shards"

@@ -246,6 +246,51 @@ static void check_padding(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* A consumer that keeps every batch of an epoch (more than the prefetch
+ * depth) gets them all, intact, instead of a deadlock. */
+static void check_hoarding(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	sluice_batch *held[N];
+	uint32_t seen[N] = { 0 };
+	uint64_t n = 0, k = 0;
+	int r;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = open_loader(ds, SLUICE_SHUFFLE_WINDOW, 50, 4, 0, 0, 1);
+	while ((r = sluice_loader_next(ld, &held[k])) == 0)
+		k++;
+	T_EQ(r, SLUICE_EOF);
+	T_EQ(k, N / 50);
+	for (uint64_t i = 0; i < k; i++) {
+		n += fx_check_batch(held[i], seen);
+		sluice_batch_release(held[i]);
+	}
+	T_EQ(n, N);
+	free(run_epoch(ld, NULL, &n));   /* and the loader goes on */
+	T_EQ(n, N);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+/* An empty dataset: every epoch ends at once. */
+static void check_empty(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	sluice_batch *b;
+
+	fx_write(dir, 0, 4096, 0, 0);
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = open_loader(ds, SLUICE_SHUFFLE_WINDOW, 8, 1, 0, 0, 1);
+	T_EQ(sluice_loader_batches(ld), 0);
+	T_EQ(sluice_loader_next(ld, &b), SLUICE_EOF);
+	T_EQ(sluice_loader_next(ld, &b), SLUICE_EOF);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 int main(void)
 {
 	char *dir = fx_tmpdir();
@@ -271,6 +316,9 @@ int main(void)
 	check_order(path);
 	check_resume(path);
 	check_padding(path);
+	check_hoarding(path);
+	snprintf(path, sizeof(path), "%s/empty", dir);
+	check_empty(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;

@@ -1,0 +1,115 @@
+/*
+ * cmd_bench.c - `sluice bench`: run the loader for E epochs (with an
+ * optional simulated compute step), then measure the disk and CPU limits
+ * on the same shard files, and report what was achieved against the
+ * smallest limit.  The loader runs first so the probes cannot warm the
+ * page cache for it.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sluice_cli.h"
+
+static uint32_t online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : (uint32_t)n;
+}
+
+/* Decode workers that can run at once: the loader's default rule
+ * (online CPUs, at most 8) capped by the CPUs there are. */
+static uint32_t effective_threads(const struct cli_opts *o)
+{
+	uint32_t cpus = online_cpus(), t = o->cfg.decode_threads;
+
+	if (t == 0)
+		t = cpus < 8 ? cpus : 8;
+	return t < cpus ? t : cpus;
+}
+
+static void maybe_drop_cache(const struct cli_opts *o, const char *when)
+{
+	int r;
+
+	if (!o->drop_cache)
+		return;
+	r = drop_page_cache();
+	if (r)
+		fprintf(stderr, CLI_NAME ": could not drop the page cache %s: %s (needs root)\n",
+			when, strerror(-r));
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	static char disk_err[512], cpu_err[512];
+	struct cli_opts o;
+	struct run_result res;
+	struct shard_set shards;
+	struct disk_limit disk;
+	struct cpu_limit cpu;
+	struct trace *trace = NULL;
+	struct bench_report rep;
+	sluice_dataset *ds = NULL;
+	int r, rc, have_shards;
+
+	rc = opts_parse(argc, argv, CMD_BENCH, &o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	r = sluice_dataset_open(o.path, &ds);
+	if (r) {
+		rc = dataset_error_exit(ds, r);
+		sluice_dataset_close(ds);
+		return rc;
+	}
+	memset(&rep, 0, sizeof(rep));
+	have_shards = shards_load(o.path, &shards, disk_err,
+				  sizeof(disk_err)) == 0;
+	if (!have_shards)
+		snprintf(cpu_err, sizeof(cpu_err), "%s", disk_err);
+	if (o.trace_path) {
+		r = trace_open(o.trace_path, clock_ns(), &trace);
+		if (r) {
+			sluice_dataset_close(ds);
+			shards_free(&shards);
+			return cli_error("%s: %s", o.trace_path, strerror(-r));
+		}
+	}
+
+	maybe_drop_cache(&o, "before the run");
+	rc = run_loader(ds, &o, trace, NULL, NULL, &res);
+	rep.trace_events = trace_events(trace);
+	r = trace_close(trace);
+	if (r && !rc)
+		rc = cli_error("%s: %s", o.trace_path, strerror(-r));
+	if (rc)
+		goto out;
+
+	if (have_shards) {
+		maybe_drop_cache(&o, "before the disk probe");
+		if (limit_disk(&shards, &disk, disk_err, sizeof(disk_err)) == 0)
+			rep.disk = &disk;
+		if (limit_cpu(&shards, effective_threads(&o), &cpu, cpu_err,
+			      sizeof(cpu_err)) == 0)
+			rep.cpu = &cpu;
+	}
+	rep.o = &o;
+	rep.ds = ds;
+	rep.shards = have_shards ? &shards : NULL;
+	rep.run = &res;
+	rep.disk_error = disk_err[0] ? disk_err : NULL;
+	rep.cpu_error = cpu_err[0] ? cpu_err : NULL;
+	rep.online_cpus = online_cpus();
+	if (o.json)
+		report_json(stdout, &rep);
+	else
+		report_text(stdout, &rep);
+	if (fflush(stdout))
+		rc = cli_error("write error on stdout");
+out:
+	if (have_shards)
+		shards_free(&shards);
+	sluice_dataset_close(ds);
+	return rc;
+}

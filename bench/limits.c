@@ -1,0 +1,415 @@
+/*
+ * limits.c - what the machine allows on this dataset, measured without the
+ * loader:
+ *   disk: every byte of every shard file read once with raw io_uring reads
+ *         (1 MiB, queue depth 32, one ring, O_DIRECT when the filesystem
+ *         takes it) - the ceiling for the loader's reads;
+ *   cpu:  one thread doing what a decode worker does to a sample of the
+ *         blocks (up to 64 MiB stored): XXH3 verify, ZSTD_decompressDCtx
+ *         for zstd blocks, and the memcpy of the decoded bytes (the
+ *         scatter into the batch slot), each timed on its own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "dlpack_shard.h"
+#include "sluice_cli.h"
+
+#define DISK_BLOCK (1u << 20)
+#define DISK_QD 32u
+#define DISK_ALIGN 4096u
+#define CPU_SAMPLE_BYTES (64ull << 20)
+#define CPU_MIN_SECONDS 0.2   /* repeat small samples for a stable time */
+#define CPU_MAX_PASSES 1000
+#define CPU_MAX_RAW (1ull << 30)
+
+int drop_page_cache(void)
+{
+	int fd, r = 0;
+
+	sync();
+	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "3\n", 2) != 2)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Disk                                                                */
+/* ------------------------------------------------------------------ */
+
+struct disk_read {
+	uint32_t file;
+	uint64_t offset;
+	uint32_t length;
+	void *buf;
+};
+
+struct disk_probe {
+	struct io_uring ring;
+	int *fds;
+	uint32_t nfiles;
+	const struct shard_set *s;
+	uint32_t next_file;
+	uint64_t next_offset;
+	uint64_t bytes;
+};
+
+/* The next 1 MiB piece to read, in file order; 0 when none is left. */
+static int next_piece(struct disk_probe *p, struct disk_read *rd)
+{
+	while (p->next_file < p->nfiles) {
+		uint64_t size = p->s->v[p->next_file].file_bytes;
+
+		if (p->next_offset < size) {
+			uint64_t left = size - p->next_offset;
+
+			rd->file = p->next_file;
+			rd->offset = p->next_offset;
+			/* O_DIRECT wants whole aligned lengths; a read past
+			 * EOF simply comes back short. */
+			rd->length = left < DISK_BLOCK
+				? (uint32_t)((left + DISK_ALIGN - 1) &
+					     ~(uint64_t)(DISK_ALIGN - 1))
+				: DISK_BLOCK;
+			p->next_offset += rd->length;
+			return 1;
+		}
+		p->next_file++;
+		p->next_offset = 0;
+	}
+	return 0;
+}
+
+static void queue_read(struct disk_probe *p, struct disk_read *rd)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+
+	/* Never NULL: at most DISK_QD reads are in flight. */
+	io_uring_prep_read(sqe, p->fds[rd->file], rd->buf, rd->length,
+			   rd->offset);
+	io_uring_sqe_set_data(sqe, rd);
+}
+
+/* A completion: count it, continue a short read that is not at EOF,
+ * retry -EAGAIN/-EINTR.  @return: 1 when @rd is free again, 0 when it was
+ * requeued, or a negative errno. */
+static int reap(struct disk_probe *p, struct disk_read *rd, int res)
+{
+	uint64_t size = p->s->v[rd->file].file_bytes;
+
+	if (res == -EAGAIN || res == -EINTR) {
+		queue_read(p, rd);
+		return 0;
+	}
+	if (res < 0)
+		return res;
+	p->bytes += (uint64_t)res;
+	if ((uint32_t)res < rd->length && rd->offset + (uint64_t)res < size) {
+		if (res == 0)
+			return -EIO;  /* the file shrank under us */
+		rd->offset += (uint64_t)res;
+		rd->length -= (uint32_t)res;
+		queue_read(p, rd);
+		return 0;
+	}
+	return 1;
+}
+
+static int run_reads(struct disk_probe *p, struct disk_read *rds)
+{
+	struct disk_read *free_list[DISK_QD];
+	uint32_t nfree = 0, inflight = 0;
+	int r = 0;
+
+	for (uint32_t i = 0; i < DISK_QD; i++)
+		free_list[nfree++] = &rds[i];
+	for (;;) {
+		struct io_uring_cqe *cqe;
+
+		while (nfree > 0 && next_piece(p, free_list[nfree - 1])) {
+			queue_read(p, free_list[--nfree]);
+			inflight++;
+		}
+		if (inflight == 0)
+			return 0;
+		r = io_uring_submit_and_wait(&p->ring, 1);
+		if (r < 0 && r != -EINTR)
+			return r;
+		while (io_uring_peek_cqe(&p->ring, &cqe) == 0) {
+			struct disk_read *rd = io_uring_cqe_get_data(cqe);
+
+			r = reap(p, rd, cqe->res);
+			io_uring_cqe_seen(&p->ring, cqe);
+			if (r < 0)
+				return r;
+			if (r == 1) {
+				free_list[nfree++] = rd;
+				inflight--;
+			}
+		}
+	}
+}
+
+/* Open every shard, with O_DIRECT unless a file refuses it. */
+static int open_files(struct disk_probe *p, struct disk_limit *out,
+		      char *err, size_t errlen)
+{
+	out->direct = 1;
+	for (uint32_t i = 0; i < p->nfiles; i++) {
+		const char *path = p->s->v[i].path;
+		int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+		if (fd < 0 && errno == EINVAL) {
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (out->direct)
+				snprintf(out->note, sizeof(out->note),
+					 "O_DIRECT refused on %s: buffered reads (page cache may serve them)",
+					 path);
+			out->direct = 0;
+		}
+		if (fd < 0) {
+			int e = errno;
+
+			snprintf(err, errlen, "%s: %s", path, strerror(e));
+			return -e;
+		}
+		p->fds[i] = fd;
+	}
+	return 0;
+}
+
+int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
+	       size_t errlen)
+{
+	struct disk_probe p = { .s = s, .nfiles = s->n };
+	struct disk_read rds[DISK_QD];
+	uint8_t *bufs = NULL;
+	uint64_t t0;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->block_bytes = DISK_BLOCK;
+	out->queue_depth = DISK_QD;
+	p.fds = malloc((s->n ? s->n : 1) * sizeof(int));
+	if (!p.fds)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->n; i++)
+		p.fds[i] = -1;
+	r = posix_memalign((void **)&bufs, DISK_ALIGN,
+			   (size_t)DISK_QD * DISK_BLOCK);
+	if (r) {
+		free(p.fds);
+		return -r;
+	}
+	for (uint32_t i = 0; i < DISK_QD; i++)
+		rds[i].buf = bufs + (size_t)i * DISK_BLOCK;
+	r = open_files(&p, out, err, errlen);
+	if (!r) {
+		r = io_uring_queue_init(DISK_QD, &p.ring, 0);
+		if (r)
+			snprintf(err, errlen, "io_uring_queue_init: %s",
+				 strerror(-r));
+	}
+	if (!r) {
+		t0 = clock_ns();
+		r = run_reads(&p, rds);
+		out->seconds = (double)(clock_ns() - t0) / 1e9;
+		out->bytes = p.bytes;
+		if (r)
+			snprintf(err, errlen, "disk probe read: %s",
+				 strerror(-r));
+		io_uring_queue_exit(&p.ring);
+	}
+	for (uint32_t i = 0; i < s->n; i++)
+		if (p.fds[i] >= 0)
+			close(p.fds[i]);
+	free(p.fds);
+	free(bufs);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* CPU: verify, decompress, copy                                       */
+/* ------------------------------------------------------------------ */
+
+struct sample_block {
+	uint8_t *stored;
+	uint64_t stored_size, raw_size;
+	uint32_t codec;
+};
+
+/* Blocks spread evenly over the dataset until CPU_SAMPLE_BYTES. */
+static int load_sample(const struct shard_set *s, struct sample_block **out,
+		       uint32_t *count, char *err, size_t errlen)
+{
+	uint64_t step = 1, taken = 0, g = 0;
+	struct sample_block *v;
+	uint32_t n = 0;
+	int r = 0;
+
+	if (s->stored_bytes > CPU_SAMPLE_BYTES && s->blocks > 0)
+		step = (s->stored_bytes + CPU_SAMPLE_BYTES - 1) /
+		       CPU_SAMPLE_BYTES;
+	v = calloc(s->blocks ? s->blocks : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t f = 0; f < s->n && !r && taken < CPU_SAMPLE_BYTES;
+	     f++) {
+		const struct shard_info *si = &s->v[f];
+		int fd = open(si->path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0) {
+			r = -errno;
+			snprintf(err, errlen, "%s: %s", si->path, strerror(-r));
+			break;
+		}
+		for (uint64_t b = 0; b < si->nblocks && !r; b++, g++) {
+			const struct shard_block *bl = &si->blocks[b];
+			struct sample_block *sb = &v[n];
+
+			if (g % step || bl->raw > CPU_MAX_RAW ||
+			    taken >= CPU_SAMPLE_BYTES)
+				continue;
+			sb->stored = malloc(bl->stored ? bl->stored : 1);
+			if (!sb->stored) {
+				r = -ENOMEM;
+				break;
+			}
+			if (pread(fd, sb->stored, bl->stored,
+				  (off_t)bl->offset) != (ssize_t)bl->stored) {
+				free(sb->stored);
+				snprintf(err, errlen, "%s: short read at %llu",
+					 si->path,
+					 (unsigned long long)bl->offset);
+				r = -EIO;
+				break;
+			}
+			sb->stored_size = bl->stored;
+			sb->raw_size = bl->raw;
+			sb->codec = bl->codec;
+			taken += bl->stored;
+			n++;
+		}
+		close(fd);
+	}
+	*out = v;
+	*count = n;
+	return r;
+}
+
+enum cpu_step { STEP_VERIFY, STEP_DECOMPRESS, STEP_COPY };
+
+/* One pass of @step over the sample.  @return: 0 or -SLUICE_EZSTD. */
+static int cpu_pass(const struct sample_block *v, uint32_t n, int step,
+		    ZSTD_DCtx *dctx, uint8_t *raw, uint8_t *dst,
+		    uint64_t *sink)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sample_block *b = &v[i];
+
+		if (step == STEP_VERIFY) {
+			*sink ^= XXH3_64bits(b->stored, b->stored_size);
+		} else if (step == STEP_DECOMPRESS) {
+			size_t got;
+
+			if (b->codec != DLS_CODEC_ZSTD)
+				continue;
+			got = ZSTD_decompressDCtx(dctx, raw, b->raw_size,
+						  b->stored, b->stored_size);
+			if (ZSTD_isError(got) || got != b->raw_size)
+				return -SLUICE_EZSTD;
+		} else {
+			/* The scatter copy reads decoded bytes: the stored
+			 * ones for raw blocks. */
+			const uint8_t *src = b->codec == DLS_CODEC_ZSTD
+						     ? raw : b->stored;
+
+			memcpy(dst, src, b->raw_size);
+			*sink ^= dst[b->raw_size ? b->raw_size - 1 : 0];
+		}
+	}
+	return 0;
+}
+
+/* Seconds per pass of @step, repeating small samples. */
+static int time_step(const struct sample_block *v, uint32_t n, int step,
+		     ZSTD_DCtx *dctx, uint8_t *raw, uint8_t *dst,
+		     double *seconds)
+{
+	uint64_t sink = 0, t0 = clock_ns(), t;
+	int passes = 0, r;
+
+	do {
+		r = cpu_pass(v, n, step, dctx, raw, dst, &sink);
+		if (r)
+			return r;
+		passes++;
+		t = clock_ns() - t0;
+	} while ((double)t / 1e9 < CPU_MIN_SECONDS && passes < CPU_MAX_PASSES);
+	/* Keep the results alive so no pass is optimised away. */
+	__asm__ volatile("" : : "r"(sink) : "memory");
+	*seconds = (double)t / 1e9 / passes;
+	return 0;
+}
+
+int limit_cpu(const struct shard_set *s, uint32_t threads,
+	      struct cpu_limit *out, char *err, size_t errlen)
+{
+	struct sample_block *v = NULL;
+	uint8_t *raw = NULL, *dst = NULL;
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	uint32_t n = 0;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->threads = threads;
+	if (!dctx)
+		return -ENOMEM;
+	r = load_sample(s, &v, &n, err, errlen);
+	if (!r) {
+		uint64_t cap = s->max_raw < CPU_MAX_RAW ? s->max_raw
+							: CPU_MAX_RAW;
+
+		raw = malloc(cap ? cap : 1);
+		dst = malloc(cap ? cap : 1);
+		if (!raw || !dst)
+			r = -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		out->sample_stored += v[i].stored_size;
+		out->sample_raw += v[i].raw_size;
+	}
+	out->sample_blocks = n;
+	if (!r && n > 0) {
+		/* Decompress first: the copy step reads what it leaves. */
+		r = time_step(v, n, STEP_DECOMPRESS, dctx, raw, dst,
+			      &out->decompress_s);
+		if (!r)
+			r = time_step(v, n, STEP_VERIFY, dctx, raw, dst,
+				      &out->verify_s);
+		if (!r)
+			r = time_step(v, n, STEP_COPY, dctx, raw, dst,
+				      &out->copy_s);
+		if (r == -SLUICE_EZSTD)
+			snprintf(err, errlen,
+				 "a sampled zstd block does not decompress to its raw size");
+	}
+	for (uint32_t i = 0; i < n; i++)
+		free(v[i].stored);
+	free(v);
+	free(raw);
+	free(dst);
+	ZSTD_freeDCtx(dctx);
+	return r;
+}

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""PyTorch DataLoader over the ORIGINAL source files of a bench workload,
+the way a PyTorch user would read them without sluice:
+
+  image:  the ImageFolder tree (bench/data/image_src/<class>/<file>):
+          each record = the file's bytes + its class index
+  tokens: the .npy file (bench/data/tokens_src/tokens.npy): each record =
+          one int32[2048] row, read with seek + read
+
+Two configurations, one after the other:
+  naive: DataLoader(ds, batch_size=B, shuffle=True, num_workers=0)
+  tuned: num_workers=cores, pin_memory=True, persistent_workers=True,
+         prefetch_factor=2, a BatchSampler yielding whole index lists and
+         a dataset with __getitems__ reading a batch at once
+
+Prints one JSON object per configuration on stdout:
+  {"name", "samples_per_s", "gbps", "cpu_s_per_gb", "records", "seconds"}
+Exit 77 (with a message) when torch is not installed.
+"""
+import argparse
+import ast
+import json
+import os
+import resource
+import sys
+import time
+
+
+def cpu_seconds():
+    """User + system CPU of this process and of its finished workers."""
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def npy_layout(path):
+    """(data offset, rows, row bytes, dtype string) of a C-order .npy."""
+    with open(path, "rb") as f:
+        magic = f.read(8)
+        if magic[:6] != b"\x93NUMPY":
+            raise ValueError("%s: not a .npy file" % path)
+        if magic[6] == 1:
+            hlen = int.from_bytes(f.read(2), "little")
+            off = 10 + hlen
+        else:
+            hlen = int.from_bytes(f.read(4), "little")
+            off = 12 + hlen
+        header = ast.literal_eval(f.read(hlen).decode("latin1"))
+    shape = header["shape"]
+    item = int(header["descr"][2:])
+    row = item
+    for d in shape[1:]:
+        row *= d
+    return off, shape[0], row, header["descr"]
+
+
+def make_dataset(torch, kind, root):
+    class ImageFiles(torch.utils.data.Dataset):
+        def __init__(self, top):
+            classes = sorted(d for d in os.listdir(top)
+                             if not d.startswith(".") and
+                             os.path.isdir(os.path.join(top, d)))
+            self.items = []
+            for label, c in enumerate(classes):
+                for name in sorted(os.listdir(os.path.join(top, c))):
+                    if not name.startswith("."):
+                        self.items.append((os.path.join(top, c, name),
+                                           label))
+
+        def __len__(self):
+            return len(self.items)
+
+        def __getitem__(self, i):
+            path, label = self.items[i]
+            with open(path, "rb") as f:
+                data = f.read()
+            return torch.frombuffer(bytearray(data), dtype=torch.uint8), label
+
+        def __getitems__(self, idx):
+            return [self[i] for i in idx]
+
+    class NpyRows(torch.utils.data.Dataset):
+        def __init__(self, path):
+            self.path = path
+            self.off, self.n, self.row, _ = npy_layout(path)
+            self.f = None
+
+        def __len__(self):
+            return self.n
+
+        def _file(self):
+            if self.f is None:   # opened in each worker after the fork
+                self.f = open(self.path, "rb", buffering=0)
+            return self.f
+
+        def __getitem__(self, i):
+            f = self._file()
+            f.seek(self.off + i * self.row)
+            b = f.read(self.row)
+            return torch.frombuffer(bytearray(b), dtype=torch.int32)
+
+        def __getitems__(self, idx):
+            return [self[i] for i in idx]
+
+    if kind == "image":
+        return ImageFiles(os.path.join(root, "image_src"))
+    if kind == "tokens":
+        return NpyRows(os.path.join(root, "tokens_src", "tokens.npy"))
+    raise SystemExit("peer_dataloader: no original source files for '%s' "
+                     "(synth has none)" % kind)
+
+
+def collate(kind, torch, items):
+    if kind == "image":
+        data = [d for d, _ in items]
+        labels = torch.tensor([l for _, l in items], dtype=torch.int64)
+        return data, labels
+    return torch.stack(items)
+
+
+def batch_bytes(kind, b):
+    if kind == "image":
+        return sum(d.numel() for d in b[0]) + b[1].numel() * 8
+    return b.numel() * b.element_size()
+
+
+def run(torch, kind, ds, name, loader, epochs):
+    records = nbytes = 0
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    for _ in range(epochs):
+        for b in loader:
+            records += len(b[0]) if kind == "image" else b.shape[0]
+            nbytes += batch_bytes(kind, b)
+    secs = time.perf_counter() - t0
+    del loader            # persistent workers exit: their CPU is counted
+    cpu = cpu_seconds() - cpu0
+    return {"name": name, "records": records, "seconds": secs,
+            "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
+            "cpu_s_per_gb": cpu / (nbytes / 1e9) if nbytes else 0.0}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=["image", "tokens"])
+    ap.add_argument("--data", default="bench/data")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("peer_dataloader: skipped: torch is not installed "
+              "(pip install torch)", file=sys.stderr)
+        sys.exit(77)
+    ds = make_dataset(torch, a.kind, a.data)
+
+    def col(items):
+        return collate(a.kind, torch, items)
+
+    naive = torch.utils.data.DataLoader(ds, batch_size=a.batch_size,
+                                        shuffle=True, num_workers=0,
+                                        collate_fn=col)
+    print(json.dumps(run(torch, a.kind, ds, "pytorch naive", naive,
+                         a.epochs)))
+    sampler = torch.utils.data.BatchSampler(
+        torch.utils.data.RandomSampler(ds), a.batch_size, drop_last=False)
+    # batch_size=None hands each index list from the BatchSampler to the
+    # dataset as one item, so a worker reads the whole batch with
+    # __getitems__ and collates it there.
+
+    class Batched(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(ds)
+
+        def __getitem__(self, idx):
+            return col(ds.__getitems__(idx))
+
+    tuned = torch.utils.data.DataLoader(
+        Batched(), batch_size=None, sampler=sampler, num_workers=a.workers,
+        pin_memory=True, persistent_workers=True, prefetch_factor=2)
+    print(json.dumps(run(torch, a.kind, ds, "pytorch tuned (%d workers)"
+                         % a.workers, tuned, a.epochs)))
+
+
+if __name__ == "__main__":
+    main()

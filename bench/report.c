@@ -1,0 +1,471 @@
+/*
+ * report.c - the figures of a bench run, as text for people and as one
+ * JSON object (nested like fio's: dataset, config, result, stages,
+ * fallbacks, limits) for scripts.  Both print the same numbers, derived
+ * once in derive().  GB means 1e9 bytes.
+ *
+ * The limits are compared in records per second, the one unit that all
+ * of them share: the disk moves stored (file) bytes, the CPU stages make
+ * decoded bytes.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sluice_cli.h"
+
+#define GB 1e9
+
+struct limit {
+	const char *name;        /* NULL: not applicable */
+	double records_s;        /* 0: not measured */
+	double gbps;             /* in the limit's own bytes */
+	const char *unit;        /* "stored", "decoded" */
+};
+
+struct figures {
+	double wall_s, open_s, samples_s;
+	double read_gbps, decoded_gbps, assembled_gbps;
+	double cpu_s_per_gb, occupancy, wait_frac;
+	struct limit disk, cpu, pcie;
+	double decompress_gbps;  /* threads x one thread, zstd only */
+	double verify_gbps, copy_gbps;
+	const struct limit *binding;
+	double achieved;         /* samples_s / binding->records_s */
+	const char *pcie_status;
+};
+
+static double div0(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+static void derive_limits(const struct bench_report *r, struct figures *x)
+{
+	const struct shard_set *s = r->shards;
+	const struct cpu_limit *c = r->cpu;
+	double recs = s ? (double)s->records : 0;
+
+	x->disk.name = "disk";
+	x->disk.unit = "stored";
+	if (r->disk && s) {
+		x->disk.gbps = div0((double)r->disk->bytes,
+				    r->disk->seconds) / GB;
+		/* File bytes (headers, index, alignment) per record: what a
+		 * reader of every record has to move. */
+		x->disk.records_s = div0(x->disk.gbps * GB * recs,
+					 (double)s->file_bytes);
+	}
+	x->cpu.name = s && s->zstd_blocks ? "decompression" : "copy";
+	x->cpu.unit = "decoded";
+	if (c && s && c->sample_raw) {
+		double per_thread = c->decompress_s + c->copy_s +
+				    (r->o->cfg.verify ? c->verify_s : 0);
+		double raw = (double)c->sample_raw;
+
+		x->cpu.gbps = c->threads * div0(raw, per_thread) / GB;
+		x->cpu.records_s = div0(x->cpu.gbps * GB * recs,
+					(double)s->raw_bytes);
+		x->decompress_gbps = s->zstd_blocks
+			? c->threads * div0(raw, c->decompress_s) / GB : 0;
+		x->verify_gbps = c->threads *
+				 div0((double)c->sample_stored, c->verify_s) /
+				 GB;
+		x->copy_gbps = c->threads * div0(raw, c->copy_s) / GB;
+	}
+	x->pcie.name = "pcie";
+	x->pcie.unit = "decoded";
+	x->pcie_status = r->run->device.device_type == kDLCPU
+				 ? "n/a (host device)"
+				 : "not measured (no public PCIe probe)";
+	x->binding = NULL;
+	if (x->disk.records_s > 0)
+		x->binding = &x->disk;
+	if (x->cpu.records_s > 0 &&
+	    (!x->binding || x->cpu.records_s < x->binding->records_s))
+		x->binding = &x->cpu;
+	x->achieved = x->binding ? div0(x->samples_s,
+					x->binding->records_s) : 0;
+}
+
+static void derive(const struct bench_report *r, struct figures *x)
+{
+	const struct run_result *run = r->run;
+	const struct sluice_stats *st = &run->stats;
+
+	memset(x, 0, sizeof(*x));
+	x->wall_s = (double)run->wall_ns / 1e9;
+	x->open_s = (double)run->open_ns / 1e9;
+	x->samples_s = div0((double)st->records, x->wall_s);
+	x->read_gbps = div0((double)st->read.bytes, x->wall_s) / GB;
+	x->decoded_gbps = div0((double)st->decode.bytes, x->wall_s) / GB;
+	x->assembled_gbps = div0((double)st->assemble.bytes, x->wall_s) / GB;
+	x->cpu_s_per_gb = div0(run->cpu_s, (double)st->decode.bytes / GB);
+	x->occupancy = div0((double)st->slot_occupancy_sum,
+			    (double)st->batches);
+	x->wait_frac = div0((double)st->consumer_wait_ns,
+			    (double)run->wall_ns);
+	derive_limits(r, x);
+}
+
+void report_stream_line(FILE *f, const struct run_result *run)
+{
+	const struct sluice_stats *st = &run->stats;
+	double s = (double)run->wall_ns / 1e9;
+
+	fprintf(f,
+		"records %llu  batches %llu  seconds %.3f  records/s %.0f  GB/s %.3f (decoded)  consumer wait %.1f%%\n",
+		(unsigned long long)st->records,
+		(unsigned long long)st->batches, s,
+		div0((double)st->records, s),
+		div0((double)st->decode.bytes, s) / GB,
+		100 * div0((double)st->consumer_wait_ns, (double)run->wall_ns));
+}
+
+/* ------------------------------------------------------------------ */
+/* Text                                                                */
+/* ------------------------------------------------------------------ */
+
+static void text_stage(FILE *f, const char *name,
+		       const struct sluice_stage_stats *s, double wall_s)
+{
+	fprintf(f,
+		"  %-9s %10.3f GB %9llu ops  busy %8.3f s (%5.2f threads)  wait %8.3f s\n",
+		name, (double)s->bytes / GB, (unsigned long long)s->ops,
+		(double)s->busy_ns / 1e9,
+		div0((double)s->busy_ns / 1e9, wall_s),
+		(double)s->wait_ns / 1e9);
+}
+
+static void text_limit(FILE *f, const struct limit *l, const char *extra)
+{
+	if (l->records_s <= 0) {
+		fprintf(f, "  %-14s %s\n", l->name, extra);
+		return;
+	}
+	fprintf(f, "  %-14s %9.3f GB/s %-7s = %12.0f records/s  %s\n",
+		l->name, l->gbps, l->unit, l->records_s, extra);
+}
+
+void report_text(FILE *f, const struct bench_report *r)
+{
+	const struct run_result *run = r->run;
+	const struct sluice_stats *st = &run->stats;
+	const struct cli_opts *o = r->o;
+	struct figures x;
+	char buf[256];
+
+	derive(r, &x);
+	fprintf(f, "dataset  %s: %llu records, %u shards, %llu blocks (%llu zstd), %.3f GB stored, %.3f GB raw\n",
+		o->path, (unsigned long long)sluice_dataset_records(r->ds),
+		sluice_dataset_shards(r->ds),
+		(unsigned long long)sluice_dataset_blocks(r->ds),
+		r->shards ? (unsigned long long)r->shards->zstd_blocks : 0ull,
+		r->shards ? (double)r->shards->stored_bytes / GB : 0,
+		r->shards ? (double)r->shards->raw_bytes / GB : 0);
+	fprintf(f, "config   batch %u, shuffle %s, epochs %llu, prefetch %u, decode threads %u, device %s, verify %s, compute %.3f ms/batch\n",
+		o->cfg.batch_size, shuffle_name(o->cfg.shuffle),
+		(unsigned long long)o->epochs, st->prefetch_depth,
+		r->cpu ? r->cpu->threads : o->cfg.decode_threads,
+		run->device.device_type == kDLCPU ? "host" : "cuda",
+		o->cfg.verify ? "on" : "off", o->compute_ms);
+	fprintf(f, "result   %llu records in %llu batches, %.3f s (+ %.3f s opening the loader)\n",
+		(unsigned long long)st->records,
+		(unsigned long long)st->batches, x.wall_s, x.open_s);
+	fprintf(f, "         %.0f samples/s   %.3f GB/s stored   %.3f GB/s decoded   %.3f GB/s assembled\n",
+		x.samples_s, x.read_gbps, x.decoded_gbps, x.assembled_gbps);
+	fprintf(f, "         CPU %.3f s = %.3f s/GB decoded   consumer wait %.1f%%   slot occupancy %.2f of %u\n",
+		run->cpu_s, x.cpu_s_per_gb, 100 * x.wait_frac, x.occupancy,
+		st->prefetch_depth);
+	fprintf(f, "stages\n");
+	text_stage(f, "read", &st->read, x.wall_s);
+	text_stage(f, "decode", &st->decode, x.wall_s);
+	text_stage(f, "assemble", &st->assemble, x.wall_s);
+	text_stage(f, "copy", &st->copy, x.wall_s);
+	fprintf(f, "io       direct %s, registered buffers %s, files %s, sqpoll %s, device pinned %s\n",
+		st->direct_io ? "yes" : "no",
+		st->registered_buffers ? "yes" : "no",
+		st->registered_files ? "yes" : "no", st->sqpoll ? "yes" : "no",
+		st->device_pinned ? "yes" : "no");
+	fprintf(f, "         blocks read %llu, cache hits %llu, records skipped %llu\n",
+		(unsigned long long)st->blocks_read,
+		(unsigned long long)st->block_cache_hits,
+		(unsigned long long)st->records_skipped);
+	if (st->fallbacks[0])
+		fprintf(f, "fallbacks %s\n", st->fallbacks);
+	fprintf(f, "limits (same data, measured after the run)\n");
+	if (r->disk) {
+		snprintf(buf, sizeof(buf), "io_uring %u KiB x QD %u, %s%s%s",
+			 r->disk->block_bytes >> 10, r->disk->queue_depth,
+			 r->disk->direct ? "O_DIRECT" : "buffered",
+			 r->disk->note[0] ? "; " : "", r->disk->note);
+		text_limit(f, &x.disk, buf);
+	} else {
+		text_limit(f, &x.disk, r->disk_error ? r->disk_error
+						     : "not measured");
+	}
+	if (r->cpu && r->cpu->sample_blocks) {
+		if (r->shards && r->shards->zstd_blocks)
+			snprintf(buf, sizeof(buf),
+				 "%u threads x (zstd %.3f + verify %.3f + copy %.3f GB/s per thread)",
+				 r->cpu->threads,
+				 div0(x.decompress_gbps, r->cpu->threads),
+				 div0(x.verify_gbps, r->cpu->threads),
+				 div0(x.copy_gbps, r->cpu->threads));
+		else
+			snprintf(buf, sizeof(buf),
+				 "decompression n/a (raw); %u threads x (verify %.3f + memcpy %.3f GB/s per thread)",
+				 r->cpu->threads,
+				 div0(x.verify_gbps, r->cpu->threads),
+				 div0(x.copy_gbps, r->cpu->threads));
+		text_limit(f, &x.cpu, buf);
+	} else {
+		text_limit(f, &x.cpu, r->cpu_error ? r->cpu_error
+						   : "not measured");
+	}
+	text_limit(f, &x.pcie, x.pcie_status);
+	if (x.binding)
+		fprintf(f, "binding  %s: achieved %.0f of %.0f records/s (%.0f%%)\n",
+			x.binding->name, x.samples_s, x.binding->records_s,
+			100 * x.achieved);
+	if (x.achieved > 1 && st->block_cache_hits)
+		fprintf(f, "         above the limit: the block cache served %llu block uses without reading (the data fits in it)\n",
+			(unsigned long long)st->block_cache_hits);
+	if (r->o->trace_path)
+		fprintf(f, "trace    %s (%llu events)\n", r->o->trace_path,
+			(unsigned long long)r->trace_events);
+}
+
+/* ------------------------------------------------------------------ */
+/* JSON                                                                */
+/* ------------------------------------------------------------------ */
+
+static void jstr(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* Numbers: finite, full precision (scripts check bytes/s == GB/s). */
+static void jnum(FILE *f, const char *key, double v, int last)
+{
+	fprintf(f, "\"%s\":%.12g%s", key, isfinite(v) ? v : 0, last ? "" : ",");
+}
+
+static void jint(FILE *f, const char *key, uint64_t v, int last)
+{
+	fprintf(f, "\"%s\":%llu%s", key, (unsigned long long)v,
+		last ? "" : ",");
+}
+
+static void json_dataset(FILE *f, const struct bench_report *r)
+{
+	const struct shard_set *s = r->shards;
+	int nf = sluice_dataset_field_count(r->ds);
+
+	fputs("\"dataset\":{\"path\":", f);
+	jstr(f, r->o->path);
+	fputc(',', f);
+	jint(f, "records", sluice_dataset_records(r->ds), 0);
+	jint(f, "shards", sluice_dataset_shards(r->ds), 0);
+	jint(f, "blocks", sluice_dataset_blocks(r->ds), 0);
+	jint(f, "zstd_blocks", s ? s->zstd_blocks : 0, 0);
+	jint(f, "stored_bytes", s ? s->stored_bytes : 0, 0);
+	jint(f, "raw_bytes", s ? s->raw_bytes : 0, 0);
+	jint(f, "file_bytes", s ? s->file_bytes : 0, 0);
+	fputs("\"fields\":[", f);
+	for (int i = 0; i < nf; i++) {
+		const struct sluice_field *fd = sluice_dataset_field(r->ds, i);
+		const char *dt = fd ? sluice_dtype_name(fd->dtype) : NULL;
+
+		if (!fd)
+			continue;
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		jstr(f, fd->name);
+		fputs(",\"dtype\":", f);
+		jstr(f, dt ? dt : "?");
+		fputs(",\"shape\":[", f);
+		for (int k = 0; k < fd->ndim; k++)
+			fprintf(f, "%s%lld", k ? "," : "",
+				(long long)fd->shape[k]);
+		fputs("]}", f);
+	}
+	fputs("]}", f);
+}
+
+static void json_config(FILE *f, const struct bench_report *r)
+{
+	const struct sluice_loader_config *c = &r->o->cfg;
+
+	fputs(",\"config\":{", f);
+	jint(f, "batch_size", c->batch_size, 0);
+	fputs("\"shuffle\":", f);
+	jstr(f, shuffle_name(c->shuffle));
+	fputc(',', f);
+	jint(f, "window_blocks", c->window_blocks, 0);
+	jint(f, "seed", c->seed, 0);
+	jint(f, "epochs", r->o->epochs, 0);
+	fprintf(f, "\"rank\":%d,\"world_size\":%d,", c->rank, c->world_size);
+	jint(f, "prefetch_depth", r->run->stats.prefetch_depth, 0);
+	jint(f, "decode_threads", c->decode_threads, 0);
+	jint(f, "cpu_threads_used_for_limit", r->cpu ? r->cpu->threads : 0, 0);
+	jint(f, "online_cpus", r->online_cpus, 0);
+	jint(f, "queue_depth", c->queue_depth, 0);
+	fputs("\"device\":", f);
+	jstr(f, r->run->device.device_type == kDLCPU ? "host" : "cuda");
+	fprintf(f, ",\"verify\":%d,\"on_error\":\"%s\",\"direct_io\":%d,\"sqpoll\":%d,",
+		c->verify, c->on_error ? "skip" : "fail", c->direct_io,
+		c->sqpoll);
+	jint(f, "pad_length", c->pad_length, 0);
+	jnum(f, "compute_ms", r->o->compute_ms, 0);
+	fprintf(f, "\"drop_cache\":%d}", r->o->drop_cache);
+}
+
+static void json_result(FILE *f, const struct bench_report *r,
+			const struct figures *x)
+{
+	const struct sluice_stats *st = &r->run->stats;
+
+	fputs(",\"result\":{", f);
+	jnum(f, "seconds", x->wall_s, 0);
+	jnum(f, "open_seconds", x->open_s, 0);
+	jint(f, "records", st->records, 0);
+	jint(f, "batches", st->batches, 0);
+	jnum(f, "samples_per_s", x->samples_s, 0);
+	jint(f, "read_bytes", st->read.bytes, 0);
+	jnum(f, "read_gbps", x->read_gbps, 0);
+	jint(f, "decoded_bytes", st->decode.bytes, 0);
+	jnum(f, "decoded_gbps", x->decoded_gbps, 0);
+	jint(f, "assembled_bytes", st->assemble.bytes, 0);
+	jnum(f, "assembled_gbps", x->assembled_gbps, 0);
+	jnum(f, "cpu_seconds", r->run->cpu_s, 0);
+	jnum(f, "cpu_s_per_gb", x->cpu_s_per_gb, 0);
+	jnum(f, "consumer_wait_seconds", (double)st->consumer_wait_ns / 1e9, 0);
+	jnum(f, "consumer_wait_fraction", x->wait_frac, 0);
+	jnum(f, "slot_occupancy", x->occupancy, 0);
+	jint(f, "records_skipped", st->records_skipped, 0);
+	jint(f, "blocks_read", st->blocks_read, 0);
+	jint(f, "block_cache_hits", st->block_cache_hits, 0);
+	jint(f, "trace_events", r->trace_events, 1);
+	fputc('}', f);
+}
+
+static void json_stages(FILE *f, const struct bench_report *r,
+			const struct figures *x)
+{
+	const struct sluice_stats *st = &r->run->stats;
+	const struct {
+		const char *name;
+		const struct sluice_stage_stats *s;
+	} v[] = { { "read", &st->read }, { "decode", &st->decode },
+		  { "assemble", &st->assemble }, { "copy", &st->copy } };
+
+	fputs(",\"stages\":{", f);
+	for (int i = 0; i < 4; i++) {
+		fprintf(f, "%s\"%s\":{", i ? "," : "", v[i].name);
+		jint(f, "bytes", v[i].s->bytes, 0);
+		jint(f, "ops", v[i].s->ops, 0);
+		jnum(f, "busy_seconds", (double)v[i].s->busy_ns / 1e9, 0);
+		jnum(f, "wait_seconds", (double)v[i].s->wait_ns / 1e9, 0);
+		jnum(f, "busy_threads",
+		     div0((double)v[i].s->busy_ns / 1e9, x->wall_s), 1);
+		fputc('}', f);
+	}
+	fputc('}', f);
+	fprintf(f, ",\"fallbacks\":{\"direct_io\":%d,\"registered_buffers\":%d,\"registered_files\":%d,\"sqpoll\":%d,\"device_pinned\":%d,\"reasons\":",
+		st->direct_io, st->registered_buffers, st->registered_files,
+		st->sqpoll, st->device_pinned);
+	jstr(f, st->fallbacks);
+	fputc('}', f);
+}
+
+static void json_limit(FILE *f, const struct limit *l, const char *status,
+		       int last)
+{
+	fprintf(f, "\"%s\":{", l->name);
+	if (l->records_s > 0) {
+		jnum(f, "gbps", l->gbps, 0);
+		fprintf(f, "\"bytes\":\"%s\",", l->unit);
+		jnum(f, "records_per_s", l->records_s, 0);
+	}
+	fputs("\"status\":", f);
+	jstr(f, status);
+	fputs(last ? "}" : "},", f);
+}
+
+static void json_limits(FILE *f, const struct bench_report *r,
+			const struct figures *x)
+{
+	const struct cpu_limit *c = r->cpu;
+	const int zstd = r->shards && r->shards->zstd_blocks;
+
+	fputs(",\"limits\":{", f);
+	json_limit(f, &x->disk,
+		   r->disk ? (r->disk->direct ? "measured, O_DIRECT"
+					      : "measured, buffered")
+			   : r->disk_error ? r->disk_error : "not measured",
+		   0);
+	if (r->disk) {
+		fputs("\"disk_probe\":{", f);
+		jint(f, "bytes", r->disk->bytes, 0);
+		jnum(f, "seconds", r->disk->seconds, 0);
+		jint(f, "block_bytes", r->disk->block_bytes, 0);
+		jint(f, "queue_depth", r->disk->queue_depth, 0);
+		fputs("\"note\":", f);
+		jstr(f, r->disk->note);
+		fputs("},", f);
+	}
+	/* Named "decompression" for zstd data, "copy" for raw data. */
+	if (!zstd)
+		fputs("\"decompression\":{\"status\":\"n/a (raw)\"},", f);
+	json_limit(f, &x->cpu,
+		   c && c->sample_blocks ? "measured"
+		   : r->cpu_error ? r->cpu_error : "not measured", 0);
+	if (c) {
+		fputs("\"cpu_probe\":{", f);
+		jint(f, "threads", c->threads, 0);
+		jint(f, "sample_blocks", c->sample_blocks, 0);
+		jint(f, "sample_stored_bytes", c->sample_stored, 0);
+		jint(f, "sample_raw_bytes", c->sample_raw, 0);
+		jnum(f, "verify_seconds", c->verify_s, 0);
+		jnum(f, "decompress_seconds", c->decompress_s, 0);
+		jnum(f, "copy_seconds", c->copy_s, 0);
+		jnum(f, "verify_gbps", x->verify_gbps, 0);
+		jnum(f, "copy_gbps", x->copy_gbps, 0);
+		if (zstd)
+			jnum(f, "decompress_gbps", x->decompress_gbps, 1);
+		else
+			fputs("\"decompress_gbps\":\"n/a (raw)\"", f);
+		fputs("},", f);
+	}
+	json_limit(f, &x->pcie, x->pcie_status, 0);
+	fputs("\"binding\":", f);
+	jstr(f, x->binding ? x->binding->name : "unknown");
+	fputc(',', f);
+	jnum(f, "achieved_fraction", x->achieved, 1);
+	fputc('}', f);
+}
+
+void report_json(FILE *f, const struct bench_report *r)
+{
+	struct figures x;
+
+	derive(r, &x);
+	fputc('{', f);
+	json_dataset(f, r);
+	json_config(f, r);
+	json_result(f, r, &x);
+	json_stages(f, r, &x);
+	json_limits(f, r, &x);
+	fputs("}\n", f);
+}

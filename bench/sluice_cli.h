@@ -1,0 +1,204 @@
+/*
+ * sluice_cli.h - the private interface between the files of the `sluice`
+ * command (bench/).  Everything here uses only the public API
+ * (include/sluice.h, include/dlpack_shard.h) plus zstd, xxhash, liburing.
+ */
+#ifndef SLUICE_BENCH_CLI_H
+#define SLUICE_BENCH_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include "sluice.h"
+
+#define CLI_NAME "sluice"
+#define CLI_EXIT_ERROR 1
+#define CLI_EXIT_USAGE 2
+
+/* ------------------------------------------------------------------ */
+/* Options (options.c)                                                 */
+/* ------------------------------------------------------------------ */
+
+struct cli_opts {
+	struct sluice_loader_config cfg;
+	const char *path;
+	uint64_t epochs;          /* run until the end of epoch epochs - 1 */
+	int hash;                 /* stream: print EPOCH INDEX FIELD XXH64 */
+	const char *state_out;
+	const char *state_in;
+	uint64_t stop_after;      /* batches; 0: no limit */
+	double compute_ms;        /* busy time per batch (simulated step) */
+	int json;
+	const char *trace_path;
+	int drop_cache;
+	int progress;             /* live line on stderr (a TTY) */
+};
+
+enum cli_command { CMD_STREAM, CMD_BENCH };
+
+/* Parse argv (argv[0] is the command name).  @return: 0, or an exit code
+ * (CLI_EXIT_USAGE after printing why). */
+int opts_parse(int argc, char **argv, enum cli_command cmd,
+	       struct cli_opts *o);
+const char *shuffle_name(int shuffle);
+const char *device_name(int device);
+
+/* ------------------------------------------------------------------ */
+/* Small helpers (sluice_main.c)                                       */
+/* ------------------------------------------------------------------ */
+
+uint64_t clock_ns(void);             /* CLOCK_MONOTONIC, like the library */
+void busy_wait_ns(uint64_t ns);      /* spin: a stand-in for compute */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int cli_usage_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+void cli_usage(FILE *f);
+/* Print the loader's (or dataset's) message for @code; @return: 1. */
+int loader_error_exit(const sluice_loader *ld, int code);
+int dataset_error_exit(const sluice_dataset *ds, int code);
+
+int cmd_stream(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* ------------------------------------------------------------------ */
+/* Chrome trace (trace.c)                                              */
+/* ------------------------------------------------------------------ */
+
+/* Tracks.  The pipeline stages match enum sluice_stage, the `stage`
+ * argument of the loader's on_span hook (see trace_on_span). */
+enum trace_track {
+	TRACK_READ = 0,
+	TRACK_DECODE,
+	TRACK_ASSEMBLE,
+	TRACK_COPY,
+	TRACK_CONSUMER,
+	TRACK_COUNT
+};
+
+struct trace;
+
+/* Create the file now (so a bad path fails before the run); events are
+ * kept in memory and written by trace_close().  @return: 0 or -errno. */
+int trace_open(const char *path, uint64_t t0_ns, struct trace **out);
+/* One complete ("X") event on @track; thread-safe. */
+void trace_span(struct trace *t, int track, const char *name,
+		uint64_t start_ns, uint64_t end_ns, uint64_t bytes);
+/* One counter ("C") event with up to 4 named values; thread-safe. */
+void trace_counter(struct trace *t, const char *name, uint64_t ts_ns,
+		   const char *const *keys, const double *values, int n);
+/*
+ * The loader's on_span hook (struct sluice_loader_config), with @ctx the
+ * struct trace.  Each calling thread gets its own lane under the stage's
+ * name.  Thread-safe, never blocks for long.
+ */
+void trace_on_span(void *ctx, int stage, uint64_t start_ns, uint64_t end_ns,
+		   uint64_t bytes);
+uint64_t trace_events(const struct trace *t);
+/* Write the JSON and free @t (NULL ok).  @return: 0 or -errno. */
+int trace_close(struct trace *t);
+
+/* ------------------------------------------------------------------ */
+/* The loader run shared by stream and bench (run.c)                   */
+/* ------------------------------------------------------------------ */
+
+struct run_result {
+	uint64_t open_ns;        /* sluice_loader_open */
+	uint64_t wall_ns;        /* from open's return to the last batch */
+	uint64_t batches, records;
+	uint64_t first_epoch, end_epoch;
+	double cpu_s;            /* user + sys of the process over the run */
+	int stopped;             /* --stop-after-batches reached */
+	DLDevice device;
+	uint64_t batches_per_epoch;
+	struct sluice_stats stats;
+};
+
+/* Called for each batch while the consumer holds it; non-zero stops the
+ * run with that exit code. */
+typedef int (*run_batch_fn)(void *ctx, sluice_batch *b);
+
+/* Open a loader on @ds per @o, restore --state-in, run the epochs, write
+ * --state-out, close.  @return: 0 or an exit code (message printed). */
+int run_loader(sluice_dataset *ds, const struct cli_opts *o,
+	       struct trace *trace, run_batch_fn fn, void *ctx,
+	       struct run_result *res);
+
+/* ------------------------------------------------------------------ */
+/* Shard files and the limits (shards.c, limits.c)                     */
+/* ------------------------------------------------------------------ */
+
+struct shard_block {
+	uint64_t offset, stored, raw;
+	uint32_t codec;
+	uint32_t records;
+};
+
+struct shard_info {
+	char *path;
+	uint64_t file_bytes;
+	uint64_t records, stored_bytes, raw_bytes;
+	uint64_t nblocks;
+	struct shard_block *blocks;
+};
+
+struct shard_set {
+	struct shard_info *v;
+	uint32_t n;
+	uint64_t records, stored_bytes, raw_bytes, file_bytes, blocks;
+	uint64_t zstd_blocks;
+	uint64_t max_stored, max_raw;
+};
+
+/* Resolve PATH as sluice_dataset_open does (directory, file, comma list,
+ * glob) and parse every header and index (bounds-checked, the index
+ * checksum verified).  @return: 0 or -errno / -SLUICE_E* with @err. */
+int shards_load(const char *path, struct shard_set *s, char *err,
+		size_t errlen);
+void shards_free(struct shard_set *s);
+
+struct disk_limit {
+	double seconds;
+	uint64_t bytes;
+	int direct;              /* O_DIRECT was used on every file */
+	uint32_t block_bytes, queue_depth;
+	char note[200];
+};
+
+struct cpu_limit {
+	uint32_t sample_blocks;
+	uint64_t sample_stored, sample_raw;
+	/* single-thread seconds for one pass over the sample */
+	double verify_s, decompress_s, copy_s;
+	uint32_t threads;        /* decode workers that can run at once */
+};
+
+int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
+	       size_t errlen);
+int limit_cpu(const struct shard_set *s, uint32_t threads,
+	      struct cpu_limit *out, char *err, size_t errlen);
+/* Write 3 to /proc/sys/vm/drop_caches after sync.  @return: 0 or -errno. */
+int drop_page_cache(void);
+
+/* ------------------------------------------------------------------ */
+/* Reports (report.c)                                                  */
+/* ------------------------------------------------------------------ */
+
+struct bench_report {
+	const struct cli_opts *o;
+	sluice_dataset *ds;
+	const struct shard_set *shards;
+	const struct run_result *run;
+	const struct disk_limit *disk;     /* NULL: not measured */
+	const struct cpu_limit *cpu;       /* NULL: not measured */
+	const char *disk_error, *cpu_error;
+	uint64_t trace_events;
+	uint32_t online_cpus;
+};
+
+void report_text(FILE *f, const struct bench_report *r);
+void report_json(FILE *f, const struct bench_report *r);
+/* The one-line summary of `sluice stream`. */
+void report_stream_line(FILE *f, const struct run_result *run);
+
+#endif /* SLUICE_BENCH_CLI_H */

@@ -1,0 +1,188 @@
+/*
+ * test_gpu_loader.c - the loader on a CUDA device (`make test-gpu`).
+ *
+ * - Content: every tensor delivered to the GPU, copied back, equals the
+ *   host path's bytes for the same (seed, epoch) order.
+ * - Stream safety: a consumer that keeps the tensors of several batches
+ *   across next() calls and runs slow kernels before reading them sees no
+ *   corruption: the copy stream waits on the release event instead.
+ *
+ * Skips (77) without CUDA or without a GPU, unless SLUICE_REQUIRE_GPU=1,
+ * where that is a failure.
+ */
+#include "loader_fixture.h"
+
+#ifndef SLUICE_HAVE_CUDA
+int main(void)
+{
+	if (getenv("SLUICE_REQUIRE_GPU"))
+		T_FAIL_AT("SLUICE_REQUIRE_GPU=1 but built without CUDA");
+	T_SKIP_BECAUSE("built without CUDA (CUDA=0)");
+}
+#else
+#include <cuda_runtime_api.h>
+
+#include "cuda_compute.h"
+
+#define N 3000
+#define B 100
+
+static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth)
+{
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	int r;
+
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.seed = 5;
+	cfg.prefetch_depth = depth;
+	cfg.decode_threads = 2;
+	cfg.device = device;
+	cfg.device_id = 0;
+	r = sluice_loader_open(ds, &cfg, &ld);
+	if (r == -SLUICE_ENODEVICE) {
+		char msg[512];
+
+		sluice_loader_error(ld, msg, sizeof(msg));
+		sluice_loader_close(ld);
+		if (getenv("SLUICE_REQUIRE_GPU"))
+			T_FAIL_AT("SLUICE_REQUIRE_GPU=1 but no GPU: %s", msg);
+		T_SKIP_BECAUSE("no usable GPU: %s", msg);
+	}
+	T_OK(r);
+	return ld;
+}
+
+/* Copy tensor @name of a CUDA batch to host memory after @stream. */
+static void *to_host(sluice_batch *b, const char *name, cudaStream_t stream,
+		     size_t *bytes)
+{
+	DLManagedTensor *t;
+	size_t n = 1;
+	void *h;
+
+	T_OK(sluice_batch_tensor(b, name, (int64_t)(intptr_t)stream, &t));
+	T_EQ(t->dl_tensor.device.device_type, kDLCUDA);
+	for (int k = 0; k < t->dl_tensor.ndim; k++)
+		n *= (size_t)t->dl_tensor.shape[k];
+	n *= t->dl_tensor.dtype.bits / 8u;
+	h = malloc(n ? n : 1);
+	T_ASSERT(h);
+	T_EQ(cudaMemcpyAsync(h, t->dl_tensor.data, n, cudaMemcpyDeviceToHost,
+			     stream), cudaSuccess);
+	T_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+	t->deleter(t);
+	*bytes = n;
+	return h;
+}
+
+static void check_content(sluice_dataset *ds)
+{
+	static const char *names[] = { "x", "v", "v.offsets" };
+	sluice_loader *host = open_on(ds, SLUICE_DEVICE_HOST, 3);
+	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 3);
+	sluice_batch *hb, *gb;
+	int rh, rg;
+
+	while ((rh = sluice_loader_next(host, &hb)) == 0) {
+		T_OK(rg = sluice_loader_next(gpu, &gb));
+		T_EQ(sluice_batch_size(hb), sluice_batch_size(gb));
+		for (int k = 0; k < 3; k++) {
+			DLManagedTensor *ht;
+			size_t n;
+			void *g = to_host(gb, names[k], 0, &n);
+
+			T_OK(sluice_batch_tensor(hb, names[k], -1, &ht));
+			T_MEMEQ(g, ht->dl_tensor.data, n);
+			ht->deleter(ht);
+			free(g);
+		}
+		sluice_batch_release(hb);
+		sluice_batch_release(gb);
+	}
+	T_EQ(rh, SLUICE_EOF);
+	T_EQ(sluice_loader_next(gpu, &gb), SLUICE_EOF);
+	sluice_loader_close(host);
+	sluice_loader_close(gpu);
+}
+
+/*
+ * For each batch: queue a 30 ms kernel and then a read of its "x" tensor
+ * on the consumer stream, release the batch at once (the read has not run
+ * yet) and go on loading; check the reads only every few batches.  The
+ * loader reuses the released slots meanwhile, so without the release
+ * event the queued reads would see newer batches' bytes.
+ */
+struct pending {
+	uint32_t n;
+	uint64_t idx[B];
+	int32_t x[B * 4];
+};
+
+static void check_pending(struct pending *p, int count)
+{
+	for (int k = 0; k < count; k++)
+		for (uint32_t i = 0; i < p[k].n; i++) {
+			int32_t want[4];
+
+			fx_x(p[k].idx[i], want);
+			T_MEMEQ(p[k].x + 4 * i, want, sizeof(want));
+		}
+}
+
+static void check_stream_safety(sluice_dataset *ds)
+{
+	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 2);
+	struct pending *p = NULL;
+	cudaStream_t s;
+	sluice_batch *b;
+	int r, queued = 0;
+
+	/* pinned: a copy into pageable memory would block the host until
+	 * it ran, and the release would come too late to matter */
+	T_EQ(cudaMallocHost((void **)&p, 4 * sizeof(*p)), cudaSuccess);
+	T_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+	while ((r = sluice_loader_next(gpu, &b)) == 0) {
+		struct pending *q = &p[queued++];
+		DLManagedTensor *t;
+
+		q->n = sluice_batch_size(b);
+		memcpy(q->idx, sluice_batch_indices(b), q->n * sizeof(uint64_t));
+		T_OK(sluice_batch_tensor(b, "x", (int64_t)(intptr_t)s, &t));
+		T_EQ(cuda_spin_async(s, 30), cudaSuccess);
+		T_EQ(cudaMemcpyAsync(q->x, t->dl_tensor.data, (size_t)q->n * 16,
+				     cudaMemcpyDeviceToHost, s), cudaSuccess);
+		t->deleter(t);
+		sluice_batch_release(b);
+		if (queued == 4) {
+			T_EQ(cudaStreamSynchronize(s), cudaSuccess);
+			check_pending(p, queued);
+			queued = 0;
+		}
+	}
+	T_EQ(r, SLUICE_EOF);
+	T_EQ(cudaStreamSynchronize(s), cudaSuccess);
+	check_pending(p, queued);
+	cudaStreamDestroy(s);
+	cudaFreeHost(p);
+	sluice_loader_close(gpu);
+}
+
+int main(void)
+{
+	char *dir = fx_tmpdir();
+	char path[600];
+	sluice_dataset *ds = NULL;
+
+	snprintf(path, sizeof(path), "%s/d", dir);
+	fx_write(path, N, 65536, 3, 0);
+	T_OK(sluice_dataset_open(path, &ds));
+	check_content(ds);
+	check_stream_safety(ds);
+	sluice_dataset_close(ds);
+	fx_rmrf(dir);
+	free(dir);
+	return 0;
+}
+#endif

@@ -1,0 +1,220 @@
+#!/bin/sh
+# End-to-end test of the `sluice` command on tiny synthetic datasets:
+# stream --hash equals `dlpack-shard cat --hash` (records read one by one
+# through another path), shuffles deliver the same multiset, a saved state
+# resumes exactly, bench --json is consistent, --trace is valid JSON.
+BUILD=${BUILD:-build}
+SLUICE="$BUILD/sluice"
+SHARD="$BUILD/dlpack-shard"
+for b in "$SLUICE" "$SHARD"; do
+	[ -x "$b" ] || { echo "missing $b (run make)"; exit 1; }
+done
+command -v python3 >/dev/null 2>&1 || { echo "skip: python3 is needed to check JSON"; exit 77; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-cli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+
+# Two datasets, several shards and many small blocks each: raw and zstd.
+# 500 records: not a multiple of the batch size, so the last batch is short.
+make_ds() { # DIR COMPRESSION
+	"$SHARD" convert --from synth --out "$1" --records 500 --seed 11 \
+		--field image:uint8:3x8x8:0.5 --field label:int64 \
+		--field tokens:int32:-1:0.3 \
+		--records-per-shard 200 --block-size 16K --compression "$2" \
+		--quiet || { echo "convert failed"; exit 1; }
+}
+make_ds "$T/raw" none
+make_ds "$T/zst" zstd:3
+
+for ds in raw zst; do
+	D="$T/$ds"
+	"$SHARD" cat "$D" --hash > "$T/$ds.cat" || { fail "$ds: cat --hash"; continue; }
+	[ "$(wc -l < "$T/$ds.cat")" -eq 1500 ] || fail "$ds: cat --hash gave $(wc -l < "$T/$ds.cat") lines, want 1500"
+
+	# 1. file order: identical to cat --hash, epoch column 0.
+	"$SLUICE" stream "$D" --hash --shuffle none --batch-size 32 > "$T/$ds.none" ||
+		fail "$ds: stream --hash --shuffle none"
+	if awk '$1 != 0 { bad = 1 } END { exit bad }' "$T/$ds.none" &&
+	   cut -d' ' -f2- "$T/$ds.none" | cmp -s - "$T/$ds.cat"; then
+		ok "$ds: stream --hash --shuffle none == dlpack-shard cat --hash"
+	else
+		fail "$ds: stream --hash --shuffle none differs from cat --hash"
+	fi
+
+	# 2. padded variable field (pad >= the longest value): same bytes.
+	"$SLUICE" stream "$D" --hash --shuffle none --batch-size 50 --pad 2048 |
+		cut -d' ' -f2- > "$T/$ds.pad"
+	cmp -s "$T/$ds.pad" "$T/$ds.cat" && ok "$ds: --pad 2048 hashes" ||
+		fail "$ds: --pad 2048 hashes differ from cat --hash"
+
+	# 3. window and full shuffles: same multiset, another order.
+	sort "$T/$ds.cat" > "$T/$ds.sorted"
+	for mode in window block full; do
+		"$SLUICE" stream "$D" --hash --shuffle $mode --window 2 --seed 7 \
+			--batch-size 32 | cut -d' ' -f2- > "$T/$ds.$mode"
+		if sort "$T/$ds.$mode" | cmp -s - "$T/$ds.sorted"; then
+			ok "$ds: --shuffle $mode delivers every record once"
+		else
+			fail "$ds: --shuffle $mode multiset differs"
+		fi
+		cmp -s "$T/$ds.$mode" "$T/$ds.cat" &&
+			fail "$ds: --shuffle $mode left the file order unchanged"
+	done
+
+	# 4. two epochs, two ranks: each epoch is a permutation; ranks split.
+	"$SLUICE" stream "$D" --hash --shuffle full --seed 5 --epochs 2 \
+		--batch-size 32 > "$T/$ds.e2"
+	for e in 0 1; do
+		awk -v e=$e '$1 == e' "$T/$ds.e2" | cut -d' ' -f2- | sort |
+			cmp -s - "$T/$ds.sorted" || fail "$ds: epoch $e is not a permutation"
+	done
+	cmp -s "$T/$ds.e2" /dev/null && fail "$ds: no output for 2 epochs"
+	for r in 0 1; do
+		"$SLUICE" stream "$D" --hash --shuffle full --seed 5 \
+			--rank $r --world-size 2 --batch-size 25 |
+			cut -d' ' -f2- > "$T/$ds.rank$r"
+	done
+	cat "$T/$ds.rank0" "$T/$ds.rank1" | sort | cmp -s - "$T/$ds.sorted" &&
+		ok "$ds: ranks 0 and 1 of 2 cover the epoch" ||
+		fail "$ds: ranks 0+1 of 2 are not the epoch"
+
+	# 5. resume: stop after K batches, continue from the state: the two
+	# parts are the uninterrupted run's head and tail (K=5 inside epoch 0,
+	# K=20 inside epoch 1; 16 batches per epoch).
+	for K in 5 16 20; do
+		"$SLUICE" stream "$D" --hash --shuffle full --seed 5 --epochs 2 \
+			--batch-size 32 --state-out "$T/state" \
+			--stop-after-batches $K > "$T/$ds.head" ||
+			{ fail "$ds: --state-out K=$K"; continue; }
+		grep -q '^sluice-state v1 ' "$T/state" || fail "$ds: state file: $(cat "$T/state")"
+		"$SLUICE" stream "$D" --hash --shuffle full --seed 5 --epochs 2 \
+			--batch-size 32 --state-in "$T/state" > "$T/$ds.tail" ||
+			{ fail "$ds: --state-in K=$K"; continue; }
+		n=$(wc -l < "$T/$ds.head")
+		# K batches of 32 records x 3 fields; epoch 0's last has 20.
+		want=$((K * 96)); [ $K -gt 15 ] && want=$((want - 36))
+		[ "$n" -eq "$want" ] || fail "$ds: K=$K head has $n lines, want $want"
+		if head -n "$n" "$T/$ds.e2" | cmp -s - "$T/$ds.head" &&
+		   tail -n +"$((n + 1))" "$T/$ds.e2" | cmp -s - "$T/$ds.tail"; then
+			ok "$ds: stop after $K batches + resume == uninterrupted"
+		else
+			fail "$ds: stop after $K + resume differs from the uninterrupted run"
+		fi
+	done
+	# A state from another configuration is refused.
+	if "$SLUICE" stream "$D" --hash --shuffle full --seed 6 --epochs 2 \
+		--batch-size 32 --state-in "$T/state" > /dev/null 2> "$T/err"; then
+		fail "$ds: a state for seed 5 was accepted with seed 6"
+	else
+		grep -q '^sluice: ' "$T/err" && ok "$ds: mismatched state refused: $(head -c 80 "$T/err")" ||
+			fail "$ds: mismatched state: no 'sluice:' message"
+	fi
+
+	# 6. summary line without --hash.
+	"$SLUICE" stream "$D" --epochs 2 > "$T/line" || fail "$ds: stream summary"
+	grep -q '^records 1000  batches 4 ' "$T/line" && ok "$ds: summary: $(cat "$T/line")" ||
+		fail "$ds: summary line: $(cat "$T/line")"
+done
+
+# 7. bench --json: parses, figures agree with each other.
+D="$T/zst"
+"$SLUICE" bench "$D" --epochs 2 --batch-size 32 --compute-ms 0.2 --json \
+	--trace "$T/trace.json" > "$T/bench.json" 2> "$T/bench.err" ||
+	{ fail "bench --json: $(cat "$T/bench.err")"; }
+python3 - "$T/bench.json" "$T/trace.json" <<'EOF' || failures=$((failures + 1))
+import json, sys
+b = json.load(open(sys.argv[1]))
+r, lim, st = b["result"], b["limits"], b["stages"]
+bad = []
+def close(a, c, what):
+    if abs(a - c) > 1e-6 * max(abs(a), abs(c), 1e-12):
+        bad.append("%s: %r != %r" % (what, a, c))
+s = r["seconds"]
+close(r["read_bytes"] / s / 1e9, r["read_gbps"], "read GB/s")
+close(r["decoded_bytes"] / s / 1e9, r["decoded_gbps"], "decoded GB/s")
+close(r["assembled_bytes"] / s / 1e9, r["assembled_gbps"], "assembled GB/s")
+close(r["records"] / s, r["samples_per_s"], "samples/s")
+close(r["cpu_seconds"] / (r["decoded_bytes"] / 1e9), r["cpu_s_per_gb"], "CPU s/GB")
+close(r["consumer_wait_seconds"] / s, r["consumer_wait_fraction"], "wait fraction")
+if r["records"] != 2 * b["dataset"]["records"]:
+    bad.append("records %d, want 2 x %d" % (r["records"], b["dataset"]["records"]))
+if r["batches"] != 2 * 16:
+    bad.append("batches %d, want 32" % r["batches"])
+if not 0 <= r["consumer_wait_fraction"] <= 1:
+    bad.append("wait fraction %r" % r["consumer_wait_fraction"])
+if not 0 <= r["slot_occupancy"] <= b["config"]["prefetch_depth"]:
+    bad.append("occupancy %r" % r["slot_occupancy"])
+if st["read"]["bytes"] != r["read_bytes"] or st["decode"]["bytes"] != r["decoded_bytes"]:
+    bad.append("stages disagree with result")
+if r["read_bytes"] <= 0 or r["decoded_bytes"] <= 0:
+    bad.append("nothing read or decoded: %r" % r)
+if lim["binding"] not in ("disk", "decompression"):
+    bad.append("binding %r" % lim["binding"])
+for k in ("disk", "decompression"):
+    if lim[k].get("records_per_s", 0) <= 0:
+        bad.append("limit %s not measured: %r" % (k, lim[k]))
+if lim["pcie"]["status"] != "n/a (host device)" and b["config"]["device"] == "host":
+    bad.append("pcie %r" % lim["pcie"])
+m = min(lim["disk"]["records_per_s"], lim["decompression"]["records_per_s"])
+close(r["samples_per_s"] / m, lim["achieved_fraction"], "achieved fraction")
+d = lim["disk_probe"]
+if d["bytes"] != b["dataset"]["file_bytes"]:
+    bad.append("disk probe read %d of %d file bytes" % (d["bytes"], b["dataset"]["file_bytes"]))
+close(d["bytes"] / d["seconds"] / 1e9, lim["disk"]["gbps"], "disk GB/s")
+
+t = json.load(open(sys.argv[2]))
+ev = t["traceEvents"]
+names = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+for n in ("consumer", "read", "decode", "assemble", "copy"):
+    if n not in names:
+        bad.append("trace: no thread_name %r" % n)
+cons = [e for e in ev if e.get("ph") == "X" and e["tid"] == 1]
+for n in ("next", "step"):
+    k = sum(1 for e in cons if e["name"] == n)
+    if k != r["batches"]:
+        bad.append("trace: %d %r spans, want %d" % (k, n, r["batches"]))
+for e in ev:
+    if e.get("ph") == "X" and (e["dur"] < 0 or e["ts"] < 0 or e["pid"] != 1):
+        bad.append("trace: bad span %r" % e); break
+for n in ("read", "decode", "assemble"):   # copy: only on a GPU
+    if not any(e.get("ph") == "X" and e["name"] == n for e in ev):
+        bad.append("trace: no %r spans from the pipeline's hook" % n)
+steps = [e for e in cons if e["name"] == "step"]
+if steps and min(e["dur"] for e in steps) < 200:
+    bad.append("trace: a step is shorter than --compute-ms 0.2")
+if not any(e.get("ph") == "C" for e in ev):
+    bad.append("trace: no counters")
+if bad:
+    print("FAIL: bench/trace:\n  " + "\n  ".join(bad)); sys.exit(1)
+print("ok: bench --json figures consistent (%.0f samples/s, binding %s); trace has %d events"
+      % (r["samples_per_s"], lim["binding"], len(ev)))
+EOF
+
+# 8. bench text on raw data names the copy limit and decompression n/a.
+"$SLUICE" bench "$T/raw" --batch-size 64 > "$T/bench.txt" 2>&1 || fail "bench text: $(cat "$T/bench.txt")"
+grep -q 'decompression n/a (raw)' "$T/bench.txt" && grep -q '^binding ' "$T/bench.txt" &&
+	ok "bench text on raw data" || { fail "bench text:"; cat "$T/bench.txt"; }
+"$SLUICE" bench "$T/raw" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["limits"]["decompression"]["status"] == "n/a (raw)", d["limits"]' ||
+	fail "bench --json on raw data"
+
+# 9. errors: messages on stderr, exit 1; usage errors exit 2.
+"$SLUICE" stream "$T/missing" > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -q '^sluice: ' "$T/err" && ok "missing dataset: exit 1, $(head -c 80 "$T/err")" ||
+	fail "missing dataset: exit $rc, '$(cat "$T/err")'"
+"$SLUICE" stream "$D" --shuffle sideways > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "bad --shuffle: exit $rc, want 2"
+"$SLUICE" stream "$D" --hash --device cuda > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'cuda' "$T/err" || fail "--hash --device cuda: exit $rc, '$(cat "$T/err")'"
+"$SLUICE" bench "$D" --trace /nonexistent/dir/t.json > /dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "bench --trace to a bad path: exit $rc, want 1"
+"$SLUICE" stream "$D" --state-out "$T/s" > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--state-out without --stop-after-batches: exit $rc, want 2"
+
+if [ $failures -ne 0 ]; then
+	echo "$failures failure(s)"
+	exit 1
+fi
+echo "all sluice CLI checks passed"
