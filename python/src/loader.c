@@ -32,6 +32,7 @@ typedef struct {
 	struct sluice_loader_config cfg;
 	sluice_batch *pending;         /* taken from ld, not yet delivered */
 	unsigned long long rollovers;
+	int busy;                      /* a call runs without the GIL */
 } PySluiceLoader;
 
 enum opt_kind { OPT_U32, OPT_INT, OPT_U64 };
@@ -191,8 +192,18 @@ static void loader_dealloc(PyObject *o)
 	pysluice_free(o);
 }
 
+/*
+ * The library's loader is driven by one consumer thread, and next() runs
+ * without the GIL: a second Python thread arriving meanwhile (another
+ * next(), close(), state()) is refused rather than racing it.
+ */
 static int need_open(PySluiceLoader *self)
 {
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"loader used from two threads at once");
+		return -1;
+	}
 	if (self->ld)
 		return 0;
 	PyErr_SetString(PyExc_ValueError, "loader is closed");
@@ -246,6 +257,7 @@ static PyObject *loader_iternext(PyObject *o)
 		self->pending = NULL;
 		return pysluice_batch_new(b, sluice_loader_device(self->ld));
 	}
+	self->busy = 1;
 	for (;;) {
 		sluice_loader *ld = self->ld;
 
@@ -254,9 +266,12 @@ static PyObject *loader_iternext(PyObject *o)
 		Py_END_ALLOW_THREADS
 		if (r != -EDEADLK)
 			break;
-		if (rollover(self) < 0)
+		if (rollover(self) < 0) {
+			self->busy = 0;
 			return NULL;
+		}
 	}
+	self->busy = 0;
 	if (r == SLUICE_EOF)
 		return NULL; /* StopIteration; the library is at the next epoch */
 	if (r < 0)
@@ -279,9 +294,11 @@ static PyObject *loader_set_epoch(PyObject *o, PyObject *args)
 		return NULL;
 	drop_pending(self);
 	ld = self->ld;
+	self->busy = 1;
 	Py_BEGIN_ALLOW_THREADS
 	r = sluice_loader_set_epoch(ld, epoch);
 	Py_END_ALLOW_THREADS
+	self->busy = 0;
 	if (r < 0)
 		return raise_loader(ld, r, "set_epoch");
 	Py_RETURN_NONE;
@@ -413,9 +430,11 @@ static PyObject *loader_set_state(PyObject *o, PyObject *obj)
 		return NULL;
 	drop_pending(self);
 	ld = self->ld;
+	self->busy = 1;
 	Py_BEGIN_ALLOW_THREADS
 	r = sluice_loader_state_set(ld, &st);
 	Py_END_ALLOW_THREADS
+	self->busy = 0;
 	if (r < 0)
 		return raise_loader(ld, r, "set_state");
 	Py_RETURN_NONE;
@@ -486,8 +505,12 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)
 {
+	PySluiceLoader *self = (PySluiceLoader *)o;
+
 	(void)unused;
-	loader_close_now((PySluiceLoader *)o);
+	if (self->ld && need_open(self))
+		return NULL;
+	loader_close_now(self);
 	Py_RETURN_NONE;
 }
 
