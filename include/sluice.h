@@ -430,6 +430,11 @@ struct sluice_stats {
 	char fallbacks[528];               /* why each fallback is active */
 };
 
+/**
+ * sluice_loader_stats - copy the counters (all monotonic since open).
+ * @return: 0 or -EINVAL.
+ * Thread-safety: any thread, also while another drives the loader.
+ */
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 				   struct sluice_stats *st);
 
