@@ -415,26 +415,6 @@ sluice_dataset_field(const sluice_dataset *ds, int i)
 	return &ds->d.schema.fields[i].f;
 }
 
-/* pread exactly @len bytes at @off. */
-static int read_exact(int fd, void *buf, uint64_t len, uint64_t off)
-{
-	uint64_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(off + done));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -SLUICE_ECORRUPT;
-		done += (uint64_t)n;
-	}
-	return 0;
-}
-
 SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 				   const char *field, void *buf, size_t cap,
 				   size_t *len)
@@ -482,7 +462,7 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 		r = -ENOMEM;
 		goto out;
 	}
-	r = read_exact(fd, stored, blk->stored_size, blk->offset);
+	r = pread_full(fd, stored, blk->stored_size, blk->offset);
 	if (r < 0) {
 		dataset_set_error(ds, "%s: block %llu: offset %llu: %s",
 				  sf->path, (unsigned long long)b,

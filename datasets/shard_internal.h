@@ -53,4 +53,8 @@ void dataset_free_paths(char **paths, size_t n);
 /* Shard file names in manifests and merges: plain names only. */
 int shard_name_is_plain(const char *name);
 
+/* pread exactly @len bytes at @off: 0, -errno, or -SLUICE_ECORRUPT when
+ * the file ends first (it is shorter than its header or index says). */
+int pread_full(int fd, void *buf, size_t len, uint64_t off);
+
 #endif /* SLUICE_DATASETS_SHARD_INTERNAL_H */

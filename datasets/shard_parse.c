@@ -264,7 +264,7 @@ fail:
 }
 
 /* pread exactly @len bytes; a short read means the file shrank. */
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+int pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 
