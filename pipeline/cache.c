@@ -171,8 +171,7 @@ static int cmp_u64(const void *a, const void *b)
  * start; a window batch spans that many windows of W blocks; a full
  * shuffle may touch a different block per record.
  */
-uint32_t cache_needed(const struct loader_core *c, uint32_t batch_size,
-		      uint64_t *need_per_batch)
+uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size)
 {
 	uint64_t n = c->nblocks, need, k = 0, sum = 0;
 	uint64_t *sizes = malloc(n * sizeof(*sizes));
@@ -203,6 +202,5 @@ uint32_t cache_needed(const struct loader_core *c, uint32_t batch_size,
 		need = batch_size;
 	if (need > n)
 		need = n;
-	*need_per_batch = need;
-	return (uint32_t)need;
+	return need;
 }

@@ -171,6 +171,11 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 			slot_assemble_locked(c, s);
 	}
 	e->nwaiters = 0;
+	if (e->ahead) {
+		e->ahead = 0;
+		c->ahead_inflight--;
+		cache_unpin(c, i);
+	}
 }
 
 static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)

@@ -102,6 +102,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		c->plan_epoch++;
 		sampler_set_epoch(&c->sampler, c->plan_epoch);
 		c->plan_batch = 0;
+		c->ahead_batch = 0;
+		c->ahead_rec = 0;
 	}
 	s = free_slot(c);
 	if (!s)
@@ -172,6 +174,44 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	return 1;
 }
 
+/*
+ * Read blocks that batches not yet planned will need, in the order they
+ * will need them, while the cache has entries to spare beyond what the
+ * next batch needs.  They stay pinned until decoded, then wait on the LRU
+ * list for their batches.  Reads are appended to c->submit.
+ */
+static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
+{
+	while (c->ahead_inflight < c->ahead_max && c->lru_count > c->need) {
+		const uint64_t *recs;
+		uint32_t count, e;
+		uint64_t g, pos;
+
+		if (c->ahead_batch < c->plan_batch) {
+			c->ahead_batch = c->plan_batch;
+			c->ahead_rec = 0;
+		}
+		pos = (c->ahead_batch - c->plan_batch) * c->cfg.batch_size +
+		      c->ahead_rec;
+		if (c->ahead_batch >= c->sampler.nbatches ||
+		    pos > c->ahead_records)
+			return;
+		sampler_batch(&c->sampler, c->ahead_batch, &recs, &count);
+		if (c->ahead_rec >= count) {
+			c->ahead_batch++;
+			c->ahead_rec = 0;
+			continue;
+		}
+		g = block_of(c, recs[c->ahead_rec++]);
+		if (c->block_entry[g] >= 0 || cache_claim(c, g, &e) != 1)
+			continue;
+		c->entries[e].ahead = 1;
+		c->ahead_inflight++;
+		prepare_read(c, e);
+		c->submit[(*nsubmit)++] = &c->entries[e].rd;
+	}
+}
+
 static void read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct cache_entry *e = rd->user;
@@ -208,6 +248,24 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 	entry_ready_locked(c, i);
 }
 
+/* Submit c->submit[0, n) with one io_uring_enter, outside the lock. */
+static int submit_locked(struct loader_core *c, unsigned n)
+{
+	uint64_t t0 = now_ns();
+	int r;
+
+	for (unsigned k = 0; k < n; k++)
+		((struct cache_entry *)c->submit[k]->user)->submit_ns = t0;
+	pthread_mutex_unlock(&c->mu);
+	r = io_ring_submit(c->ring, c->submit, n);
+	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
+	pthread_mutex_lock(&c->mu);
+	if (r < 0)
+		loader_fail_locked(c, r, "io_uring submit failed: %s",
+				   strerror(-r));
+	return r;
+}
+
 void *io_thread_main(void *arg)
 {
 	struct loader_core *c = arg;
@@ -222,28 +280,17 @@ void *io_thread_main(void *arg)
 
 			if (nsubmit) {
 				/* one submission per batch */
-				unsigned n = nsubmit;
-				uint64_t t0 = now_ns();
-				int r;
-
-				for (unsigned k = 0; k < n; k++)
-					((struct cache_entry *)c->submit[k]->user)
-						->submit_ns = t0;
-				pthread_mutex_unlock(&c->mu);
-				r = io_ring_submit(c->ring, c->submit, n);
-				atomic_fetch_add(&c->st_read.busy_ns,
-						 now_ns() - t0);
-				pthread_mutex_lock(&c->mu);
-				nsubmit = 0;
-				if (r < 0) {
-					loader_fail_locked(c, r,
-						"io_uring submit failed: %s",
-						strerror(-r));
+				if (submit_locked(c, nsubmit) < 0)
 					break;
-				}
+				nsubmit = 0;
 			}
 			if (!planned)
 				break;
+		}
+		if (!c->stop && !c->planning_paused && !c->failed) {
+			read_ahead_locked(c, &nsubmit);
+			if (nsubmit)
+				submit_locked(c, nsubmit);
 		}
 		pthread_mutex_unlock(&c->mu);
 

@@ -305,9 +305,15 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
-	cache_needed(c, c->cfg.batch_size, &need);
+	need = cache_needed(c, c->cfg.batch_size);
+	c->need = need;
+	/* Read-ahead keeps two blocks per decode worker coming, looking no
+	 * further ahead than that many blocks' worth of records. */
+	c->ahead_max = 2 * c->cfg.decode_threads;
+	c->ahead_records = c->nblocks
+		? c->ahead_max * (c->ds->record_count / c->nblocks + 1) : 0;
 	c->entry_stride = align_up(c->ds->max_stored, 4096) + 4096;
-	entries = 2 * need;
+	entries = 2 * need + 2 * c->ahead_max;
 	if (c->cfg.cache_bytes / c->entry_stride > entries)
 		entries = c->cfg.cache_bytes / c->entry_stride;
 	if (entries > c->nblocks)
@@ -464,6 +470,8 @@ static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
 			sampler_set_epoch(&c->sampler, epoch);
 		c->plan_epoch = epoch;
 		c->plan_batch = batch;
+		c->ahead_batch = batch;
+		c->ahead_rec = 0;
 		c->epoch = epoch;
 		c->consumed = batch;
 	}

@@ -51,6 +51,8 @@ struct cache_entry {
 	struct block_view view;
 	int error;              /* negative code when FAILED */
 	int corrupt;            /* FAILED for bad data (skippable) */
+	int ahead;              /* read ahead of any batch: pinned by the
+				   read-ahead until decoded */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
@@ -155,6 +157,16 @@ struct loader_core {
 	struct sampler sampler;
 	uint64_t plan_epoch, plan_batch;
 	int planning_paused;
+	uint64_t need;              /* most blocks one batch can touch */
+
+	/* read-ahead [mu]: blocks of batches not yet planned, so that every
+	 * decode worker has a block to work on even when one block feeds
+	 * many batches (more than the slots hold) */
+	uint64_t ahead_batch;       /* scan position: batch, record in it */
+	uint32_t ahead_rec;
+	uint32_t ahead_inflight;    /* read-ahead blocks not yet decoded */
+	uint32_t ahead_max;         /* at most this many in flight */
+	uint64_t ahead_records;     /* and no further than this ahead */
 
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */
@@ -214,8 +226,7 @@ void cache_lru_push(struct loader_core *c, uint32_t e);
 void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry);
 void cache_reset(struct loader_core *c);
-uint32_t cache_needed(const struct loader_core *c, uint32_t batch_size,
-		      uint64_t *need_per_batch);
+uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
 /* io_thread.c */
 void *io_thread_main(void *arg);
