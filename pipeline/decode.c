@@ -55,7 +55,7 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	if (skip) {
 		uint32_t kept = skip_failed_records(c, s);
 
-		atomic_fetch_add(&c->skipped, s->count - kept);
+		s->skipped = s->count - kept;
 		s->delivered = kept;
 	}
 	return 0;
@@ -139,6 +139,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 
 	s->state = SLOT_ASSEMBLING;
 	s->delivered = s->count;
+	s->skipped = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
 		r = layout_variable_locked(c, s);

@@ -551,6 +551,8 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				c->consumed++;
 				atomic_fetch_add(&c->batches, 1);
 				atomic_fetch_add(&c->records, s->delivered);
+				/* counted on delivery, not when prefetched */
+				atomic_fetch_add(&c->skipped, s->skipped);
 				*out = &s->handle;
 				break;
 			}

@@ -85,6 +85,7 @@ struct slot {
 	uint64_t epoch, batch;  /* which batch it holds [mu] */
 	uint32_t count;         /* records planned */
 	uint32_t delivered;     /* records after skips */
+	uint32_t skipped;       /* records of corrupt blocks left out */
 	uint64_t *indices;      /* dataset index per record (count) */
 	uint32_t *rec_entry;    /* cache entry per record */
 	uint32_t *rec_in_block; /* record within its block */
