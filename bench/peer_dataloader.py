@@ -111,16 +111,22 @@ def make_dataset(torch, kind, root):
 
 
 def collate(kind, torch, items):
+    # Variable-size bytes travel as one flat tensor plus offsets (what
+    # sluice hands out too): a list of small tensors would cost one
+    # shared-memory segment per image between worker processes.
     if kind == "image":
-        data = [d for d, _ in items]
+        data = torch.cat([d for d, _ in items])
+        lens = torch.tensor([d.numel() for d, _ in items], dtype=torch.int64)
+        offsets = torch.zeros(len(items) + 1, dtype=torch.int64)
+        torch.cumsum(lens, 0, out=offsets[1:])
         labels = torch.tensor([l for _, l in items], dtype=torch.int64)
-        return data, labels
+        return data, offsets, labels
     return torch.stack(items)
 
 
 def batch_bytes(kind, b):
     if kind == "image":
-        return sum(d.numel() for d in b[0]) + b[1].numel() * 8
+        return b[0].numel() + b[2].numel() * 8
     return b.numel() * b.element_size()
 
 
@@ -129,10 +135,14 @@ def run(torch, kind, ds, name, loader, epochs):
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     for _ in range(epochs):
         for b in loader:
-            records += len(b[0]) if kind == "image" else b.shape[0]
+            records += len(b[2]) if kind == "image" else b.shape[0]
             nbytes += batch_bytes(kind, b)
     secs = time.perf_counter() - t0
-    del loader            # persistent workers exit: their CPU is counted
+    # Persistent workers only exit (and so only count in RUSAGE_CHILDREN)
+    # when shut down; the caller still holds the loader, so do it here.
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
     cpu = cpu_seconds() - cpu0
     return {"name": name, "records": records, "seconds": secs,
             "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
