@@ -144,18 +144,6 @@ int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry)
 	return 1;
 }
 
-/* Forget every cached block (all entries must be unpinned). */
-void cache_reset(struct loader_core *c)
-{
-	for (uint32_t i = 0; i < c->nentries; i++) {
-		struct cache_entry *e = &c->entries[i];
-
-		if (e->state != ENTRY_EMPTY)
-			c->block_entry[e->block] = -1;
-		e->state = ENTRY_EMPTY;
-	}
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -226,7 +226,6 @@ void cache_lru_remove(struct loader_core *c, uint32_t e);
 void cache_lru_push(struct loader_core *c, uint32_t e);
 void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry);
-void cache_reset(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
 /* io_thread.c */

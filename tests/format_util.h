@@ -171,4 +171,23 @@ static inline int tu_write(const char *dir,
 	return sluice_writer_close(w, sum);
 }
 
+/* The whole file @p in memory (caller frees); *@n its size. */
+static inline uint8_t *tu_slurp(const char *p, size_t *n)
+{
+	FILE *f = fopen(p, "rb");
+	uint8_t *b;
+	long sz;
+
+	T_ASSERT(f);
+	fseek(f, 0, SEEK_END);
+	sz = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = malloc((size_t)sz + 1);
+	T_ASSERT(b);
+	T_EQ(fread(b, 1, (size_t)sz, f), sz);
+	fclose(f);
+	*n = (size_t)sz;
+	return b;
+}
+
 #endif /* SLUICE_TESTS_FORMAT_UTIL_H */

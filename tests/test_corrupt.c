@@ -18,24 +18,6 @@ static char work[1024];     /* a damaged copy */
 static char shard[1100];    /* work/data-00000.dls */
 static int copies;
 
-static uint8_t *slurp(const char *p, size_t *n)
-{
-	FILE *f = fopen(p, "rb");
-	uint8_t *b;
-	long sz;
-
-	T_ASSERT(f);
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = malloc((size_t)sz + 1);
-	T_ASSERT(b);
-	T_EQ(fread(b, 1, (size_t)sz, f), sz);
-	fclose(f);
-	*n = (size_t)sz;
-	return b;
-}
-
 static void spit(const char *p, const void *b, size_t n)
 {
 	FILE *f = fopen(p, "wb");
@@ -56,12 +38,12 @@ static uint8_t *fresh_copy(const char *root, size_t *n)
 	T_EQ(mkdir(work, 0755), 0);
 	TU_FMT(src, "%s/dataset.json", base);
 	TU_FMT(dst, "%s/dataset.json", work);
-	b = slurp(src, &mn);
+	b = tu_slurp(src, &mn);
 	spit(dst, b, mn);
 	free(b);
 	TU_FMT(src, "%s/data-00000.dls", base);
 	TU_FMT(shard, "%s/data-00000.dls", work);
-	b = slurp(src, n);
+	b = tu_slurp(src, n);
 	spit(shard, b, *n);
 	return b;
 }

@@ -315,24 +315,6 @@ static void test_shards(const char *root)
 	check_all(d, 450, 0);
 }
 
-static uint8_t *slurp(const char *p, size_t *n)
-{
-	FILE *f = fopen(p, "rb");
-	uint8_t *b;
-	long sz;
-
-	T_ASSERT(f);
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = malloc((size_t)sz + 1);
-	T_ASSERT(b);
-	T_EQ(fread(b, 1, (size_t)sz, f), sz);
-	fclose(f);
-	*n = (size_t)sz;
-	return b;
-}
-
 static void test_threads_identical(const char *root)
 {
 	struct sluice_writer_config cfg;
@@ -357,8 +339,8 @@ static void test_threads_identical(const char *root)
 
 		TU_FMT(p1, "%s/data-%05u.dls", d1, s);
 		TU_FMT(p4, "%s/data-%05u.dls", d4, s);
-		a = slurp(p1, &n1);
-		b = slurp(p4, &n4);
+		a = tu_slurp(p1, &n1);
+		b = tu_slurp(p4, &n4);
 		T_EQ(n1, n4);
 		T_MEMEQ(a, b, n1);
 		free(a);
