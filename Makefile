@@ -52,16 +52,17 @@ else
 Q := @
 endif
 
-# Sources.  CLI-only files end in _main.c or start with cli_.
-GPU_SRCS := $(filter-out gpu/cuda_%.c,$(wildcard gpu/*.c))
+# Sources, by folder.  The library is datasets/ io/ pipeline/ gpu/; each
+# program is its folder under programs/ (see ARCHITECTURE.md).
+LIB_SRCS := $(wildcard datasets/*.c io/*.c pipeline/*.c) \
+	gpu/device.c gpu/host_device.c
 ifeq ($(CUDA),1)
-GPU_SRCS += $(wildcard gpu/cuda_*.c)
-CU_SRCS := $(wildcard gpu/*.cu)
+LIB_SRCS += gpu/cuda_device.c
+CU_SRCS := gpu/compute.cu
 endif
-LIB_SRCS := $(filter-out %_main.c datasets/cli_%.c, \
-	$(wildcard datasets/*.c io/*.c pipeline/*.c)) $(GPU_SRCS)
-SHARD_CLI_SRCS := $(wildcard datasets/*_main.c datasets/cli_*.c)
-SLUICE_CLI_SRCS := $(wildcard bench/*.c)
+IMPORT_SRCS := $(wildcard programs/dlpack-shard/import/*.c)
+SHARD_CLI_SRCS := $(wildcard programs/dlpack-shard/*.c) $(IMPORT_SRCS)
+SLUICE_CLI_SRCS := $(wildcard programs/sluice/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 
@@ -78,10 +79,14 @@ FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
 .PHONY: all test test-gpu demo deps install clean fuzz python bench-data
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
+# The programs see the library's internal headers (datasets/) beyond the
+# public API; the library sees only its own.
+$(BUILD)/obj/programs/%.o: INC := -Idatasets
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
 $(BUILD)/tobj/%.o: %.c
 	@mkdir -p $(@D)
@@ -117,7 +122,11 @@ $(BUILD)/tests/%: tests/%.c $(TSTATIC)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets -Iio -Ipipeline -Igpu \
-		$(LDFLAGS) $< $(TSTATIC) $(LIBS) -o $@
+		-Iprograms/dlpack-shard/import $(LDFLAGS) \
+		$< $(filter %.o,$^) $(TSTATIC) $(LIBS) -o $@
+
+# Tests of program code link that code too.
+$(BUILD)/tests/test_import_parse: $(IMPORT_SRCS:%.c=$(BUILD)/obj/%.o)
 
 # Fuzz targets, replayed over their corpus by a plain driver in `make test`.
 $(BUILD)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(TSTATIC)

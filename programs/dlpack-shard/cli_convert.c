@@ -1,6 +1,6 @@
 /*
  * cli_convert.c - `dlpack-shard convert`: option parsing, the progress
- * line and the summary.  The importers do the work (datasets/import.h).
+ * line and the summary.  The importers do the work (import/import.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "import.h"
+#include "import/import.h"
 
 enum source_kind { SRC_GUESS, SRC_DIR, SRC_TAR, SRC_NPY, SRC_SYNTH };
 

@@ -1,5 +1,5 @@
 /*
- * dlpack_shard_main.c - `dlpack-shard`: convert datasets into the
+ * main.c - `dlpack-shard`: convert datasets into the
  * dlpack-shard format and inspect, verify, read and merge them.
  */
 #include <stdio.h>

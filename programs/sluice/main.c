@@ -1,5 +1,5 @@
 /*
- * sluice_main.c - `sluice`: stream a dataset through the loader (stream)
+ * main.c - `sluice`: stream a dataset through the loader (stream)
  * or measure it against the machine's limits (bench).
  */
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /*
  * sluice_cli.h - the private interface between the files of the `sluice`
- * command (bench/).  Everything here uses only the public API
+ * command (programs/sluice/).  Everything here uses only the public API
  * (include/sluice.h, include/dlpack_shard.h) plus zstd, xxhash, liburing.
  */
 #ifndef SLUICE_BENCH_CLI_H
@@ -45,7 +45,7 @@ const char *shuffle_name(int shuffle);
 const char *device_name(int device);
 
 /* ------------------------------------------------------------------ */
-/* Small helpers (sluice_main.c)                                       */
+/* Small helpers (main.c)                                              */
 /* ------------------------------------------------------------------ */
 
 uint64_t clock_ns(void);             /* CLOCK_MONOTONIC, like the library */
