@@ -61,8 +61,9 @@ LIB_SRCS += gpu/cuda_device.c
 CU_SRCS := gpu/compute.cu
 endif
 IMPORT_SRCS := $(wildcard programs/dlpack-shard/import/*.c)
-SHARD_CLI_SRCS := $(wildcard programs/dlpack-shard/*.c) $(IMPORT_SRCS)
-SLUICE_CLI_SRCS := $(wildcard programs/sluice/*.c)
+SHARD_CLI_SRCS := programs/cli_util.c $(wildcard programs/dlpack-shard/*.c) \
+	$(IMPORT_SRCS)
+SLUICE_CLI_SRCS := programs/cli_util.c $(wildcard programs/sluice/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 
@@ -81,7 +82,7 @@ all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
 # The programs see the library's internal headers (datasets/) beyond the
 # public API; the library sees only its own.
-$(BUILD)/obj/programs/%.o: INC := -Idatasets
+$(BUILD)/obj/programs/%.o: INC := -Iprograms -Idatasets
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -31,7 +31,7 @@ static int cat_one(const char *path, uint64_t index, const char *field)
 		if (ds)
 			sluice_dataset_error(ds, msg, sizeof(msg));
 		sluice_dataset_close(ds);
-		return cli_error("%s", msg[0] ? msg : sluice_strerror(r));
+		return cli_error_code(msg, r);
 	}
 	for (;;) {
 		void *nb = realloc(buf, cap ? cap : 1);
@@ -56,7 +56,7 @@ static int cat_one(const char *path, uint64_t index, const char *field)
 					 (unsigned long long)index);
 		if (r == -ENOENT)
 			return cli_error("%s: no field '%s'", path, field);
-		return cli_error("%s", msg[0] ? msg : sluice_strerror(r));
+		return cli_error_code(msg, r);
 	}
 	if (len && fwrite(buf, 1, len, stdout) != len)
 		r = -EIO;
@@ -149,7 +149,7 @@ static int cat_hash(const char *path)
 	r = dataset_load(path, &ds, err, sizeof(err));
 	if (r < 0) {
 		dataset_free(&ds);
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
+		return cli_error_code(err, r);
 	}
 	dctx = ZSTD_createDCtx();
 	if (!dctx) {
@@ -165,7 +165,7 @@ static int cat_hash(const char *path)
 	if (fflush(stdout) != 0 && r == 0)
 		return cli_error("writing to stdout: %s", strerror(errno));
 	if (r < 0)
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
+		return cli_error_code(err, r);
 	return 0;
 }
 

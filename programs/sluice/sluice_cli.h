@@ -10,11 +10,10 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
+#include "cli_util.h"
 #include "sluice.h"
 
 #define CLI_NAME "sluice"
-#define CLI_EXIT_ERROR 1
-#define CLI_EXIT_USAGE 2
 
 /* ------------------------------------------------------------------ */
 /* Options (options.c)                                                 */
@@ -48,11 +47,7 @@ const char *device_name(int device);
 /* Small helpers (main.c)                                              */
 /* ------------------------------------------------------------------ */
 
-uint64_t clock_ns(void);             /* CLOCK_MONOTONIC, like the library */
 void busy_wait_ns(uint64_t ns);      /* spin: a stand-in for compute */
-int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int cli_usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
 void cli_usage(FILE *f);
 /* Print the loader's (or dataset's) message for @code; @return: 1. */
 int loader_error_exit(const sluice_loader *ld, int code);
