@@ -80,9 +80,9 @@ FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
 .PHONY: all test test-gpu demo deps install clean fuzz python bench-data
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
-# The programs see the library's internal headers (datasets/) beyond the
-# public API; the library sees only its own.
-$(BUILD)/obj/programs/%.o: INC := -Iprograms -Idatasets
+# The programs see the public API, include/sluice_tools.h and their own
+# headers; never the library's folders.
+$(BUILD)/obj/programs/%.o: INC := -Iprograms
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "shard.h"
+#include "sluice_tools.h"
 
 struct totals {
 	uint64_t raw, stored;

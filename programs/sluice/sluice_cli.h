@@ -1,7 +1,8 @@
 /*
  * sluice_cli.h - the private interface between the files of the `sluice`
  * command (programs/sluice/).  Everything here uses only the public API
- * (include/sluice.h, include/dlpack_shard.h) plus zstd, xxhash, liburing.
+ * (include/sluice.h, include/dlpack_shard.h), the internal tools header
+ * (include/sluice_tools.h) and zstd, xxhash, liburing.
  */
 #ifndef SLUICE_BENCH_CLI_H
 #define SLUICE_BENCH_CLI_H
@@ -12,6 +13,7 @@
 
 #include "cli_util.h"
 #include "sluice.h"
+#include "sluice_tools.h"
 
 #define CLI_NAME "sluice"
 
@@ -120,37 +122,20 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	       struct run_result *res);
 
 /* ------------------------------------------------------------------ */
-/* Shard files and the limits (shards.c, limits.c)                     */
+/* The dataset's blocks and the limits (limits.c)                      */
 /* ------------------------------------------------------------------ */
 
-struct shard_block {
-	uint64_t offset, stored, raw;
-	uint32_t codec;
-	uint32_t records;
-};
-
-struct shard_info {
-	char *path;
-	uint64_t file_bytes;
-	uint64_t records, stored_bytes, raw_bytes;
-	uint64_t nblocks;
-	struct shard_block *blocks;
-};
-
+/* The shards and block table the loader reads (the library's own view,
+ * sluice_tools.h), with the totals the report needs. */
 struct shard_set {
-	struct shard_info *v;
-	uint32_t n;
+	const struct dataset *d;  /* borrowed from the open sluice_dataset */
 	uint64_t records, stored_bytes, raw_bytes, file_bytes, blocks;
 	uint64_t zstd_blocks;
 	uint64_t max_stored, max_raw;
 };
 
-/* Resolve PATH as sluice_dataset_open does (directory, file, comma list,
- * glob) and parse every header and index (bounds-checked, the index
- * checksum verified).  @return: 0 or -errno / -SLUICE_E* with @err. */
-int shards_load(const char *path, struct shard_set *s, char *err,
-		size_t errlen);
-void shards_free(struct shard_set *s);
+/* Fill @s from the open, loaded dataset @ds. */
+void shards_summarize(const sluice_dataset *ds, struct shard_set *s);
 
 struct disk_limit {
 	double seconds;
