@@ -123,8 +123,16 @@ $(BUILD)/tests/%: tests/%.c $(TSTATIC)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets -Iio -Ipipeline -Igpu \
-		-Iprograms/dlpack-shard/import $(LDFLAGS) \
+		-Iprograms/dlpack-shard/import -I$(BUILD)/tests $(LDFLAGS) \
 		$< $(filter %.o,$^) $(TSTATIC) $(LIBS) -o $@
+
+# The usage example at the top of include/sluice.h, verbatim: the lines
+# after "Typical use" and its blank line, up to the comment's end.
+$(BUILD)/tests/header_example.inc: include/sluice.h
+	@mkdir -p $(@D)
+	$(Q)sed -n '/^ \* Typical use/,/^ \*\//p' $< | sed -e '1,/^ \*$$/d' \
+		-e '$$d' -e 's/^ \*\t\{0,1\}//' > $@
+$(BUILD)/tests/test_header_example: $(BUILD)/tests/header_example.inc
 
 # Tests of program code link that code too.
 $(BUILD)/tests/test_import_parse: $(IMPORT_SRCS:%.c=$(BUILD)/obj/%.o)

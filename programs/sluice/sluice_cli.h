@@ -89,8 +89,8 @@ void trace_counter(struct trace *t, const char *name, uint64_t ts_ns,
  * struct trace.  Each calling thread gets its own lane under the stage's
  * name.  Thread-safe, never blocks for long.
  */
-void trace_on_span(void *ctx, int stage, uint64_t start_ns, uint64_t end_ns,
-		   uint64_t bytes);
+void trace_on_span(void *ctx, enum sluice_stage stage, uint64_t start_ns,
+		   uint64_t end_ns, uint64_t bytes);
 uint64_t trace_events(const struct trace *t);
 /* Write the JSON and free @t (NULL ok).  @return: 0 or -errno. */
 int trace_close(struct trace *t);
