@@ -23,6 +23,7 @@ uint64_t now_ns(void)
 }
 
 /* The first failure wins; it stays until the loader is closed. */
+__attribute__((format(printf, 3, 0)))
 static void vfail_locked(struct loader_core *c, int code, const char *fmt,
 			 va_list ap)
 {

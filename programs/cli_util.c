@@ -12,6 +12,7 @@
 /* Set once by cli_main, before any command runs. */
 static const char *program_name = "sluice";
 
+__attribute__((format(printf, 1, 0)))
 static void vreport(const char *fmt, va_list ap)
 {
 	fprintf(stderr, "%s: ", program_name);
