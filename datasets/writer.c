@@ -19,6 +19,7 @@
 
 #include "manifest.h"
 #include "shard_internal.h"
+#include "writer_internal.h"
 #include "writer_pool.h"
 
 #define WRITER_MAX_THREADS 64u
@@ -400,12 +401,7 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 		r = -errno;
 		goto fail;
 	}
-	threads = cfg->threads;
-	if (threads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = n > 0 ? (uint32_t)n : 1;
-	}
+	threads = cfg->threads ? cfg->threads : wpool_default_threads();
 	if (threads > WRITER_MAX_THREADS)
 		threads = WRITER_MAX_THREADS;
 	r = wpool_start(&w->pool, threads, cfg->compression_level);
@@ -601,4 +597,15 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
 		*stored_bytes = w ? atomic_load_explicit(
 					    &m->progress_stored,
 					    memory_order_relaxed) : 0;
+}
+
+/* For writer_batch.c, which appends through sluice_writer_add. */
+const struct shard_schema *writer_schema(const sluice_writer *w)
+{
+	return &w->schema;
+}
+
+int writer_fail(sluice_writer *w, int code, const char *msg)
+{
+	return fail(w, code, "%s", msg);
 }

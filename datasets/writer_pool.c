@@ -2,6 +2,7 @@
  * writer_pool.c - compression workers for the writer (see writer_pool.h).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,20 @@
 
 #include "shard_internal.h"
 #include "writer_pool.h"
+
+uint32_t wpool_default_threads(void)
+{
+	cpu_set_t set;
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n < 1)
+		n = 1;
+	return n < SLUICE_WRITER_DEFAULT_THREADS
+		       ? (uint32_t)n
+		       : SLUICE_WRITER_DEFAULT_THREADS;
+}
 
 /* Store raw when zstd saves less than 3%: decoding raw costs nothing. */
 static int worth_compressing(uint64_t comp, uint64_t raw)

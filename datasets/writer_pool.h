@@ -42,6 +42,9 @@ struct wpool {
 };
 
 int wpool_start(struct wpool *p, uint32_t nthreads, int level);
+/* SLUICE_WRITER_DEFAULT_THREADS, or the CPUs this process may run on when
+ * fewer (at least 1). */
+uint32_t wpool_default_threads(void);
 /* A free slot for the next block, or NULL when the ring is full (retire
  * the oldest first).  Only the submitting thread calls these. */
 struct wslot *wpool_free_slot(struct wpool *p);

@@ -196,13 +196,20 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 
 typedef struct sluice_writer sluice_writer;
 
+/* Compression workers per writer when the config says 0: a few, not one per
+ * CPU, since a cluster node runs many writers (Spark or Ray tasks) at once;
+ * capped by the CPUs this process may run on (sched_getaffinity). */
+#define SLUICE_WRITER_DEFAULT_THREADS 4
+
 struct sluice_writer_config {
 	const char *prefix;          /* shard names PREFIX-00000.dls; "data" */
 	uint64_t shard_size;         /* stored bytes per shard; 0: unbounded */
 	uint64_t records_per_shard;  /* 0: unbounded; exclusive w/ shard_size */
 	uint64_t block_size;         /* target raw bytes per block; 1 MiB */
 	int compression_level;       /* 0: raw blocks; 1..22: zstd level */
-	uint32_t threads;            /* compression workers; 0: online CPUs */
+	uint32_t threads;            /* compression workers; 0: the default,
+					SLUICE_WRITER_DEFAULT_THREADS or
+					fewer when fewer CPUs are ours */
 	uint32_t alignment;          /* block alignment; 4096 */
 	int no_manifest;             /* 1: do not write dataset.json */
 	uint64_t reserved[8];        /* zero (config_init): room to grow */
@@ -243,6 +250,38 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
  */
 SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 				 const uint64_t *lengths);
+
+/* One field's values for @n records, column-wise (sluice_writer_add_columns).
+ * A fixed field: @values holds n x field bytes back to back, @offsets NULL.
+ * A variable field: record i is bytes [offsets[i], offsets[i+1]) of
+ *	@values (n + 1 nondecreasing byte offsets, offsets[n] <= values_len;
+ *	offsets[0] need not be 0, so a slice of a larger column works), or,
+ *	with @offsets NULL, every record takes values_len / n bytes. */
+struct sluice_column {
+	const void *values;
+	uint64_t values_len;        /* bytes readable at @values */
+	const uint64_t *offsets;    /* NULL or n + 1 byte offsets */
+	uint64_t reserved[2];       /* zero */
+};
+
+/**
+ * sluice_writer_add_columns - append @n records given column-wise, one
+ * sluice_column per field in schema order (the Python write_batch path:
+ * Arrow or NumPy columns without a per-record call from Python).
+ * @cols: @ncols columns, borrowed for the call; @ncols must equal the
+ *	schema's field count.
+ * Every column is checked (lengths, offsets in bounds and nondecreasing)
+ * before any record is appended; then the records are appended as by
+ * sluice_writer_add, in order.
+ * @return: 0; -EINVAL (bad column), -SLUICE_ESCHEMA (a length that does
+ *	not fit its field), -errno, -SLUICE_EZSTD.  The message names the
+ *	field and the record (sluice_writer_error()).  After an error the
+ *	writer only accepts sluice_writer_abort().
+ * Thread-safety: one thread at a time per writer.
+ */
+SLUICE_API int sluice_writer_add_columns(sluice_writer *w, uint64_t n,
+					 const struct sluice_column *cols,
+					 int ncols);
 
 /* Totals of a finished (or merged) dataset. */
 struct sluice_writer_summary {
