@@ -256,6 +256,55 @@ static PyObject *writer_write(PyObject *o, PyObject *values)
 	Py_RETURN_NONE;
 }
 
+/* write_columns(n, columns): n records column-wise; columns is a tuple,
+ * one per field, of (values_address, values_len, offsets_address or 0).
+ * The addresses are of buffers the Python caller (sluice/columns.py) holds
+ * for the call; offsets are n + 1 native uint64 byte offsets. */
+static PyObject *writer_write_columns(PyObject *o, PyObject *args)
+{
+	PySluiceWriter *self = (PySluiceWriter *)o;
+	struct sluice_column cols[SLUICE_MAX_FIELDS];
+	sluice_writer *w = self->w;
+	unsigned long long n;
+	PyObject *tuple;
+	char msg[1024];
+	int r;
+
+	if (!PyArg_ParseTuple(args, "KO!", &n, &PyTuple_Type, &tuple))
+		return NULL;
+	if (need_idle(self))
+		return NULL;
+	if (PyTuple_Size(tuple) != self->nfields) {
+		PyErr_Format(PyExc_TypeError,
+			     "write_columns() takes %d columns", self->nfields);
+		return NULL;
+	}
+	memset(cols, 0, sizeof(cols));
+	for (int i = 0; i < self->nfields; i++) {
+		unsigned long long values, len, offsets;
+
+		if (!PyArg_ParseTuple(PyTuple_GetItem(tuple, i),
+				      "KKK;a column is (values_address, "
+				      "values_len, offsets_address)",
+				      &values, &len, &offsets))
+			return NULL;
+		cols[i].values = (const void *)(uintptr_t)values;
+		cols[i].values_len = len;
+		cols[i].offsets = (const uint64_t *)(uintptr_t)offsets;
+	}
+	self->busy = 1;
+	Py_BEGIN_ALLOW_THREADS
+	r = sluice_writer_add_columns(w, n, cols, self->nfields);
+	Py_END_ALLOW_THREADS
+	self->busy = 0;
+	if (r < 0) {
+		self->failed = 1;
+		sluice_writer_error(w, msg, sizeof(msg));
+		return pysluice_raise(r, msg);
+	}
+	Py_RETURN_NONE;
+}
+
 static PyObject *writer_close(PyObject *o, PyObject *unused)
 {
 	PySluiceWriter *self = (PySluiceWriter *)o;
@@ -331,6 +380,9 @@ static void writer_dealloc(PyObject *o)
 static PyMethodDef writer_methods[] = {
 	{ "write", writer_write, METH_O,
 	  "write(values): one record, a tuple of bytes in schema order" },
+	{ "write_columns", writer_write_columns, METH_VARARGS,
+	  "write_columns(n, columns): n records, one (values_address, "
+	  "values_len, offsets_address) per field" },
 	{ "close", writer_close, METH_NOARGS,
 	  "close() -> summary dict: finish shards and dataset.json" },
 	{ "abort", writer_abort, METH_NOARGS,
