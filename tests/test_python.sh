@@ -4,6 +4,8 @@
 # that has pytest and numpy (tools/python_env.sh: the system's, or
 # build/venv, filled on first use).
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
+# SLUICE_PY_TESTS (python/tests) and SLUICE_PY_OUT ($BUILD/python) let
+# tests/test_engines.sh run other suites the same way.
 BUILD=${BUILD:-build}
 PY=${PYTHON:-python3}
 root=$(pwd)
@@ -44,7 +46,7 @@ case ${SAN:-} in
 	;;
 esac
 
-out=$build/python
+out=${SLUICE_PY_OUT:-$build/python}
 rm -rf "$out"
 mkdir -p "$out"
 ln -sf libsluice.so "$build/libsluice.so.0"
@@ -58,7 +60,7 @@ san_flags=${SAN:+-fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-point
 cd "$out" || exit 1
 PYTHONPATH="$out/lib" PYTHONDONTWRITEBYTECODE=1 "$PY" -m pytest -q -rs \
 	-p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/sluice-pytest-$$" \
-	"$root/python/tests"
+	$(for t in ${SLUICE_PY_TESTS:-python/tests}; do echo "$root/$t"; done)
 rc=$?
 rm -rf "${TMPDIR:-/tmp}/sluice-pytest-$$"
 case $rc in

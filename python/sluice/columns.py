@@ -299,3 +299,46 @@ def address_tuple(columns):
                     values.nbytes,
                     offsets.ctypes.data if offsets is not None else 0))
     return tuple(out), keep
+
+
+def _arrow_numeric(t):
+    pa = _pyarrow()
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16",
+                 "uint32", "uint64", "float16", "float32", "float64"):
+        if t == getattr(pa, name)():
+            return name
+    if pa.types.is_boolean(t):
+        return "bool"
+    return None
+
+
+def fields_from_arrow(schema):
+    """A sluice schema [(name, dtype, shape)] from an Arrow schema:
+    numbers and bool are fixed scalars; fixed-size lists (nested) fixed
+    shapes; lists and large lists variable fields [-1] (of fixed-size
+    lists: [-1, k]); binary and string uint8 [-1]; fixed-size binary
+    uint8 [width].  Other types raise TypeError naming the column."""
+    pa = _pyarrow()
+    fields = []
+    for f in schema:
+        t, shape = f.type, []
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+                pa.types.is_string(t) or pa.types.is_large_string(t):
+            fields.append((f.name, "uint8", (-1,)))
+            continue
+        if pa.types.is_fixed_size_binary(t):
+            fields.append((f.name, "uint8", (t.byte_width,)))
+            continue
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            shape.append(-1)
+            t = t.value_type
+        while pa.types.is_fixed_size_list(t):
+            shape.append(t.list_size)
+            t = t.value_type
+        dtype = _arrow_numeric(t)
+        if dtype is None:
+            raise TypeError("column %r: %s has no sluice field type (numbers, "
+                            "bool, lists of them, binary, string)" % (
+                                f.name, f.type))
+        fields.append((f.name, dtype, tuple(shape)))
+    return fields

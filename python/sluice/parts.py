@@ -1,0 +1,75 @@
+"""Retry-safe distributed writes (the pattern under sluice.spark and
+sluice.ray): every task attempt writes its own part folder, named with
+the attempt's id, under a staging folder; the task returns its part's
+path; the driver merges exactly the parts its engine reports as the
+successful attempts, in task order, then removes the staging folder with
+everything else in it (failed, retried and speculative attempts).
+
+A glob over the staging folder would take a dead attempt's finished part
+as well and duplicate its records: never merge by listing the folder.
+"""
+import os
+import shutil
+
+from .writer import ShardWriter, merge
+
+STAGING_SUFFIX = ".parts"
+
+
+def staging_dir(out):
+    """Where the parts of a write into @out go: beside @out, on the same
+    filesystem, so that merge hard-links instead of copying."""
+    return os.fspath(out).rstrip("/") + STAGING_SUFFIX
+
+
+def part_dir(staging, task, attempt):
+    """The folder of one task attempt: part-TASK-ATTEMPT."""
+    return os.path.join(staging, "part-%05d-%s" % (task, attempt))
+
+
+def write_part(path, schema, batches, writer_options=None, hook=None,
+               info=None):
+    """Write @batches (each anything ShardWriter.write_batch takes) into a
+    fresh part folder @path; returns {"path", "records"}.  @hook, when
+    given, is called as hook(event, info) with event "batch" after each
+    batch (info["records"] updated) and "closed" once the part is finished:
+    raising from it fails the attempt (the tests inject failures so)."""
+    info = dict(info or {}, path=path, records=0)
+    if os.path.exists(path):
+        # An attempt id is never reused; a folder here is not ours.
+        raise FileExistsError("part folder %s exists already" % path)
+    with ShardWriter(path, schema, **(writer_options or {})) as w:
+        for batch in batches:
+            info["records"] += w.write_batch(batch)
+            if hook:
+                hook("batch", info)
+    if w.summary["records"] != info["records"]:
+        raise RuntimeError("%s: wrote %d records, the writer counted %d" % (
+            path, info["records"], w.summary["records"]))
+    if hook:
+        hook("closed", info)
+    return {"path": path, "records": info["records"]}
+
+
+def commit(parts, out, staging, keep_parts=False):
+    """Merge the parts the engine returned ({"task", "path", "records"}
+    each, one per task) into @out, in task order; check the merged count
+    against the tasks' counts; then remove @staging (unless @keep_parts),
+    which drops the orphans of failed and duplicate attempts too.
+    Returns the merge summary."""
+    parts = sorted(parts, key=lambda p: p["task"])
+    tasks = [p["task"] for p in parts]
+    if len(set(tasks)) != len(tasks):
+        raise RuntimeError("two results for one task: %s" % tasks)
+    staging_real = os.path.realpath(staging)
+    for p in parts:
+        if os.path.dirname(os.path.realpath(p["path"])) != staging_real:
+            raise RuntimeError("part %s is not in %s" % (p["path"], staging))
+    expected = sum(p["records"] for p in parts)
+    summary = merge([p["path"] for p in parts], out)
+    if summary["records"] != expected:
+        raise RuntimeError("merged %d records into %s, the tasks wrote %d" %
+                           (summary["records"], out, expected))
+    if not keep_parts:
+        shutil.rmtree(staging)
+    return summary

@@ -1,0 +1,71 @@
+"""Write a Spark DataFrame as a sluice dataset, retry-safe.
+
+    import sluice.spark
+    summary = sluice.spark.write_dataframe(df, "/data/train")
+
+Each task attempt streams its partition's Arrow batches (mapInArrow) into
+its own part folder, OUT.parts/part-PARTITION-ATTEMPTID; the job's result
+is the list of part paths of the attempts Spark counted; the driver
+merges exactly those (sluice.parts.commit) and removes OUT.parts with the
+orphans of failed or speculative attempts.  pyspark and pyarrow are
+imported only when this runs.
+"""
+import os
+
+from . import parts
+from .writer import normalize_schema
+
+_RESULT = "task long, path string, records long"
+
+
+def _arrow_schema(df):
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(df.schema)
+
+
+def write_dataframe(df, out, schema=None, *, keep_parts=False, task_hook=None,
+                    **writer_options):
+    """Write @df into the dataset folder @out (any mounted filesystem the
+    executors and the driver share); returns the merge summary.
+
+    schema: the sluice schema (as ShardWriter takes); None infers it from
+        the DataFrame's Arrow types (sluice.columns.fields_from_arrow).
+        Spark has no fixed-size arrays: give array columns that hold a
+        fixed shape as fixed fields here, e.g. ("img", "uint8", (32, 32)).
+    keep_parts: leave OUT.parts in place after the merge.
+    task_hook: hook(event, info), called in the tasks (see
+        sluice.parts.write_part); for tests that inject failures.
+    writer_options: ShardWriter options for every part (threads,
+        compression_level, block_size, shard_size, ...).  threads defaults
+        to a few per task (at most 4), not one per CPU.
+    """
+    out = os.path.abspath(os.fspath(out))
+    if schema is None:
+        from .columns import fields_from_arrow
+        fields = fields_from_arrow(_arrow_schema(df))
+    else:
+        fields = normalize_schema(schema)
+    names = [f[0] for f in fields]
+    staging = parts.staging_dir(out)
+    os.makedirs(staging, exist_ok=True)
+
+    def write_partition(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task, attempt = ctx.partitionId(), ctx.taskAttemptId()
+        path = parts.part_dir(staging, task, "a%d" % attempt)
+        info = {"task": task, "attempt": ctx.attemptNumber()}
+        res = parts.write_part(path, fields, batches, writer_options,
+                               task_hook, info)
+        yield pa.RecordBatch.from_pydict(
+            {"task": [task], "path": [res["path"]],
+             "records": [res["records"]]},
+            schema=pa.schema([("task", pa.int64()), ("path", pa.string()),
+                              ("records", pa.int64())]))
+
+    rows = df.select(*names).mapInArrow(write_partition, _RESULT).collect()
+    results = [{"task": r["task"], "path": r["path"],
+                "records": r["records"]} for r in rows]
+    return parts.commit(results, out, staging, keep_parts)
