@@ -13,7 +13,9 @@
 #include "cli.h"
 #include "import/import.h"
 
-enum source_kind { SRC_GUESS, SRC_DIR, SRC_TAR, SRC_NPY, SRC_SYNTH };
+enum source_kind {
+	SRC_GUESS, SRC_DIR, SRC_TAR, SRC_NPY, SRC_PARQUET, SRC_SYNTH
+};
 
 struct convert_args {
 	struct import_options o;
@@ -185,6 +187,8 @@ static enum source_kind guess_kind(const char *src)
 		return SRC_TAR;
 	if (ends_with(src, ".npy"))
 		return SRC_NPY;
+	if (ends_with(src, ".parquet"))
+		return SRC_PARQUET;
 	return SRC_GUESS;
 }
 
@@ -230,11 +234,13 @@ static int parse_option(struct convert_args *a, int c, const char *arg)
 			a->kind = SRC_TAR;
 		else if (strcmp(arg, "npy") == 0)
 			a->kind = SRC_NPY;
+		else if (strcmp(arg, "parquet") == 0)
+			a->kind = SRC_PARQUET;
 		else if (strcmp(arg, "synth") == 0)
 			a->kind = SRC_SYNTH;
 		else
 			return cli_usage_error("--from: '%s' is not dir, tar, "
-					       "npy or synth", arg);
+					       "npy, parquet or synth", arg);
 		return -1;
 	case OPT_SHARD_SIZE:
 		if (cli_parse_size(arg, &o->wcfg.shard_size) < 0)
@@ -417,6 +423,9 @@ int cli_convert(int argc, char **argv)
 		break;
 	case SRC_NPY:
 		r = import_npy(&a.o, &sum, err, sizeof(err));
+		break;
+	case SRC_PARQUET:
+		r = import_parquet(&a.o, &sum, err, sizeof(err));
 		break;
 	default:
 		r = import_synth(&a.o, &sum, err, sizeof(err));

@@ -39,6 +39,9 @@ int import_tar(const struct import_options *o,
 	       struct sluice_writer_summary *sum, char *err, size_t errlen);
 int import_npy(const struct import_options *o,
 	       struct sluice_writer_summary *sum, char *err, size_t errlen);
+/* Runs $SLUICE_PYTHON (python3) -m sluice.parquet: pyarrow reads. */
+int import_parquet(const struct import_options *o,
+		   struct sluice_writer_summary *sum, char *err, size_t errlen);
 int import_synth(const struct import_options *o,
 		 struct sluice_writer_summary *sum, char *err, size_t errlen);
 

@@ -1,0 +1,114 @@
+"""Parquet files into a sluice dataset, with pyarrow: numeric columns
+become fixed fields, list and binary/string columns variable fields
+(sluice.columns.fields_from_arrow), written by ShardWriter.write_batch.
+
+    sluice.parquet.convert("part-*.parquet", "data/train")
+    python3 -m sluice.parquet SRC --out DIR [options]   # what
+    dlpack-shard convert --from parquet runs
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+from .writer import ShardWriter, normalize_schema
+
+
+def source_files(src):
+    """A file, a folder of *.parquet files (sorted), or a glob."""
+    src = os.fspath(src)
+    if os.path.isdir(src):
+        files = sorted(glob.glob(os.path.join(src, "*.parquet")))
+    elif any(c in src for c in "*?["):
+        files = sorted(glob.glob(src))
+    else:
+        files = [src]
+    if not files:
+        raise FileNotFoundError("%s: no parquet files" % src)
+    return files
+
+
+def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
+            progress=None, **writer_options):
+    """Convert @src (see source_files) into the dataset folder @out.
+    schema: None infers it from the first file; columns: the columns to
+    keep (default: all, or the schema's).  progress(records) is called
+    after each batch.  Returns the writer's summary."""
+    import pyarrow.parquet as pq
+
+    files = source_files(src)
+    first = pq.ParquetFile(files[0])
+    if schema is None:
+        from .columns import fields_from_arrow
+        arrow = first.schema_arrow
+        if columns:
+            arrow = arrow.__class__([arrow.field(c) for c in columns])
+        fields = fields_from_arrow(arrow)
+    else:
+        fields = normalize_schema(schema)
+    names = [f[0] for f in fields]
+    done = 0
+    with ShardWriter(out, fields, **writer_options) as w:
+        for path in files:
+            try:
+                pf = first if path == files[0] else pq.ParquetFile(path)
+                for batch in pf.iter_batches(batch_size=batch_rows,
+                                             columns=names):
+                    done += w.write_batch(batch)
+                    if progress:
+                        progress(done)
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                raise type(e)("%s: %s" % (path, e)) from e
+    return w.summary
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python3 -m sluice.parquet",
+        description="Convert parquet files into a sluice dataset.")
+    p.add_argument("src", help="a parquet file, a folder of them, or a glob")
+    p.add_argument("--out", "-o", required=True)
+    p.add_argument("--columns", help="comma-separated columns to keep")
+    p.add_argument("--batch-rows", type=int, default=65536)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--compression-level", type=int)
+    p.add_argument("--block-size", type=int)
+    p.add_argument("--shard-size", type=int)
+    p.add_argument("--records-per-shard", type=int)
+    p.add_argument("--prefix")
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument("--summary-fd", type=int,
+                   help="write the summary as JSON to this descriptor")
+    a = p.parse_args(argv)
+    opts = {k: v for k, v in {
+        "threads": a.threads, "compression_level": a.compression_level,
+        "block_size": a.block_size, "shard_size": a.shard_size,
+        "records_per_shard": a.records_per_shard,
+        "prefix": a.prefix}.items() if v is not None}
+
+    def progress(n):
+        sys.stderr.write("\r%d records" % n)
+
+    try:
+        summary = convert(a.src, a.out,
+                          columns=a.columns.split(",") if a.columns else None,
+                          batch_rows=a.batch_rows,
+                          progress=None if a.quiet else progress, **opts)
+    except ImportError as e:
+        sys.stderr.write("sluice.parquet: %s (pip install pyarrow)\n" % e)
+        return 1
+    except Exception as e:  # every failure is one line, no traceback
+        sys.stderr.write("%s%s: %s\n" % ("" if a.quiet else "\n",
+                                        type(e).__name__, e))
+        return 1
+    if not a.quiet:
+        sys.stderr.write("\n")
+    if a.summary_fd is not None:
+        with os.fdopen(a.summary_fd, "w") as f:
+            json.dump(summary, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Parquet into sluice: sluice.parquet.convert and `dlpack-shard convert
+--from parquet` give the same shards, byte for byte, as write_batch of the
+same table; inferred fields; a corrupt file fails naming it and leaves no
+dataset."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import sluice  # noqa: E402
+import sluice.columns  # noqa: E402
+import sluice.parquet  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+N = 3000
+
+
+def dlpack_shard():
+    build = os.environ.get("SLUICE_BIN", os.environ.get("BUILD", "build"))
+    path = os.path.join(build if os.path.isabs(build)
+                        else os.path.join(ROOT, build), "dlpack-shard")
+    if not os.access(path, os.X_OK):
+        pytest.skip("no %s (make)" % path)
+    return path
+
+
+def table():
+    i = np.arange(N)
+    return pa.table({
+        "id": pa.array(i, pa.int32()),
+        "score": pa.array(i / 7, pa.float64()),
+        "emb": pa.array([[k, k + 1, k + 2] for k in range(N)],
+                        pa.list_(pa.float32(), 3)),
+        "tok": pa.array([list(range(k % 6)) for k in range(N)],
+                        pa.list_(pa.int16())),
+        "blob": pa.array([bytes([k % 256]) * (k % 5) for k in range(N)]),
+        "name": pa.array(["n%d" % k for k in range(N)]),
+    })
+
+
+FIELDS = [("id", "int32", ()), ("score", "float64", ()),
+          ("emb", "float32", (3,)), ("tok", "int16", (-1,)),
+          ("blob", "uint8", (-1,)), ("name", "uint8", (-1,))]
+OPTS = dict(block_size=8192, threads=2)
+
+
+def shards(path):
+    return [open(os.path.join(path, f), "rb").read()
+            for f in sorted(os.listdir(path)) if f.endswith(".dls")]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pq")
+    t = table()
+    # Two files, several row groups each.
+    pq.write_table(t.slice(0, 1200), d / "a.parquet", row_group_size=500)
+    pq.write_table(t.slice(1200), d / "b.parquet", row_group_size=700)
+    ref = d / "ref"
+    with sluice.ShardWriter(ref, FIELDS, **OPTS) as w:
+        w.write_batch(t)
+    return d, shards(ref)
+
+
+def test_fields_inferred():
+    assert sluice.columns.fields_from_arrow(table().schema) == FIELDS
+    with pytest.raises(TypeError, match="'when'"):
+        sluice.columns.fields_from_arrow(pa.schema([("when",
+                                                     pa.timestamp("s"))]))
+
+
+def test_convert_folder_matches_write_batch(files, tmp_path):
+    d, ref = files
+    s = sluice.parquet.convert(d, tmp_path / "ds", batch_rows=333, **OPTS)
+    assert s["records"] == N
+    assert shards(tmp_path / "ds") == ref
+
+
+def test_cli_convert_from_parquet(files, tmp_path):
+    d, ref = files
+    out = tmp_path / "ds"
+    env = dict(os.environ, SLUICE_PYTHON=sys.executable)
+    r = subprocess.run([dlpack_shard(), "convert", "--from", "parquet",
+                        str(d), "--out", str(out), "--block-size", "8192",
+                        "--threads", "2", "--json"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert '"records": %d' % N in r.stdout
+    assert shards(out) == ref
+    v = subprocess.run([dlpack_shard(), "verify", str(out)],
+                       capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_cli_corrupt_parquet_fails_naming_the_file(files, tmp_path):
+    d, _ = files
+    bad = tmp_path / "bad.parquet"
+    data = open(d / "a.parquet", "rb").read()
+    bad.write_bytes(data[:len(data) // 2])  # footer gone
+    out = tmp_path / "ds"
+    env = dict(os.environ, SLUICE_PYTHON=sys.executable)
+    r = subprocess.run([dlpack_shard(), "convert", str(bad), "--out",
+                        str(out)], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "bad.parquet" in r.stderr
+    assert not os.path.exists(out / "dataset.json")
+
+
+def test_cli_without_python_package_says_what_it_needs(files, tmp_path):
+    d, _ = files
+    env = dict(os.environ, SLUICE_PYTHON="/nonexistent/python3")
+    r = subprocess.run([dlpack_shard(), "convert", "--from", "parquet",
+                        str(d), "--out", str(tmp_path / "ds")],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "pyarrow" in r.stderr and "SLUICE_PYTHON" in r.stderr
