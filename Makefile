@@ -3,6 +3,8 @@
 #   make                 libsluice.a, libsluice.so, dlpack-shard, sluice
 #   make test            every test; last line "N passed, N failed, N skipped"
 #   make test SAN=address,undefined   (or SAN=thread) sanitizer builds
+#   make test-engines    Spark, Ray and parquet tests (installs pyspark, ray
+#                        and pyarrow into build/engines-venv first, ~1 GB)
 #   make demo            install deps, build, convert a sample, bench it
 #   make CUDA=0          build without the CUDA toolkit
 #   make WERROR=1        warnings are errors (CI); make CC=clang works too
@@ -83,7 +85,7 @@ SLUICE := $(BUILD)/sluice
 TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
 
-.PHONY: all test test-gpu demo deps install clean fuzz python bench-data
+.PHONY: all test test-engines test-gpu demo deps install clean fuzz python bench-data
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
 # The programs see the public API, include/sluice_tools.h and their own
@@ -162,6 +164,12 @@ fuzz:
 
 test: all $(TESTS) $(FUZZ_REPLAYS)
 	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) WERROR=$(WERROR) sh tests/run.sh $(T)
+
+# tests/test_engines.sh also runs in `make test`, where it skips without
+# the venv this fills.
+test-engines: all
+	@sh tools/engines_env.sh >/dev/null
+	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh engines
 
 test-gpu: all $(TESTS)
 	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) SLUICE_REQUIRE_GPU=1 sh tests/run.sh gpu

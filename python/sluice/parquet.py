@@ -37,8 +37,14 @@ def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
     after each batch.  Returns the writer's summary."""
     import pyarrow.parquet as pq
 
+    def open_file(path):
+        try:
+            return pq.ParquetFile(path)
+        except (OSError, ValueError) as e:
+            raise type(e)("%s: %s" % (path, e)) from e
+
     files = source_files(src)
-    first = pq.ParquetFile(files[0])
+    first = open_file(files[0])
     if schema is None:
         from .columns import fields_from_arrow
         arrow = first.schema_arrow
@@ -52,7 +58,7 @@ def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
     with ShardWriter(out, fields, **writer_options) as w:
         for path in files:
             try:
-                pf = first if path == files[0] else pq.ParquetFile(path)
+                pf = first if path == files[0] else open_file(path)
                 for batch in pf.iter_batches(batch_size=batch_rows,
                                              columns=names):
                     done += w.write_batch(batch)

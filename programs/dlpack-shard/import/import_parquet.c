@@ -145,7 +145,8 @@ int import_parquet(const struct import_options *o,
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return import_fail(err, errlen, -EIO,
 				   "%s: converting with '%s -m sluice.parquet' "
-				   "failed (%s %d; it needs the sluice Python "
+				   "failed (%s %d, its message above; it needs "
+				   "the sluice Python "
 				   "package and pyarrow, SLUICE_PYTHON picks "
 				   "the interpreter)",
 				   o->src, py,
