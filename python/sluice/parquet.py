@@ -10,7 +10,9 @@ import argparse
 import glob
 import json
 import os
+import queue
 import sys
+import threading
 
 from .writer import ShardWriter, normalize_schema
 
@@ -27,6 +29,48 @@ def source_files(src):
     if not files:
         raise FileNotFoundError("%s: no parquet files" % src)
     return files
+
+
+def read_ahead(items, depth=2):
+    """Yield from @items, produced by a thread up to @depth ahead: pyarrow
+    decodes the next batch while the writer (without the GIL) compresses
+    this one.  The producer's exception is raised here, in order."""
+    q = queue.Queue(depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce():
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((end, None))
+        except BaseException as e:  # handed over, raised by the consumer
+            put((end, e))
+
+    t = threading.Thread(target=produce, name="sluice-parquet-read",
+                         daemon=True)
+    t.start()
+    try:
+        while True:
+            item, err = q.get()
+            if item is end:
+                if err is not None:
+                    raise err
+                return
+            yield item
+    finally:
+        stop.set()
+        t.join()
 
 
 def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
@@ -54,18 +98,26 @@ def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
     else:
         fields = normalize_schema(schema)
     names = [f[0] for f in fields]
-    done = 0
-    with ShardWriter(out, fields, **writer_options) as w:
+
+    def file_batches():
         for path in files:
+            pf = first if path == files[0] else open_file(path)
             try:
-                pf = first if path == files[0] else open_file(path)
                 for batch in pf.iter_batches(batch_size=batch_rows,
                                              columns=names):
-                    done += w.write_batch(batch)
-                    if progress:
-                        progress(done)
+                    yield path, batch
             except (OSError, ValueError, TypeError, KeyError) as e:
                 raise type(e)("%s: %s" % (path, e)) from e
+
+    done = 0
+    with ShardWriter(out, fields, **writer_options) as w:
+        for path, batch in read_ahead(file_batches()):
+            try:
+                done += w.write_batch(batch)
+            except (ValueError, TypeError, KeyError) as e:
+                raise type(e)("%s: %s" % (path, e)) from e
+            if progress:
+                progress(done)
     return w.summary
 
 

@@ -119,3 +119,25 @@ def test_cli_without_python_package_says_what_it_needs(files, tmp_path):
                        env=env, capture_output=True, text=True)
     assert r.returncode != 0
     assert "pyarrow" in r.stderr and "SLUICE_PYTHON" in r.stderr
+
+
+def test_bad_second_file_fails_naming_it(files, tmp_path):
+    """The read-ahead thread's error surfaces in order, naming the file,
+    after the first file's batches were written; no dataset is left."""
+    d, _ = files
+    src = tmp_path / "src"
+    src.mkdir()
+    data = open(d / "a.parquet", "rb").read()
+    (src / "a.parquet").write_bytes(data)
+    (src / "b.parquet").write_bytes(data[:100])
+    out = tmp_path / "ds"
+    with pytest.raises(ValueError) as e:  # pyarrow's ArrowInvalid
+        sluice.parquet.convert(src, out, batch_rows=100)
+    assert str(e.value).count("b.parquet") == 1
+    assert not os.path.exists(out / "dataset.json")
+    # A file with other columns: the schema error names it too.
+    pq.write_table(pa.table({"other": [1, 2]}), src / "b.parquet")
+    with pytest.raises(Exception) as e:
+        sluice.parquet.convert(src, tmp_path / "ds2")
+    assert "b.parquet" in str(e.value)
+    assert not os.path.exists(tmp_path / "ds2" / "dataset.json")
