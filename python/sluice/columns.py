@@ -76,8 +76,8 @@ def _no_nulls(arr, name):
 
 
 def _arrow_leaf(arr, name, depth):
-    """The numeric values under @depth levels of (fixed-size) lists, and
-    the item count per top-level element of the innermost list."""
+    """The numeric values under @depth levels of (fixed-size) lists, as
+    NumPy."""
     pa = _pyarrow()
     for _ in range(depth):
         if isinstance(arr, (pa.ListArray, pa.LargeListArray,
@@ -98,10 +98,22 @@ def _arrow_offsets(arr):
                       dtype=np.int64)
 
 
+def _list_depth(t):
+    pa = _pyarrow()
+    depth = 0
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or \
+            pa.types.is_fixed_size_list(t):
+        depth += 1
+        t = t.value_type
+    return depth
+
+
 def _arrow_fixed(arr, field, n):
+    """A fixed field from an Arrow column: primitive (scalar fields),
+    fixed-size binary, or lists nested once per dimension (or once, with
+    prod(shape) items): every list's length is checked."""
     pa = _pyarrow()
     name, dtype, shape = field
-    count = _units(shape)
     if isinstance(arr, pa.FixedSizeBinaryArray):
         _no_nulls(arr, name)
         width = arr.type.byte_width
@@ -109,24 +121,31 @@ def _arrow_fixed(arr, field, n):
         data = data[arr.offset * width:(arr.offset + n) * width]
         return _cast(data.view(_NUMPY_DTYPE[dtype]) if dtype != "bool"
                      else data, dtype, name).reshape((n,) + shape)
-    if isinstance(arr, (pa.ListArray, pa.LargeListArray)):
+    depth = _list_depth(arr.type)
+    if depth == len(shape):
+        dims = list(shape)
+    elif depth == 1:
+        dims = [_units(shape)]
+    else:
+        raise TypeError("field %r %s: a %s column (lists nested %d deep)" % (
+            name, list(shape), arr.type, depth))
+    for d in dims:
         _no_nulls(arr, name)
-        lengths = np.diff(_arrow_offsets(arr))
-        if len(lengths) and not (lengths == lengths[0]).all():
-            bad = int(np.argmax(lengths != lengths[0]))
-            raise ValueError("field %r: record %d has %d items, record 0 "
-                             "%d (a fixed field needs the same count)" % (
-                                 name, bad, lengths[bad], lengths[0]))
-    depth = 0
-    t = arr.type
-    while pa.types.is_list(t) or pa.types.is_large_list(t) or \
-            pa.types.is_fixed_size_list(t):
-        depth += 1
-        t = t.value_type
-    values = _cast(_arrow_leaf(arr, name, depth), dtype, name)
-    if values.size != n * count:
-        raise ValueError("field %r: %d items for %d records of shape %s" % (
-            name, values.size, n, shape))
+        if isinstance(arr, pa.FixedSizeListArray):
+            got = arr.type.list_size
+            if got != d:
+                raise ValueError("field %r: lists of %d items, expected %d" %
+                                 (name, got, d))
+        else:
+            lengths = np.diff(_arrow_offsets(arr))
+            if (lengths != d).any():
+                bad = int(np.argmax(lengths != d))
+                raise ValueError("field %r: list %d has %d items, expected "
+                                 "%d (shape %s)" % (name, bad, lengths[bad],
+                                                    d, list(shape)))
+        arr = arr.flatten()
+    _no_nulls(arr, name)
+    values = _cast(arr.to_numpy(zero_copy_only=False), dtype, name)
     return values.reshape((n,) + tuple(shape))
 
 

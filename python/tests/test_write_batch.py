@@ -182,7 +182,7 @@ def test_arrow_strings_lists_for_fixed_and_nulls(tmp_path):
     bad = {
         "nulls": (pa.array(["a", None, "c"]), "1 null values"),
         "ragged": (pa.array([[1, 2], [3], [5, 6]], pa.list_(pa.int16())),
-                   "record 1 has 1 items"),
+                   "list 1 has 1 items, expected 2"),
     }
     for what, (col, text) in bad.items():
         cols = {"s": batch.column(0), "v": batch.column(1),
@@ -193,3 +193,23 @@ def test_arrow_strings_lists_for_fixed_and_nulls(tmp_path):
             w.write_batch(pa.record_batch(cols))
         assert text in str(e.value), what
         w.abort()
+
+
+def test_arrow_nested_lists_for_a_fixed_field(tmp_path):
+    """A [2, 3] field from lists of lists (every level's length checked)
+    or from flat lists of 6."""
+    pa = pytest.importorskip("pyarrow")
+    schema = [("m", "int32", (2, 3))]
+    nested = pa.array([[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [0, 1, 2]]])
+    flat = pa.array([[1, 2, 3, 4, 5, 6], [7, 8, 9, 0, 1, 2]])
+    for col in (nested, flat):
+        out = tmp_path / ("d%d" % len(os.listdir(tmp_path)))
+        with sluice.ShardWriter(out, schema) as w:
+            w.write_batch(pa.record_batch({"m": col}))
+        got = np.frombuffer(sluice.Dataset(out).read(1, "m"), np.int32)
+        assert got.tolist() == [7, 8, 9, 0, 1, 2]
+    ragged = pa.array([[[1, 2, 3], [4, 5, 6]], [[7, 8], [9, 0, 1, 2]]])
+    w = sluice.ShardWriter(tmp_path / "bad", schema)
+    with pytest.raises(ValueError, match="list 2 has 2 items, expected 3"):
+        w.write_batch(pa.record_batch({"m": ragged}))
+    w.abort()
