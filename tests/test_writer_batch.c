@@ -3,9 +3,11 @@
  * column-wise (in uneven batches, from sliced offsets, equal-length
  * variable values without offsets) make the same shard bytes as one
  * sluice_writer_add per record; bad columns fail with a message naming
- * the field and leave no dataset behind.
+ * the field and leave no dataset behind.  Also the writer's default
+ * thread count.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "format_util.h"
 #include "sluice.h"
 #include "t.h"
+#include "writer_pool.h"
 
 #define NREC 1000u
 #define NFIELDS 3
@@ -238,6 +241,29 @@ static void bad_columns(const char *root, const struct columns *c)
 	expect_failure(dir, col, 2, 2, -EINVAL, "2 columns for 3 fields");
 }
 
+/* Not one worker per CPU: at most SLUICE_WRITER_DEFAULT_THREADS, and no
+ * more than the CPUs this process may run on. */
+static void default_threads(void)
+{
+	cpu_set_t all, one;
+	int n;
+
+	T_OK(sched_getaffinity(0, sizeof(all), &all));
+	n = CPU_COUNT(&all);
+	T_EQ(wpool_default_threads(),
+	     n < SLUICE_WRITER_DEFAULT_THREADS ? n
+					       : SLUICE_WRITER_DEFAULT_THREADS);
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all)) {
+			CPU_SET(c, &one);
+			break;
+		}
+	T_OK(sched_setaffinity(0, sizeof(one), &one));
+	T_EQ(wpool_default_threads(), 1);
+	T_OK(sched_setaffinity(0, sizeof(all), &all));
+}
+
 int main(void)
 {
 	const char *root = tu_scratch("writer-batch");
@@ -260,6 +286,7 @@ int main(void)
 	TU_FMT(eq, "%s/equal", root);
 	equal_length_variable(eq);
 	bad_columns(root, &c);
+	default_threads();
 	printf("ok\n");
 	return 0;
 }
