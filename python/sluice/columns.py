@@ -88,14 +88,32 @@ def _arrow_leaf(arr, name, depth):
             raise TypeError("field %r: expected nested lists, got %s" % (
                 name, arr.type))
     _no_nulls(arr, name)
-    return arr.to_numpy(zero_copy_only=False)
+    return _arrow_numbers(arr)
+
+
+def _arrow_numbers(arr):
+    """A null-free numeric or bool Arrow array as NumPy, without a copy
+    from its buffer.  (Array.to_numpy imports pandas, even zero-copy: a
+    second of start-up for a short conversion.)"""
+    pa = _pyarrow()
+    if pa.types.is_boolean(arr.type):  # bit-packed in Arrow
+        bits = np.frombuffer(arr.buffers()[1], np.uint8)
+        return np.unpackbits(bits, bitorder="little")[
+            arr.offset:arr.offset + len(arr)].astype(bool)
+    name = _arrow_numeric(arr.type)
+    if name is None:
+        raise TypeError("%s is not a numeric Arrow type" % arr.type)
+    data = arr.buffers()[1]
+    if data is None or len(arr) == 0:
+        return np.zeros(0, _NUMPY_DTYPE[name])
+    return np.frombuffer(data, _NUMPY_DTYPE[name])[
+        arr.offset:arr.offset + len(arr)]
 
 
 def _arrow_offsets(arr):
     """Arrow offsets of a list or binary array (its slice included) as
     int64 NumPy."""
-    return np.asarray(arr.offsets.to_numpy(zero_copy_only=False),
-                      dtype=np.int64)
+    return np.asarray(_arrow_numbers(arr.offsets), dtype=np.int64)
 
 
 def _list_depth(t):
@@ -145,7 +163,7 @@ def _arrow_fixed(arr, field, n):
                                                     d, list(shape)))
         arr = arr.flatten()
     _no_nulls(arr, name)
-    values = _cast(arr.to_numpy(zero_copy_only=False), dtype, name)
+    values = _cast(_arrow_numbers(arr), dtype, name)
     return values.reshape((n,) + tuple(shape))
 
 
