@@ -3,13 +3,15 @@ sluice.ray): every task attempt writes its own part folder, named with
 the attempt's id, under a staging folder; the task returns its part's
 path; the driver merges exactly the parts its engine reports as the
 successful attempts, in task order, then removes the staging folder with
-everything else in it (failed, retried and speculative attempts).
+everything else in it (failed, retried and speculative attempts).  The
+staging folder is OUT.parts/run-ID, one per write.
 
 A glob over the staging folder would take a dead attempt's finished part
 as well and duplicate its records: never merge by listing the folder.
 """
 import os
 import shutil
+import uuid
 
 from .writer import ShardWriter, merge
 
@@ -17,9 +19,12 @@ STAGING_SUFFIX = ".parts"
 
 
 def staging_dir(out):
-    """Where the parts of a write into @out go: beside @out, on the same
-    filesystem, so that merge hard-links instead of copying."""
-    return os.fspath(out).rstrip("/") + STAGING_SUFFIX
+    """Where the parts of one write into @out go: OUT.parts/RUN, beside
+    @out on the same filesystem (so merge hard-links instead of copying),
+    RUN fresh for every write (a folder left by a driver that died is
+    never mistaken for this run's)."""
+    return os.path.join(os.fspath(out).rstrip("/") + STAGING_SUFFIX,
+                        "run-" + uuid.uuid4().hex[:12])
 
 
 def part_dir(staging, task, attempt):
@@ -72,4 +77,8 @@ def commit(parts, out, staging, keep_parts=False):
                            (summary["records"], out, expected))
     if not keep_parts:
         shutil.rmtree(staging)
+        try:
+            os.rmdir(os.path.dirname(staging))  # OUT.parts, when empty
+        except OSError:
+            pass
     return summary

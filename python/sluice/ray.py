@@ -1,17 +1,17 @@
 """A Ray Data datasink that writes a sluice dataset, retry-safe.
 
     import sluice.ray
-    ds.write_datasink(sluice.ray.SluiceDatasink("/data/train", schema),
-                      ray_remote_args={"max_retries": 3,
-                                       "retry_exceptions": True})
+    sink = sluice.ray.SluiceDatasink("/data/train", schema)
+    ds.write_datasink(sink, ray_remote_args={"max_retries": 3,
+                                             "retry_exceptions": True})
 
 Each write task attempt streams its blocks into its own part folder,
-OUT.parts/part-TASK-ATTEMPT (ATTEMPT is fresh for every attempt: Ray
-reuses task ids across retries) and returns the part's path; when the
+OUT.parts/run-ID/part-TASK-ATTEMPT (ATTEMPT is fresh for every attempt:
+Ray reuses task ids across retries) and returns the part's path; when the
 write finishes, on_write_complete merges exactly the parts Ray returned
-(sluice.parts.commit) and removes OUT.parts with the orphans of failed
-attempts.  The summary is then in .summary.  ray and pyarrow are imported
-only when this module is.
+(sluice.parts.commit) and removes the run's folder with the orphans of
+failed attempts.  The summary is then in sink.summary.  Use one sink per
+write.  ray and pyarrow are imported only when this module is.
 """
 import os
 import uuid

@@ -4,11 +4,11 @@
     summary = sluice.spark.write_dataframe(df, "/data/train")
 
 Each task attempt streams its partition's Arrow batches (mapInArrow) into
-its own part folder, OUT.parts/part-PARTITION-ATTEMPTID; the job's result
-is the list of part paths of the attempts Spark counted; the driver
-merges exactly those (sluice.parts.commit) and removes OUT.parts with the
-orphans of failed or speculative attempts.  pyspark and pyarrow are
-imported only when this runs.
+its own part folder, OUT.parts/run-ID/part-PARTITION-aATTEMPTID; the
+job's result is the list of part paths of the attempts Spark counted; the
+driver merges exactly those (sluice.parts.commit) and removes the run's
+folder with the orphans of failed or speculative attempts.  pyspark and
+pyarrow are imported only when this runs.
 """
 import os
 
@@ -32,7 +32,7 @@ def write_dataframe(df, out, schema=None, *, keep_parts=False, task_hook=None,
         the DataFrame's Arrow types (sluice.columns.fields_from_arrow).
         Spark has no fixed-size arrays: give array columns that hold a
         fixed shape as fixed fields here, e.g. ("img", "uint8", (32, 32)).
-    keep_parts: leave OUT.parts in place after the merge.
+    keep_parts: leave the parts (OUT.parts/run-ID) after the merge.
     task_hook: hook(event, info), called in the tasks (see
         sluice.parts.write_part); for tests that inject failures.
     writer_options: ShardWriter options for every part (threads,

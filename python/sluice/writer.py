@@ -116,8 +116,8 @@ class ShardWriter:
     Python scalars or buffers.  write_batch(batch) appends many at once
     from Arrow or NumPy columns (much faster: no Python per record).
     threads=None: a few compression workers (at most 4), not one per
-    CPU, so many writers can share a node.  close() finishes the shards and writes
-    dataset.json; leaving a with-block on an exception aborts instead
+    CPU, so many writers can share a node.  close() finishes the shards
+    and writes dataset.json; leaving a with-block on an exception aborts instead
     (unfinished files are removed).  Options left at None take the
     library's defaults (1 GiB shards, 1 MiB blocks, zstd level 3).
     """

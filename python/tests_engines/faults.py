@@ -30,3 +30,11 @@ def fired(marker_dir, event, task):
     """The record count at which the failure fired, or None."""
     path = os.path.join(marker_dir, "%s-%d" % (event, task))
     return int(open(path).read()) if os.path.exists(path) else None
+
+
+def run_dir(out):
+    """The one run folder under OUT.parts (a write with keep_parts)."""
+    parts = str(out) + ".parts"
+    runs = os.listdir(parts)
+    assert len(runs) == 1, runs
+    return os.path.join(parts, runs[0])

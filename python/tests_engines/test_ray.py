@@ -13,7 +13,7 @@ pa = pytest.importorskip("pyarrow")
 import sluice  # noqa: E402
 import sluice.ray  # noqa: E402
 from expect import SCHEMA, check_exactly_once, record  # noqa: E402
-from faults import fail_once, fired  # noqa: E402
+from faults import fail_once, fired, run_dir  # noqa: E402
 
 # Ray's workers cannot import the test modules: ship them by value.
 import expect, faults  # noqa: E401,E402
@@ -86,7 +86,7 @@ def test_task_fails_after_some_records(local_ray, tmp_path):
           task_hook=fail_once(str(marks), "batch", task=2, after_records=500))
     assert fired(str(marks), "batch", 2) >= 500
     check_exactly_once(str(out), N)
-    assert len(failing_tasks(str(out) + ".parts", 2)) == 2
+    assert len(failing_tasks(run_dir(out), 2)) == 2
 
 
 def test_worker_dies_after_finished_part(local_ray, tmp_path):
@@ -98,7 +98,7 @@ def test_worker_dies_after_finished_part(local_ray, tmp_path):
     n = fired(str(marks), "closed", 4)
     assert n and n > 0
     check_exactly_once(str(out), N)
-    staging = str(out) + ".parts"
+    staging = run_dir(out)
     orphans = failing_tasks(staging, 4)
     assert len(orphans) == 2, orphans
     # Both are complete datasets: only the returned list tells them apart.

@@ -12,7 +12,7 @@ pytest.importorskip("pyarrow")
 import sluice  # noqa: E402
 import sluice.spark  # noqa: E402
 from expect import SCHEMA, check_exactly_once  # noqa: E402
-from faults import fail_once, fired  # noqa: E402
+from faults import fail_once, fired, run_dir  # noqa: E402
 
 N = 20000
 PARTITIONS = 8
@@ -72,7 +72,7 @@ def test_task_fails_after_some_records(spark, tmp_path):
     assert fired(str(marks), "batch", 3) >= 1000  # it did fail once
     check_exactly_once(str(out), N)
     # The failed attempt's folder is an orphan: unfinished, never merged.
-    staging = str(out) + ".parts"
+    staging = run_dir(out)
     task3 = [d for d in os.listdir(staging) if d.startswith("part-00003-")]
     assert len(task3) == 2, task3
 
@@ -89,7 +89,7 @@ def test_worker_dies_after_finished_part(spark, tmp_path):
                                  keep_parts=True, threads=1)
     assert fired(str(marks), "closed", 5) == N // PARTITIONS
     check_exactly_once(str(out), N)
-    staging = str(out) + ".parts"
+    staging = run_dir(out)
     task5 = sorted(d for d in os.listdir(staging)
                    if d.startswith("part-00005-"))
     assert len(task5) == 2, task5
