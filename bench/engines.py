@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Spark and Ray writing a sluice dataset end to end (the engine builds
 the records, tasks write parts, the driver merges): wall seconds and
-records/s, median of RUNS, against one ShardWriter.write_batch of the same
-records built in NumPy.  Records: id int64, vec float32[32] (from an
-array column), text uint8[-1] (a string, ~8 bytes).
+records/s, median of RUNS, against one process building the same records
+(NumPy, and a list of bytes for text) and writing them with write_batch.
+Every timing includes building the records.  Records: id int64, vec
+float32[32] (from an array column), text uint8[-1] (a string, ~8 bytes).
 
 Usage: PYTHONPATH=<built sluice package> PYSPARK_PYTHON=$(which python3) \\
        python3 bench/engines.py        (needs pyspark, ray, pyarrow)
