@@ -92,10 +92,11 @@ SLUICE_API int sluice_writer_add_columns(sluice_writer *w, uint64_t n,
 		for (uint32_t f = 0; f < schema->nfields; f++) {
 			const struct sluice_column *c = &cols[f];
 			const uint8_t *base = c->values;
-			uint64_t start = c->offsets ? c->offsets[i] : i * each[f];
+			uint64_t start, end;
 
-			lengths[f] = c->offsets ? c->offsets[i + 1] - start
-						: each[f];
+			start = c->offsets ? c->offsets[i] : i * each[f];
+			end = c->offsets ? c->offsets[i + 1] : start + each[f];
+			lengths[f] = end - start;
 			values[f] = base ? base + start : NULL;
 		}
 		r = sluice_writer_add(w, values, lengths);

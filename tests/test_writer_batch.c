@@ -68,8 +68,8 @@ static void write_per_record(const char *dir, const struct columns *c)
 	config(&cfg);
 	T_OK(sluice_writer_open(dir, f, NFIELDS, &cfg, &w));
 	for (uint32_t i = 0; i < NREC; i++) {
-		const void *v[NFIELDS] = { &c->label[i], &c->vec[i * 4],
-					   (const uint8_t *)c->tok + c->offs[i] };
+		const uint8_t *tok = (const uint8_t *)c->tok + c->offs[i];
+		const void *v[NFIELDS] = { &c->label[i], &c->vec[i * 4], tok };
 		uint64_t len[NFIELDS] = { 8, 16, c->offs[i + 1] - c->offs[i] };
 
 		T_OK(sluice_writer_add(w, v, len));
@@ -220,7 +220,8 @@ static void bad_columns(const char *root, const struct columns *c)
 	col[2].values_len = 12;
 	col[2].offsets = offs;
 	TU_FMT(dir, "%s/bad1", root);
-	expect_failure(dir, col, NFIELDS, 3, -EINVAL, "'tok': offsets decrease");
+	expect_failure(dir, col, NFIELDS, 3, -EINVAL,
+		       "'tok': offsets decrease");
 
 	offs[2] = 8;
 	offs[3] = 16;  /* past the 12 value bytes */
