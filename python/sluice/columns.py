@@ -221,13 +221,20 @@ def _numpy_variable(value, field, n):
     if isinstance(value, tuple) and len(value) == 2:
         values, offs = value
         values = _cast(np.asarray(values), dtype, name)
-        if values.ndim and tuple(values.shape[1:]) != tuple(shape[1:]) \
-                and values.size % unit == 0 and len(shape) > 1:
-            values = values.reshape((-1,) + tuple(shape[1:]))
+        # Offsets count steps along values' first axis: rows of the
+        # field's trailing shape, or single items of a flat array.
+        if values.ndim == 1:
+            step = 1
+        elif tuple(values.shape[1:]) == tuple(shape[1:]):
+            step = unit
+        else:
+            raise ValueError("field %r: values of shape %s, expected "
+                             "[m, %s] or flat" % (name, values.shape,
+                                                  list(shape[1:])))
         if len(offs) != n + 1:
             raise ValueError("field %r: %d offsets for %d records (need "
                              "n + 1)" % (name, len(offs), n))
-        return values, _byte_offsets(offs, unit * values.itemsize, name)
+        return values, _byte_offsets(offs, step * values.itemsize, name)
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError("field %r: %d values for %d records" % (

@@ -213,3 +213,27 @@ def test_arrow_nested_lists_for_a_fixed_field(tmp_path):
     with pytest.raises(ValueError, match="list 2 has 2 items, expected 3"):
         w.write_batch(pa.record_batch({"m": ragged}))
     w.abort()
+
+
+def test_values_offsets_flat_or_rows(tmp_path):
+    """For a [-1, 2] field, offsets count rows of 2 when values are
+    [m, 2], single items when values are flat (then every record must
+    hold whole rows)."""
+    schema = [("p", "float32", (-1, 2))]
+    rows = np.arange(12, dtype=np.float32).reshape(6, 2)
+    with sluice.ShardWriter(tmp_path / "a", schema) as w:
+        w.write_batch({"p": (rows, [0, 1, 4, 6])})
+        w.write_batch({"p": (rows.reshape(-1), [0, 2, 8])})
+    ds = sluice.Dataset(tmp_path / "a")
+    got = [np.frombuffer(ds.read(i, "p"), np.float32).tolist()
+           for i in range(len(ds))]
+    assert got == [[0, 1], list(range(2, 8)), list(range(8, 12)),
+                   [0, 1], list(range(2, 8))]
+    w = sluice.ShardWriter(tmp_path / "b", schema)
+    with pytest.raises(sluice.SchemaError, match="record 0"):
+        w.write_batch({"p": (rows.reshape(-1), [0, 3])})  # 1.5 rows
+    w.abort()
+    w = sluice.ShardWriter(tmp_path / "c", schema)
+    with pytest.raises(ValueError, match="expected"):
+        w.write_batch({"p": (rows.reshape(3, 4), [0, 1])})
+    w.abort()
