@@ -1,6 +1,6 @@
 """Parquet into sluice: sluice.parquet.convert and `dlpack-shard convert
---from parquet` give the same shards, byte for byte, as write_batch of the
-same table; inferred fields; a corrupt file fails naming it and leaves no
+--from parquet` give the same blocks and index, byte for byte, as
+write_batch of the same table; inferred fields; a corrupt file fails naming it and leaves no
 dataset."""
 import os
 import subprocess
@@ -50,7 +50,9 @@ OPTS = dict(block_size=8192, threads=2)
 
 
 def shards(path):
-    return [open(os.path.join(path, f), "rb").read()
+    """Blocks and index of each shard: the bytes after the 4 KiB header
+    (a header may carry its dataset's random id)."""
+    return [open(os.path.join(path, f), "rb").read()[4096:]
             for f in sorted(os.listdir(path)) if f.endswith(".dls")]
 
 
