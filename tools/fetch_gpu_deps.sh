@@ -5,14 +5,16 @@
 # xxhash headers and no package registry.
 #
 # The .deb files of this (Debian/Ubuntu, x86-64) machine: headers plus the
-# static archives, which run.sh links so the GPU machine's runtime library
-# versions do not matter.  libpython3.11-dev supplies Python.h for the
+# static archives, which run.sh links into the programs and tests so the
+# GPU machine's runtime library versions do not matter; and the shared
+# libraries, for libsluice.so (Debian's libzstd.a is not position-
+# independent), found through an rpath to the unpacked copies.  libpython3.11-dev supplies Python.h for the
 # abi3 extension when that machine's interpreter has no headers (a
 # limited-API build from 3.11 headers loads in any later CPython).
 # About 5 MB; the run tool carries at most 64 MiB with the working tree.
 set -e
 cd "$(dirname "$0")/.."
-pkgs="liburing-dev libzstd-dev libxxhash-dev"
+pkgs="liburing-dev libzstd-dev libxxhash-dev liburing2 libzstd1 libxxhash0"
 py=$(apt-cache search --names-only '^libpython3\.[0-9]+-dev$' 2>/dev/null |
 	awk '{print $1}' | sort -V | tail -n 1)
 [ -n "$py" ] && pkgs="$pkgs $py"

@@ -59,6 +59,7 @@ step() {
 	secs=$(( $(date +%s) - t0 ))
 	case $rc in
 	0) status=ok ;;
+	77) status="STOP (no usable GPU)" ;;
 	124|137) status="TIMEOUT after ${budget}s" ;;
 	*) status="FAIL (exit $rc)" ;;
 	esac
@@ -105,12 +106,20 @@ unpack_deps() {
 
 build() {
 	set -e
+	# libsluice.so first, against the carried shared libraries (Debian's
+	# libzstd.a is not -fPIC), found at run time through the rpath; then
+	# everything else against the static archives alone.
+	shared="$prefix/usr/lib/x86_64-linux-gnu"
+	make -j"$JOBS" CUDA=1 LDFLAGS="-L$shared -Wl,-rpath,$shared" "$BUILD/libsluice.so"
 	make -j"$JOBS" CUDA=1 all $(ls tests/test_*.c | sed "s|^tests/\(.*\)\.c$|$BUILD/tests/\1|")
 	# Proof that the carried archives were used, not shared libraries.
 	if ldd "$BUILD/sluice" | grep -E 'liburing|libzstd|libxxhash'; then
 		echo "sluice links shared liburing/zstd/xxhash: expected the static archives"
 		exit 1
 	fi
+	ldd "$BUILD/libsluice.so" | grep -E 'liburing|libzstd|libxxhash'
+	ldd "$BUILD/libsluice.so" | grep -E 'liburing|libzstd|libxxhash' |
+		grep -vq "$prefix" && { echo "libsluice.so resolves a system copy"; exit 1; }
 	grep -ho "[^ ]*/liburing.h\|[^ ]*/zstd.h\|[^ ]*/xxhash.h" \
 		$(find "$BUILD/obj" -name '*.d') | sort -u
 	# The Python extension against this build, for the tutorial.
