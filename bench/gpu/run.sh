@@ -87,7 +87,13 @@ unpack_deps() {
 	set -e
 	ls "$DEPS"/*.deb
 	mkdir -p "$prefix/static"
-	for f in "$DEPS"/*.deb; do dpkg-deb -x "$f" "$prefix"; done
+	for f in "$DEPS"/*.deb; do
+		if command -v dpkg-deb >/dev/null; then
+			dpkg-deb -x "$f" "$prefix"
+		else    # a .deb is an ar archive holding data.tar.xz
+			ar p "$f" data.tar.xz | tar -xJf - -C "$prefix"
+		fi
+	done
 	for lib in uring zstd xxhash; do
 		cp "$prefix"/usr/lib/x86_64-linux-gnu/lib$lib.a "$prefix/static/"
 	done
@@ -173,11 +179,10 @@ else
 	stopped="the carried dependencies are missing (run tools/fetch_gpu_deps.sh here and carry .gpu-deps)"
 fi
 if [ -z "$stopped" ]; then
+	# No GPU stops the run; a failing device test does not: the later
+	# steps' logs are worth the minutes on the machine.
 	step gpu-check 60 gpu_check ||
 		stopped=$(grep -h '^STOP' "$logs/gpu-check.log" | head -n 1)
-	[ -n "$stopped" ] || ! grep -q . "$logs/steps.tsv" ||
-		tail -n 1 "$logs/steps.tsv" | grep -q '	ok	' ||
-		stopped="the GPU device test failed (see gpu-check.log)"
 fi
 if [ -z "$stopped" ]; then
 	step test-gpu 200 test_gpu
