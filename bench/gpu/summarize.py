@@ -88,6 +88,23 @@ def bench(logs):
     return rows
 
 
+def tutorial_verdict(t):
+    """Issue 9's goal: at least 3x the best DataLoader row's samples/s at
+    no more than a third of its CPU per sample."""
+    rows = t["results"]
+    sl = [x for x in rows if x["config"] == "sluice"]
+    dl = [x for x in rows if x["config"] != "sluice"]
+    if not sl or not dl:
+        return None
+    best = max(dl, key=lambda x: x["samples_per_s"])
+    speed = sl[0]["samples_per_s"] / best["samples_per_s"]
+    cpu = sl[0]["cpu_s_per_sample"] / best["cpu_s_per_sample"]
+    return ("sluice vs the best DataLoader row (%s): %.2fx samples/s at "
+            "%.2fx CPU per sample (goal: >= 3x at <= 0.33x): %s" % (
+                best["config"], speed, cpu,
+                "met" if speed >= 3 and cpu <= 1 / 3 else "NOT met"))
+
+
 def fmt(v, spec, none="-"):
     return none if v is None else spec % v
 
@@ -128,6 +145,9 @@ def markdown(r):
             out.append("| %s | %.2f | %.0f | %s | %.5f |" % (
                 x["config"], x["epoch_seconds"], x["samples_per_s"],
                 fmt(x["gpu_idle"], "%.3f", "n/a"), x["cpu_s_per_sample"]))
+        verdict = tutorial_verdict(t)
+        if verdict:
+            out += ["", verdict]
     out += ["", "## nvidia-smi", "", "```", r["device"]["nvidia_smi"], "```", ""]
     return "\n".join(out)
 
@@ -148,6 +168,8 @@ def short_table(r):
             lines.append("  tutorial %-11s %6.2f s/epoch %7.0f samples/s  GPU idle %s  CPU %.5f s/sample" % (
                 x["config"], x["epoch_seconds"], x["samples_per_s"],
                 fmt(x["gpu_idle"], "%.2f", "n/a"), x["cpu_s_per_sample"]))
+    if r["tutorial"] and tutorial_verdict(r["tutorial"]):
+        lines.append("  " + tutorial_verdict(r["tutorial"]))
     if r["stopped"]:
         lines.append("  STOPPED: %s" % r["stopped"])
     return "\n".join(lines)
