@@ -16,22 +16,26 @@ set -u
 data=${1:?usage: bench.sh DATADIR LOGDIR}
 logs=${2:?usage: bench.sh DATADIR LOGDIR}
 BUILD=${BUILD:-build}
+RECORDS=${BENCH_RECORDS:-2048}        # of 1 MiB: the dataset's size
+DEVICE=${BENCH_DEVICE:-cuda}          # host: a rehearsal without a GPU
 sluice=$BUILD/sluice
 shard=$BUILD/dlpack-shard
 cpus=$(nproc)
 mkdir -p "$logs"
 
-if [ ! -f "$data/h2d/dataset.json" ]; then
+if [ "$(cat "$data/h2d.records" 2>/dev/null)" != "$RECORDS" ]; then
 	rm -rf "$data/h2d"
 	mkdir -p "$data"
-	"$shard" convert --from synth --out "$data/h2d" --records 2048 \
+	"$shard" convert --from synth --out "$data/h2d" --records "$RECORDS" \
 		--seed 1 --field data:uint8:1024x1024:0.5 --field label:int64 \
 		--compression none --block-size 16777216 --quiet || exit 1
+	echo "$RECORDS" >"$data/h2d.records"
 fi
 "$shard" info "$data/h2d" | head -n 5
 
-common="--device cuda --batch-size 16 --shuffle block --decode-threads $cpus --prefetch 8 --json"
-cached="$common --direct off --cache-bytes 3221225472"
+common="--device $DEVICE --batch-size 16 --shuffle block --decode-threads $cpus --prefetch 8 --json"
+# Room for every block: epochs after the first come from the cache.
+cached="$common --direct off --cache-bytes $((RECORDS * 3 / 2 * 1048576))"
 
 run() { # NAME RUNS ARGS...
 	name=$1 runs=$2
@@ -49,4 +53,6 @@ run h2d 3 $cached --epochs 4
 run overlap 3 $cached --epochs 2 --compute-ms 20
 run pageable 1 $cached --epochs 2 --pageable
 run plain 1 $cached --epochs 2 --plain-reads
-run cold 1 $common --direct on --drop-cache --epochs 1
+# Dropping the page cache is machine-wide: not in a rehearsal on a
+# machine shared with others.
+[ "$DEVICE" = host ] || run cold 1 $common --direct on --drop-cache --epochs 1

@@ -23,7 +23,7 @@ The step turns the uint8 batch into float on the GPU, the same for all.
 
 Storage-bound: the data files' page cache is dropped before every epoch
 (posix_fadvise DONTNEED per file, and /proc/sys/vm/drop_caches when
-root), so each epoch reads from the disk.
+root unless --no-global-drop), so each epoch reads from the disk.
 
 Per configuration, over E epochs: time per epoch (mean; the first epoch,
 with worker start-up, also alone), samples/s, GPU idle fraction (1 - the
@@ -34,6 +34,7 @@ I/O threads count too).
 
 Usage: tutorial.py --data DIR [--samples N] [--epochs E] [--workers W]
                    [--batch-size B] [--json FILE] [--only NAMES]
+                   [--no-global-drop]
 Without CUDA (a rehearsal) the models run on the CPU, the prefetcher row
 is skipped and sluice uses host batches; GPU idle is then n/a.
 """
@@ -102,7 +103,7 @@ def data_files(root):
     return out
 
 
-def drop_cache(files):
+def drop_cache(files, global_drop):
     """Evict the data from the page cache, so the epoch reads the disk."""
     os.sync()
     for p in files:
@@ -111,6 +112,8 @@ def drop_cache(files):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+    if not global_drop:
+        return
     try:
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("1\n")
@@ -231,7 +234,7 @@ def cpu_busy_seconds():
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def train(name, batches_of_epoch, epochs, device, files, log):
+def train(name, batches_of_epoch, epochs, device, files, global_drop, log):
     """Train the model for @epochs, each from batches_of_epoch(epoch)
     (an iterable of (uint8 images, labels), on any device)."""
     torch.manual_seed(42)
@@ -241,7 +244,7 @@ def train(name, batches_of_epoch, epochs, device, files, log):
     cuda = device.type == "cuda"
     rows = []
     for epoch in range(epochs):
-        drop_cache(files)
+        drop_cache(files, global_drop)
         events = []
         samples = steps = 0
         loss_sum = 0.0
@@ -365,6 +368,9 @@ def main():
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--json")
     ap.add_argument("--only", help="comma-separated config names")
+    ap.add_argument("--no-global-drop", action="store_true",
+                    help="only per-file page cache advice, no "
+                    "/proc/sys/vm/drop_caches (a machine shared with others)")
     args = ap.parse_args()
 
     def log(msg):
@@ -383,7 +389,8 @@ def main():
     for cname, make in configs(args.data, args, device):
         if only and cname not in only:
             continue
-        results.append(train(cname, make(), args.epochs, device, files, log))
+        results.append(train(cname, make(), args.epochs, device, files,
+                             not args.no_global_drop, log))
         if args.json:   # after each row: a timeout still leaves the rest
             with open(args.json, "w") as f:
                 json.dump({"device": name, "torch": torch.__version__,
