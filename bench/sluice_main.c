@@ -46,7 +46,7 @@ void cli_usage(FILE *f)
 "  --compute-ms X       a training step of X ms per batch before releasing\n"
 "                       it: a kernel on the GPU (cuda), a busy loop (host)\n"
 "  --plain-reads        no io_uring registered buffers (forced fallback)\n"
-"  --pageable           no cudaHostRegister: pageable copies (forced fallback)\n"
+"  --pageable           no cudaHostRegister: pageable copies (fallback)\n"
 "\n"
 "PATH is a dataset directory, a shard file, a comma-separated list of\n"
 "shards or a glob.  Exit status: 0 ok, 1 error, 2 usage error.\n",

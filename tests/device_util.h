@@ -28,8 +28,8 @@ static inline double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static inline struct device_config config(int kind, size_t arena, uint32_t slots,
-				   size_t slot_bytes)
+static inline struct device_config config(int kind, size_t arena,
+					  uint32_t slots, size_t slot_bytes)
 {
 	struct device_config cfg;
 
