@@ -160,7 +160,6 @@ static void test_cuda_device(int pageable)
 }
 #endif /* SLUICE_HAVE_CUDA */
 
-
 int main(void)
 {
 	const char *require = getenv("SLUICE_REQUIRE_GPU");
