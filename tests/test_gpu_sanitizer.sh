@@ -18,7 +18,7 @@ if [ ! -x "$cs" ]; then
 fi
 for t in "$BUILD/tests/test_gpu" "$BUILD/tests/test_gpu_loader"; do
 	for tool in memcheck racecheck; do
-		echo "== $tool $t"
+		echo "== $tool $t ($(date +%T))"
 		"$cs" --tool "$tool" --error-exitcode 3 "$t" ||
 			{ echo "$tool found errors in $t"; exit 1; }
 	done
