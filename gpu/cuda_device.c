@@ -437,21 +437,22 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	cd->base.info.huge_pages = cd->base.arena.huge_pages;
 	/* Anonymous memory registered afterwards, not cudaHostAlloc: see
 	 * DESIGN.md "The pinned arena". */
-	e = cfg->pageable ? cudaSuccess
-			  : cudaHostRegister(cd->base.arena.base,
-					     cd->base.arena.map_len,
-					     cudaHostRegisterDefault);
 	if (cfg->pageable) {
 		device_note_fallback(&cd->base.info,
 				     "cudaHostRegister off (asked); pageable copies");
-	} else if (e == cudaSuccess) {
-		cd->registered = 1;
-		cd->base.info.arena_pinned = 1;
 	} else {
-		device_note_fallback(&cd->base.info,
-				     "cudaHostRegister failed: %s; pageable copies",
-				     cudaGetErrorString(e));
-		(void)cudaGetLastError();
+		e = cudaHostRegister(cd->base.arena.base,
+				     cd->base.arena.map_len,
+				     cudaHostRegisterDefault);
+		if (e == cudaSuccess) {
+			cd->registered = 1;
+			cd->base.info.arena_pinned = 1;
+		} else {
+			device_note_fallback(&cd->base.info,
+					     "cudaHostRegister failed: %s; pageable copies",
+					     cudaGetErrorString(e));
+			(void)cudaGetLastError();
+		}
 	}
 
 	what = "cudaMalloc of the device slots";
