@@ -83,6 +83,8 @@ device_info() {
 	"$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1
 	echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}"
 	nproc; free -g | head -2; uname -r
+	echo "io_uring_disabled: $(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo n/a)"
+	ulimit -l
 	df -hT "$root" /tmp | cat
 }
 
