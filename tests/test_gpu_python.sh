@@ -1,7 +1,7 @@
 #!/bin/sh
 # The Python package's CUDA tests (python/tests, names containing "cuda"):
 # torch.from_dlpack on kDLCUDA batches, the stream argument honoured, slot
-# reuse ordered after the consumer stream's work.  Built and run by
+# reuse ordered after the consumer stream's work, both forced fallbacks.  Built and run by
 # tests/test_python.sh.  Any of them skipped (no torch, no GPU) makes this
 # a SKIP (77) with pytest's reason, never a PASS; with
 # SLUICE_REQUIRE_GPU=1 (make test-gpu) it is a failure.
