@@ -2,11 +2,14 @@
 # The Python package: build the extension against $BUILD/libsluice.so into
 # $BUILD/python, then run its pytest suite (python/tests) with a python3
 # that has pytest and numpy (tools/python_env.sh: the system's, or
-# build/venv, filled on first use).
+# build/venv, filled on first use), less the CUDA tests, which
+# tests/test_gpu_python.sh runs (and skips as a whole).
+# SLUICE_PYTEST_K selects tests by name (pytest -k; default "not cuda").
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
 # SLUICE_PY_TESTS (python/tests) and SLUICE_PY_OUT ($BUILD/python) let
 # tests/test_engines.sh run other suites the same way.
 BUILD=${BUILD:-build}
+SLUICE_PYTEST_K=${SLUICE_PYTEST_K-not cuda}
 PY=${PYTHON:-python3}
 root=$(pwd)
 case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
@@ -60,6 +63,7 @@ san_flags=${SAN:+-fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-point
 cd "$out" || exit 1
 PYTHONPATH="$out/lib" PYTHONDONTWRITEBYTECODE=1 "$PY" -m pytest -q -rs \
 	-p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/sluice-pytest-$$" \
+	${SLUICE_PYTEST_K:+-k "$SLUICE_PYTEST_K"} \
 	$(for t in ${SLUICE_PY_TESTS:-python/tests}; do echo "$root/$t"; done)
 rc=$?
 rm -rf "${TMPDIR:-/tmp}/sluice-pytest-$$"
