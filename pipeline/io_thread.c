@@ -87,7 +87,8 @@ static struct slot *free_slot(struct loader_core *c)
 /*
  * Plan the next batch into a free slot.  @return: 1 when planned (its
  * reads appended to c->submit, *nsubmit updated), 0 when it has to wait
- * for a slot or for cache entries.
+ * for a slot or for cache entries, -ENOSPC when its blocks cannot all be
+ * in the io memory at once even with nothing else pinned.
  */
 static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 {
@@ -132,10 +133,18 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 				continue;
 			}
 		}
-		if (cache_claim(c, g, &e) < 0) {
-			/* Not enough free entries yet: undo and wait for the
-			 * batches in flight to unpin theirs. */
+		if (cache_claim(c, g, 0, &e) < 0) {
+			/* Not enough free entries or io memory yet: undo and
+			 * wait for the batches in flight to unpin theirs. */
 			unpin_all(c, s);
+			if (c->inflight == 0 && c->ahead_inflight == 0) {
+				loader_fail_locked(c, -ENOSPC,
+					"batch %llu of epoch %llu: its records' blocks need more io memory at once than the %llu bytes memory_bytes leaves for reading and decoding: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+					(unsigned long long)c->plan_batch,
+					(unsigned long long)c->plan_epoch,
+					(unsigned long long)c->io_bytes);
+				return -ENOSPC;
+			}
 			return 0;
 		}
 		s->entries[s->nentries++] = e;
@@ -203,7 +212,8 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 			continue;
 		}
 		g = block_of(c, recs[c->ahead_rec++]);
-		if (c->block_entry[g] >= 0 || cache_claim(c, g, &e) != 1)
+		if (c->block_entry[g] >= 0 ||
+		    cache_claim(c, g, c->io_need_bytes, &e) != 1)
 			continue;
 		c->entries[e].ahead = 1;
 		c->ahead_inflight++;
@@ -284,7 +294,7 @@ void *io_thread_main(void *arg)
 					break;
 				nsubmit = 0;
 			}
-			if (!planned)
+			if (planned <= 0)
 				break;
 		}
 		if (!c->stop && !c->planning_paused && !c->failed) {

@@ -74,7 +74,7 @@ class Loader:
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io=None,
-                 sqpoll=False, cache_bytes=0, state=None):
+                 sqpoll=False, cache_bytes=0, memory_bytes=0, state=None):
         self.dataset = path if isinstance(path, Dataset) else Dataset(path)
         kind, device_id = _parse_device(device)
         self.batch_size = batch_size
@@ -97,6 +97,7 @@ class Loader:
             "sqpoll": int(bool(sqpoll)),
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
+            "memory_bytes": memory_bytes,
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state)
 
