@@ -70,16 +70,28 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Typical sizes from the index, robust to the outliers that a mean would
- * spread over every block: medians of io bytes and of raw bytes per
- * record, plus the largest io bytes and their sum. */
+ * spread over every block: the (lower) median of the blocks' io bytes,
+ * the median record's raw bytes (each block's records weighed as its
+ * average), the largest io bytes and their sum. */
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
 	uint64_t max_block;         /* global block with io_max */
 };
 
+struct per_record {
+	uint64_t bytes, count;
+};
+
+static int cmp_per_record(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct per_record *)a)->bytes,
+		       &((const struct per_record *)b)->bytes);
+}
+
 static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 {
-	uint64_t n = c->nblocks, *io, *rec;
+	uint64_t n = c->nblocks, *io, seen = 0;
+	struct per_record *rec;
 
 	memset(z, 0, sizeof(*z));
 	if (n == 0)
@@ -96,7 +108,8 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 		const struct shard_block *blk = loader_block(c, g, &shard);
 
 		io[g] = block_io_bytes(blk);
-		rec[g] = blk->record_count
+		rec[g].count = blk->record_count;
+		rec[g].bytes = blk->record_count
 			? (blk->raw_size + blk->record_count - 1) /
 			  blk->record_count : 0;
 		z->io_sum += io[g];
@@ -106,9 +119,14 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 		}
 	}
 	qsort(io, n, sizeof(*io), cmp_u64);
-	qsort(rec, n, sizeof(*rec), cmp_u64);
-	z->io_median = io[n / 2];
-	z->record_median = rec[n / 2];
+	qsort(rec, n, sizeof(*rec), cmp_per_record);
+	z->io_median = io[(n - 1) / 2];
+	for (uint64_t k = 0; k < n; k++) {
+		seen += rec[k].count;
+		z->record_median = rec[k].bytes;
+		if (seen * 2 >= c->ds->record_count)
+			break;
+	}
 	free(io);
 	free(rec);
 	return 0;
@@ -181,10 +199,17 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		c->io_bytes = io_want;
 		c->batch_bytes = budget - io_want;
 	} else {
+		/* Half each, but io at least what one batch's blocks take
+		 * (its largest included) when that fits. */
 		uint64_t half = (budget / 2) & ~(uint64_t)(IO_ALIGN - 1);
+		uint64_t floor = add_sat(mul_sat(c->need, z.io_median),
+					 z.io_max);
 
+		floor = align_up(floor < io_want ? floor : io_want, IO_ALIGN);
 		c->io_bytes = io_want < half ? io_want
-			    : z.io_max > half ? z.io_max : half;
+			    : floor > half ? floor : half;
+		if (c->io_bytes >= budget)
+			c->io_bytes = z.io_max;
 		c->batch_bytes = c->io_bytes < budget ? budget - c->io_bytes : 0;
 	}
 	if (c->nblocks && (z.io_max > c->io_bytes || c->batch_bytes == 0)) {

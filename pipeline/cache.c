@@ -129,6 +129,14 @@ static void cache_evict(struct loader_core *c, uint32_t i)
 	e->stored = e->scratch = NULL;
 }
 
+/* Forget every unpinned block: a batch that does not fit between the
+ * cached ones may fit in one piece of the pool. */
+void cache_evict_all(struct loader_core *c)
+{
+	for (uint32_t v = c->lru_head; v != NIL; v = c->entries[v].lru_next)
+		cache_evict(c, v);
+}
+
 /* io memory for @blk in entry @i, evicting the least recently used
  * blocks until a range is free.  0 or -EAGAIN. */
 static int cache_take_memory(struct loader_core *c, uint32_t i,

@@ -262,7 +262,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
 	uint64_t t0 = now_ns();
-	int r;
+	int r, ahead;
 
 	r = block_decode(dctx, blk, stored, c->cfg.verify, e->scratch,
 			 e->scratch ? blk->raw_size : 0, &raw);
@@ -295,8 +295,11 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		e->raw = raw;
 		e->state = ENTRY_READY;
 	}
+	ahead = e->ahead;
 	entry_ready_locked(c, i);
 	pthread_mutex_unlock(&c->mu);
+	if (ahead)
+		io_ring_wake(c->ring);   /* its pin is gone: room to plan */
 }
 
 /* Copy records [lo, hi) of the slot; runs of neighbouring records of one
@@ -364,7 +367,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
  * make the slot visible to the consumer. */
 static void slot_finish(struct loader_core *c, struct slot *s)
 {
-	int r = 0;
+	int r = 0, idle;
 
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t k = 0; k < s->nentries; k++)
@@ -397,9 +400,13 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		loader_fail_locked(c, s->error, "batch %llu failed",
 				   (unsigned long long)s->batch);
 	s->state = SLOT_READY;
-	c->inflight--;
+	/* The planner may wait for nothing to be in flight to tell a batch
+	 * that can never fit from one that waits for memory. */
+	idle = --c->inflight == 0;
 	pthread_cond_broadcast(&c->ready_cv);
 	pthread_mutex_unlock(&c->mu);
+	if (idle)
+		io_ring_wake(c->ring);
 }
 
 static void run_assemble(struct loader_core *c, struct job j)

@@ -137,9 +137,27 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 			/* Not enough free entries or io memory yet: undo and
 			 * wait for the batches in flight to unpin theirs. */
 			unpin_all(c, s);
+			if (c->inflight == 0 && c->ahead_inflight == 0 &&
+			    !c->plan_compacted) {
+				/* Cached blocks may split the free memory:
+				 * drop them all and try once more. */
+				cache_evict_all(c);
+				c->plan_compacted = 1;
+				return plan_one_locked(c, nsubmit);
+			}
 			if (c->inflight == 0 && c->ahead_inflight == 0) {
+				uint32_t shard;
+				const struct shard_block *blk =
+					loader_block(c, g, &shard);
+
 				loader_fail_locked(c, -ENOSPC,
-					"batch %llu of epoch %llu: its records' blocks need more io memory at once than the %llu bytes memory_bytes leaves for reading and decoding: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+					"%s: block %llu (records %llu..%llu, %llu bytes to read and decode) does not fit beside the other blocks of batch %llu of epoch %llu in the %llu bytes of io memory memory_bytes leaves: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+					c->ds->shards[shard].path,
+					(unsigned long long)(g -
+						c->shard_block_base[shard]),
+					(unsigned long long)c->block_first[g],
+					(unsigned long long)(c->block_first[g + 1] - 1),
+					(unsigned long long)block_io_bytes(blk),
 					(unsigned long long)c->plan_batch,
 					(unsigned long long)c->plan_epoch,
 					(unsigned long long)c->io_bytes);
@@ -171,6 +189,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		}
 	}
 	*nsubmit += nread;
+	c->plan_compacted = 0;
 	s->state = SLOT_WAITING;
 	s->epoch = c->plan_epoch;
 	s->batch = c->plan_batch++;

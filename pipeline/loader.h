@@ -175,6 +175,7 @@ struct loader_core {
 	uint64_t plan_epoch, plan_batch;
 	int planning_paused;
 	uint64_t need;              /* most blocks one batch can touch */
+	int plan_compacted;         /* this batch's plan emptied the cache */
 
 	/* read-ahead [mu]: blocks of batches not yet planned, so that every
 	 * decode worker has a block to work on even when one block feeds
@@ -244,6 +245,7 @@ void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		uint32_t *entry);
 uint64_t cache_reclaimable(const struct loader_core *c);
+void cache_evict_all(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
 /* io_thread.c */
