@@ -256,10 +256,10 @@ static void check_lying_header(const char *dir)
 }
 
 /*
- * Shards of 10 records: shard 0's values are at most 9 bytes, the
- * dataset's at most 36.  Move shard 0's record 8's bytes into record 9
- * (17 bytes): within the dataset's bound, not the shard's.  Blocks are
- * not verified, so only the bound can catch it.
+ * Two shards listed together, written apart: shard A's values are at most
+ * 9 bytes, B's at most 36.  Move A's record 8's bytes into record 9 (17
+ * bytes): within the dataset's bound, not A's own.  Blocks are not
+ * verified, so only A's bound can catch it (verify rejects A too).
  */
 static void check_shard_bound(const char *dir)
 {
@@ -270,11 +270,14 @@ static void check_shard_bound(const char *dir)
 	sluice_loader *ld = NULL;
 	uint64_t offs[11];
 	sluice_batch *b;
-	char path[600], msg[512];
+	char a[600], bdir[600], list[1300], path[600], msg[512];
 	int fd, r;
 
-	fx_write(dir, 40, 4096, 0, 10);
-	shard_path(dir, path, sizeof(path), 0);
+	snprintf(a, sizeof(a), "%s/a", dir);
+	snprintf(bdir, sizeof(bdir), "%s/b", dir);
+	fx_write(a, 10, 4096, 0, 0);
+	fx_write(bdir, 40, 4096, 0, 0);
+	shard_path(a, path, sizeof(path), 0);
 	fd = open(path, O_RDONLY);
 	T_ASSERT(fd >= 0);
 	T_EQ(pread(fd, offs, sizeof(offs), (off_t)offsets_at),
@@ -285,7 +288,8 @@ static void check_shard_bound(const char *dir)
 	offs[9] = offs[8];
 	patch(path, offsets_at + 9 * 8, &offs[9], sizeof(offs[9]));
 
-	T_OK(sluice_dataset_open(dir, &ds));
+	snprintf(list, sizeof(list), "%s,%s/data-00000.dls", path, bdir);
+	T_OK(sluice_dataset_open(list, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.shuffle = SLUICE_SHUFFLE_NONE;
 	cfg.batch_size = 10;
@@ -296,7 +300,7 @@ static void check_shard_bound(const char *dir)
 		sluice_batch_release(b);
 	T_EQ(r, -SLUICE_ECORRUPT);
 	sluice_loader_error(ld, msg, sizeof(msg));
-	T_CONTAINS(msg, "data-00000.dls: block 0");
+	T_CONTAINS(msg, "/a/data-00000.dls: block 0");
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
 }
@@ -318,8 +322,7 @@ int main(void)
 	fx_write(path, 600, 2048, 0, 0);
 	check_hoarding(path);
 	check_lying_header(path);
-	snprintf(path, sizeof(path), "%s/shards", dir);
-	check_shard_bound(path);
+	check_shard_bound(dir);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
