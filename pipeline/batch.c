@@ -16,11 +16,6 @@
 
 #include "loader.h"
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 static struct tensor_desc *add_tensor(struct tensor_desc *t, uint32_t *n,
 				      const char *name, const char *suffix)
 {
@@ -104,11 +99,11 @@ int slot_layout(struct loader_core *c, uint64_t *fixed_bytes)
  * the bytes the batch needs.  The shapes were bounded by the batch size
  * and by blocks that fit the arena, so nothing here can overflow.
  */
-uint64_t slot_place_tensors(struct slot *s)
+uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s)
 {
 	uint64_t off = 0;
 
-	for (uint32_t k = 0; k < s->ntensors; k++) {
+	for (uint32_t k = 0; k < c->tensors_per_batch; k++) {
 		struct tensor_desc *d = &s->tensors[k];
 
 		d->offset = off;
@@ -132,7 +127,6 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
-	s->ntensors = c->tensors_per_batch;
 	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries)
 		return -ENOMEM;
 	return 0;
@@ -177,12 +171,12 @@ SLUICE_API const uint64_t *sluice_batch_indices(const sluice_batch *b)
 
 SLUICE_API int sluice_batch_tensor_count(const sluice_batch *b)
 {
-	return b ? (int)b->core->slots[b->slot]->ntensors : 0;
+	return b ? (int)b->core->tensors_per_batch : 0;
 }
 
 SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b, int i)
 {
-	if (!b || i < 0 || (uint32_t)i >= b->core->slots[b->slot]->ntensors)
+	if (!b || i < 0 || (uint32_t)i >= b->core->tensors_per_batch)
 		return NULL;
 	return b->core->slots[b->slot]->tensors[i].name;
 }
@@ -233,7 +227,7 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 		return -EINVAL;
 	c = b->core;
 	s = c->slots[b->slot];
-	for (uint32_t i = 0; i < s->ntensors; i++)
+	for (uint32_t i = 0; i < c->tensors_per_batch; i++)
 		if (strcmp(s->tensors[i].name, name) == 0)
 			d = &s->tensors[i];
 	if (!d)

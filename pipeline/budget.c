@@ -21,11 +21,6 @@
 #define IO_ALIGN 4096u
 #define DEFAULT_BUDGET_MAX (1ull << 30)
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 /* Read buffer (with room for direct I/O's alignment around the block),
  * then the decode buffer when the block is compressed.  Blocks are at
  * most DLS_MAX_BLOCK_BYTES, so this cannot overflow. */
