@@ -127,6 +127,16 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	return 0;
 }
 
+static uint64_t fixed_record_bytes(const struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t n = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		n += sc->fields[f].record_bytes;
+	return n;
+}
+
 /* The bytes one record's variable values can add to a batch beyond the
  * typical: the headers' max_value_bytes, but never more than the largest
  * decoded block (a header may claim far more than any block holds). */
@@ -174,10 +184,14 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		io_want = z.io_sum;     /* the whole dataset fits */
 	io_want = align_up(io_want ? io_want : IO_ALIGN, IO_ALIGN);
 
+	/* The median record's variable bytes: its raw size less the fixed
+	 * fields, which batch_fixed holds already. */
 	per_batch = batch_fixed;
-	if (!c->cfg.pad_length)
-		per_batch = add_sat(per_batch, mul_sat(b < records ? b : records,
-						       z.record_median));
+	if (!c->cfg.pad_length && z.record_median > fixed_record_bytes(c))
+		per_batch = add_sat(per_batch,
+				    mul_sat(b < records ? b : records,
+					    z.record_median -
+						    fixed_record_bytes(c)));
 	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + 1ull, per_batch),
 			     largest_record_extra(c));
 	batch_want = add_sat(batch_want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
