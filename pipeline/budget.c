@@ -218,7 +218,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		c->io_bytes = io_want < half ? io_want
 			    : floor > half ? floor : half;
 		if (c->io_bytes >= budget)
-			c->io_bytes = z.io_max;
+			c->io_bytes = z.io_max > half ? z.io_max : half;
 		c->batch_bytes = c->io_bytes < budget ? budget - c->io_bytes : 0;
 	}
 	if (c->nblocks && (z.io_max > c->io_bytes || c->batch_bytes == 0)) {
