@@ -341,3 +341,21 @@ void batch_memory_free_locked(struct loader_core *c, struct slot *s)
 	s->has_mem = 0;
 	s->own_host = 0;
 }
+
+/* Stop the batches still waiting for memory (an epoch restart drops
+ * them): their blocks are unpinned, and they count as done, holding no
+ * memory. */
+void batch_memory_drop_waiting_locked(struct loader_core *c)
+{
+	for (uint32_t k = 0; k < c->fifo_len; k++) {
+		struct slot *s = fifo_at(c, k);
+
+		if (s->state != SLOT_MEMORY || s->has_mem)
+			continue;
+		for (uint32_t e = 0; e < s->nentries; e++)
+			cache_unpin(c, s->entries[e]);
+		s->nentries = 0;
+		s->state = SLOT_READY;
+		c->inflight--;
+	}
+}

@@ -448,8 +448,14 @@ static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);
 	pthread_mutex_lock(&c->mu);
-	while (c->inflight > 0 && !c->failed)
+	for (;;) {
+		/* Batches waiting for memory the consumer holds would wait
+		 * for ever: they are dropped anyway. */
+		batch_memory_drop_waiting_locked(c);
+		if (c->inflight == 0 || c->failed)
+			break;
 		pthread_cond_wait(&c->ready_cv, &c->mu);
+	}
 	r = c->failed;
 	if (!r) {
 		for (uint32_t k = 0; k < c->fifo_len; k++) {

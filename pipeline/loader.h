@@ -286,6 +286,7 @@ void budget_close(struct loader_core *c);
 void batch_memory_grant_locked(struct loader_core *c);
 int batch_memory_hoarded_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
+void batch_memory_drop_waiting_locked(struct loader_core *c);
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */
