@@ -265,10 +265,11 @@ static void check_lying_header(const char *dir)
 }
 
 /*
- * Two shards listed together, written apart: shard A's values are at most
- * 9 bytes, B's at most 36.  Move A's record 8's bytes into record 9 (17
- * bytes): within the dataset's bound, not A's own.  Blocks are not
- * verified, so only A's bound can catch it (verify rejects A too).
+ * Two parts written apart and merged (shards joined as they are): part
+ * A's values are at most 9 bytes, B's at most 36.  Move A's record 8's
+ * bytes into record 9 (17 bytes): within the dataset's bound, not A's
+ * own.  Blocks are not verified, so only A's bound can catch it (verify
+ * rejects A too).
  */
 static void check_shard_bound(const char *dir)
 {
@@ -279,7 +280,8 @@ static void check_shard_bound(const char *dir)
 	sluice_loader *ld = NULL;
 	uint64_t offs[11];
 	sluice_batch *b;
-	char a[600], bdir[600], list[1300], path[600], msg[512];
+	char a[600], bdir[600], merged[600], path[600], msg[512];
+	const char *parts[2] = { a, bdir };
 	int fd, r;
 
 	snprintf(a, sizeof(a), "%s/a", dir);
@@ -297,8 +299,9 @@ static void check_shard_bound(const char *dir)
 	offs[9] = offs[8];
 	patch(path, offsets_at + 9 * 8, &offs[9], sizeof(offs[9]));
 
-	snprintf(list, sizeof(list), "%s,%s/data-00000.dls", path, bdir);
-	T_OK(sluice_dataset_open(list, &ds));
+	snprintf(merged, sizeof(merged), "%s/merged", dir);
+	T_OK(sluice_merge(parts, 2, merged, NULL, msg, sizeof(msg)));
+	T_OK(sluice_dataset_open(merged, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.shuffle = SLUICE_SHUFFLE_NONE;
 	cfg.batch_size = 10;
@@ -309,7 +312,8 @@ static void check_shard_bound(const char *dir)
 		sluice_batch_release(b);
 	T_EQ(r, -SLUICE_ECORRUPT);
 	sluice_loader_error(ld, msg, sizeof(msg));
-	T_CONTAINS(msg, "/a/data-00000.dls: block 0");
+	T_CONTAINS(msg, "/merged/");
+	T_CONTAINS(msg, ": block 0: offset 4096");
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
 }
