@@ -335,7 +335,8 @@ struct sluice_loader_config {
 	int drop_last;             /* drop a short last batch; 0 */
 	int rank;                  /* -1: $RANK, else 0 */
 	int world_size;            /* -1: $WORLD_SIZE, else 1 */
-	uint32_t prefetch_depth;   /* batch slots; 4 */
+	uint32_t prefetch_depth;   /* batches in flight (memory: see
+				      memory_bytes); 4 */
 	uint32_t decode_threads;   /* 0: online CPUs, at most 8 */
 	uint32_t queue_depth;      /* io_uring entries; 64 */
 	enum sluice_device_kind device; /* AUTO */
