@@ -9,6 +9,11 @@
  * takes batches in order always frees what the next one needs.  A batch
  * waiting for memory is the backpressure that stops the planner (the
  * slots it holds are not free).
+ *
+ * A batch that views its decoded blocks instead of copying them (issue
+ * 12) is charged the same way: it keeps those cache entries pinned until
+ * released, so their io-pool memory is its memory, out of the planner's
+ * reach (cache_reclaimable()) until then.
  */
 #include <errno.h>
 #include <stdio.h>
