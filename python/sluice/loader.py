@@ -53,7 +53,10 @@ class Loader:
     device: None (the GPU of $LOCAL_RANK when one is usable, else host
         memory), "cpu", "cuda" ($LOCAL_RANK's GPU), "cuda:N" or N.
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
-    prefetch: batch slots the loader fills ahead of the consumer.
+    prefetch: batches the loader fills ahead of the consumer.
+    memory_bytes: the loader's memory budget (io buffers and batches);
+        0: what the dataset needs, at most min(1 GiB, 5% of RAM).  A
+        batch or block that cannot fit raises naming memory_bytes.
     plain_reads, pageable_copies: force the fallbacks (no io_uring
         registered buffers; no cudaHostRegister, so pageable copies to
         the GPU); slower, same data; stats()["fallbacks"] says so.
