@@ -180,9 +180,10 @@ static int parse_shard(struct shard_info *si, char *err, size_t errlen)
 	memcpy(&h, page, sizeof(h));
 	memcpy(&sum, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(sum));
 	if (memcmp(h.magic, DLS_MAGIC, DLS_MAGIC_LEN) != 0 ||
-	    h.version != DLS_VERSION || h.header_size != DLS_HEADER_SIZE) {
+	    (h.version != DLS_VERSION && h.version != DLS_VERSION_UNBOUND) ||
+	    h.header_size != DLS_HEADER_SIZE) {
 		close(fd);
-		snprintf(err, errlen, "%s: not a dlpack-shard v1 file",
+		snprintf(err, errlen, "%s: not a dlpack-shard v1/v2 file",
 			 si->path);
 		return -SLUICE_EFORMAT;
 	}

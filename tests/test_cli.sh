@@ -97,7 +97,7 @@ grep -q "$(printf '\r')" "$T/err" && fail "progress line written to a non-TTY"
 expect 1 "$DS" convert --from synth --records 8 --field x:uint8 --out "$T/d"
 err_has "not empty"
 expect 1 "$DS" merge "$T/d" --out "$T/d"
-err_has "not empty"
+err_has "is also part 1"
 
 step "info"
 expect 0 "$DS" info "$T/d"

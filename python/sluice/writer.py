@@ -175,8 +175,16 @@ class ShardWriter:
             self.abort()
 
 
-def merge(parts, out_dir):
+def merge(parts, out_dir, verify=False):
     """Join datasets written as parts into out_dir, in the order given,
     without rewriting block data (hard links, else copies).  Returns the
-    merged dataset's summary dict."""
-    return _sluice.merge([os.fspath(p) for p in parts], os.fspath(out_dir))
+    merged dataset's summary dict.
+
+    out_dir must be new or empty and not one of the parts; no part's file
+    is ever removed or written.  Every part is checked against its
+    dataset.json (records, sizes, shard identities) before anything is
+    written; verify=True also checks every block's checksum.  Merge
+    exactly the part folders your tasks reported as finished: a glob of
+    folders also picks up a retried task's earlier attempt."""
+    return _sluice.merge([os.fspath(p) for p in parts], os.fspath(out_dir),
+                         bool(verify))
