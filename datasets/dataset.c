@@ -156,10 +156,11 @@ static void keep_first(void *ctx, const char *line)
 }
 
 /* The shards' identities: against dataset.json when @m, else as a run. */
-static int check_identities(const struct dataset *ds,
+static int check_identities(const struct dataset *ds, const char *dir,
 			    const struct manifest *m, char *err,
 			    size_t errlen)
 {
+	char mpath[4200];
 	struct first_problem fp = { err, errlen, 0 };
 	struct shard_identity *ids;
 	const char **paths;
@@ -176,7 +177,10 @@ static int check_identities(const struct dataset *ds,
 		ids[i] = ds->shards[i].id;
 		paths[i] = ds->shards[i].path;
 	}
-	problems = m ? identity_check_manifest(m, paths, ids, keep_first, &fp)
+	snprintf(mpath, sizeof(mpath), "%s/%s", dir ? dir : ".",
+		 DLS_MANIFEST_NAME);
+	problems = m ? identity_check_manifest(mpath, m, paths, ids,
+					       keep_first, &fp)
 		     : identity_check_sequence(paths, ids, ds->nshards,
 					       keep_first, &fp);
 	free(ids);
@@ -215,7 +219,7 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 			     m.shards[ds->nshards].file);
 		goto out;
 	}
-	r = check_identities(ds, &m, err, errlen);
+	r = check_identities(ds, dir, &m, err, errlen);
 	if (r < 0)
 		goto out;
 	for (uint32_t i = 0; i < m.nshards; i++) {
@@ -325,7 +329,7 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 	/* One shard named exactly is the caller's choice (tools inspect
 	 * single shards); lists and globs must hold whole datasets. */
 	if (l.n > 1 || strcmp(l.v[0], path) != 0)
-		r = check_identities(out, NULL, err, errlen);
+		r = check_identities(out, NULL, NULL, err, errlen);
 	if (r < 0)
 		goto out;
 	out->schema = out->shards[0].schema;

@@ -115,13 +115,21 @@ long identity_check_sequence(const char *const *paths,
 		if (run && (!id || !same_dataset(id, run))) {
 			/* The run ends: it must have reached its count. */
 			if (next != run->count) {
+				char which[40];
+
+				if (next + 1 == run->count)
+					snprintf(which, sizeof(which),
+						 "shard %u is", next);
+				else
+					snprintf(which, sizeof(which),
+						 "shards %u..%u are", next,
+						 run->count - 1);
 				dataset_id_hex(run->dataset_id, hex);
-				problem(&rp, "%s: shards %u..%u of dataset %s "
-					"are missing after it (a write that did "
-					"not finish, or an incomplete list; open "
-					"the dataset's folder, or list all its "
-					"shards in order)",
-					last, next, run->count - 1, hex);
+				problem(&rp, "%s: dataset %s: %s missing "
+					"after it (a write that did not finish, "
+					"or an incomplete list; open the "
+					"dataset's folder, or list all its "
+					"shards in order)", last, hex, which);
 			}
 			run = NULL;
 		}
@@ -171,7 +179,8 @@ static int by_identity(const void *a, const void *b)
 }
 
 /* No file, and no (dataset, index), listed twice. */
-static void check_duplicates(struct reporter *rp, const struct manifest *m)
+static void check_duplicates(struct reporter *rp, const char *mpath,
+			     const struct manifest *m)
 {
 	struct entry_ref *refs;
 	char hex[DATASET_ID_HEX_LEN + 1];
@@ -182,7 +191,7 @@ static void check_duplicates(struct reporter *rp, const struct manifest *m)
 	refs = malloc(m->nshards * sizeof(*refs));
 	if (!refs) {
 		problem(rp, "%s: out of memory checking for duplicates",
-			DLS_MANIFEST_NAME);
+			mpath);
 		return;
 	}
 	for (uint32_t i = 0; i < m->nshards; i++)
@@ -191,7 +200,7 @@ static void check_duplicates(struct reporter *rp, const struct manifest *m)
 	for (uint32_t i = 1; i < m->nshards; i++)
 		if (by_file(&refs[i - 1], &refs[i]) == 0)
 			problem(rp, "%s: lists %s twice (shards %u and %u)",
-				DLS_MANIFEST_NAME, m->shards[refs[i].i].file,
+				mpath, m->shards[refs[i].i].file,
 				refs[i - 1].i, refs[i].i);
 	for (uint32_t i = 0; i < m->nshards; i++)
 		if (m->shards[i].id.bound)
@@ -204,13 +213,13 @@ static void check_duplicates(struct reporter *rp, const struct manifest *m)
 			continue;
 		dataset_id_hex(s->id.dataset_id, hex);
 		problem(rp, "%s: lists shard %u of dataset %s twice (%s and %s)",
-			DLS_MANIFEST_NAME, s->id.index, hex,
+			mpath, s->id.index, hex,
 			m->shards[refs[i - 1].i].file, s->file);
 	}
 	free(refs);
 }
 
-long identity_check_manifest(const struct manifest *m,
+long identity_check_manifest(const char *mpath, const struct manifest *m,
 			     const char *const *paths,
 			     const struct shard_identity *ids,
 			     verify_report_fn report, void *ctx)
@@ -218,7 +227,7 @@ long identity_check_manifest(const struct manifest *m,
 	struct reporter rp = { report, ctx, 0 };
 	char want[DATASET_ID_HEX_LEN + 1], got[DATASET_ID_HEX_LEN + 1];
 
-	check_duplicates(&rp, m);
+	check_duplicates(&rp, mpath, m);
 	for (uint32_t i = 0; i < m->nshards; i++) {
 		const struct shard_identity *w = &m->shards[i].id;
 		const struct shard_identity *g = &ids[i];

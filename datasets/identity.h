@@ -37,13 +37,14 @@ long identity_check_sequence(const char *const *paths,
 			     verify_report_fn report, void *ctx);
 
 /*
- * identity_check_manifest - shard @i of @m was opened as @paths[i] (NULL:
+ * identity_check_manifest - shard @i of @m (read from @mpath, named in
+ * messages) was opened as @paths[i] (NULL:
  * not opened, skipped) and says it is @ids[i]: each must be the shard
  * dataset.json recorded under its name (dataset id, index, content
  * checksum), and no shard or file may be listed twice.
  * @return: the number of problems (each reported as for the sequence).
  */
-long identity_check_manifest(const struct manifest *m,
+long identity_check_manifest(const char *mpath, const struct manifest *m,
 			     const char *const *paths,
 			     const struct shard_identity *ids,
 			     verify_report_fn report, void *ctx);

@@ -315,10 +315,11 @@ static long verify_dir(struct verifier *v, const char *dir)
 			seen_add(v, &seen, &sf);
 			shard_file_free(&sf);
 		}
+		snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
 		if (seen.n == m.nshards)
 			(void)identity_check_manifest(
-				&m, (const char *const *)seen.paths, seen.ids,
-				report_problem, v);
+				path, &m, (const char *const *)seen.paths,
+				seen.ids, report_problem, v);
 		seen_free(&seen);
 		if (records != m.records)
 			problem(v, "%s/%s: says %llu records, its shards list "
