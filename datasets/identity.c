@@ -219,6 +219,15 @@ static void check_duplicates(struct reporter *rp, const char *mpath,
 	free(refs);
 }
 
+long identity_check_duplicates(const char *mpath, const struct manifest *m,
+			       verify_report_fn report, void *ctx)
+{
+	struct reporter rp = { report, ctx, 0 };
+
+	check_duplicates(&rp, mpath, m);
+	return rp.problems;
+}
+
 long identity_check_manifest(const char *mpath, const struct manifest *m,
 			     const char *const *paths,
 			     const struct shard_identity *ids,

@@ -49,4 +49,9 @@ long identity_check_manifest(const char *mpath, const struct manifest *m,
 			     const struct shard_identity *ids,
 			     verify_report_fn report, void *ctx);
 
+/* identity_check_duplicates - the part of identity_check_manifest that
+ * needs no shard: no file and no (dataset id, index) listed twice. */
+long identity_check_duplicates(const char *mpath, const struct manifest *m,
+			       verify_report_fn report, void *ctx);
+
 #endif /* SLUICE_DATASETS_IDENTITY_H */

@@ -236,6 +236,31 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 		r = -ENOMEM;
 		goto out;
 	}
+	/* The merged list first, so that a part given twice (or a part
+	 * merged into another given too) is refused before any write. */
+	for (i = 0; i < nparts; i++) {
+		for (uint32_t s = 0; s < in[i].nshards; s++) {
+			struct manifest_shard *ms = &out.shards[out.nshards++];
+
+			/* Keeps the shard's own identity (its part's id). */
+			*ms = in[i].shards[s];
+			snprintf(ms->file, sizeof(ms->file), "data-%05u%s",
+				 out.nshards - 1, DLS_SHARD_SUFFIX);
+		}
+	}
+	{
+		struct verify_first dup = { "", 0 };
+
+		snprintf(dst, sizeof(dst), "%s/%s", out_dir, DLS_MANIFEST_NAME);
+		if (identity_check_duplicates(dst, &out, keep_first_line,
+					      &dup) > 0) {
+			errf(err, errlen, "merge: the parts hold the same shard "
+			     "twice (a part given twice?): %s", dup.line);
+			r = -EINVAL;
+			goto out;
+		}
+	}
+	out.nshards = 0;
 	r = claim_out_dir(out_dir, &lock_fd, &created, err, errlen);
 	if (r < 0)
 		goto out;
@@ -243,10 +268,6 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 		for (uint32_t s = 0; s < in[i].nshards; s++) {
 			struct manifest_shard *ms = &out.shards[out.nshards];
 
-			/* Keeps the shard's own identity (its part's id). */
-			*ms = in[i].shards[s];
-			snprintf(ms->file, sizeof(ms->file), "data-%05u%s",
-				 out.nshards, DLS_SHARD_SUFFIX);
 			snprintf(src, sizeof(src), "%s/%s", parts[i],
 				 in[i].shards[s].file);
 			snprintf(dst, sizeof(dst), "%s/%s", out_dir, ms->file);

@@ -124,8 +124,14 @@ typedef struct sluice_dataset sluice_dataset;
  *	carries the error message (read it with sluice_dataset_error(),
  *	then close it), or NULL when even that could not be allocated.
  * Every header and index is parsed and bounds-checked; blocks are not read.
- * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT,
- *	-SLUICE_ESCHEMA (shards disagree).
+ * Shards are checked against their dataset (format v2): by dataset.json
+ * (each name's dataset id, index and content checksum) for a directory;
+ * for a list or glob, each dataset's shards must form one whole run, in
+ * order (a glob otherwise trusts the caller).  A shard of a write that
+ * did not finish is refused.  v1 shards carry no identity and are not.
+ * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT
+ *	(also: a duplicated, swapped, foreign, missing or uncommitted
+ *	shard), -SLUICE_ESCHEMA (shards disagree).
  * Thread-safety: the handle may be read from many threads at once.
  */
 SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out);

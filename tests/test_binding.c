@@ -409,6 +409,22 @@ static void test_merge(const char *root)
 	     -ENOTEMPTY);
 	T_EQ(open_records(out), 2 * NREC);
 
+	/* A part given twice, or a part beside a merge that holds it. */
+	{
+		char merged[1024];
+		const char *twice[2] = { a, a };
+		const char *nested[2] = { merged, b };
+
+		TU_FMT(merged, "%s", sub(root, "merged"));
+		TU_FMT(out, "%s", sub(root, "merged-twice"));
+		T_EQ(sluice_merge(twice, 2, out, 0, NULL, err, sizeof(err)),
+		     -EINVAL);
+		T_CONTAINS(err, "the parts hold the same shard twice");
+		T_EQ(sluice_merge(nested, 2, out, 0, NULL, err, sizeof(err)),
+		     -EINVAL);
+		T_ASSERT(!exists(out));
+	}
+
 	/* A part whose manifest disagrees with its shards' records. */
 	edit_manifest(b, bump_records);
 	TU_FMT(out, "%s", sub(root, "merged-count"));
