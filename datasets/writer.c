@@ -7,6 +7,7 @@
  * dataset.json last.  The folder is locked while the writer runs.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -219,12 +220,14 @@ static int finish_shard(struct sluice_writer *w)
 	if (r < 0)
 		return fail(w, r, "%s: writing the header: %s", w->tmp_path,
 			    sluice_strerror(r));
-	if (close(w->fd) != 0) {
+	/* Synced now, not at commit: a full disk or an I/O error shows up
+	 * while the shard is written, and commit only rewrites a page. */
+	if (fsync(w->fd) != 0) {
 		r = -errno;
-		w->fd = -1;
-		return fail(w, r, "%s: close: %s", w->tmp_path,
+		return fail(w, r, "%s: fsync: %s", w->tmp_path,
 			    sluice_strerror(r));
 	}
+	close(w->fd);
 	w->fd = -1;
 	if (w->man.nshards == UINT32_MAX - 1)
 		return fail(w, -E2BIG, "%s: too many shards", w->out_dir);
@@ -251,7 +254,9 @@ static int finish_shard(struct sluice_writer *w)
 }
 
 /* Shard @k's header gets the shard count (the commit mark) and its new
- * checksum, and the file is synced. */
+ * checksum.  The page's writeback is only started here: syncing each in
+ * turn would wait on the disk once per shard (2x the time of a 1000-shard
+ * conversion); sync_headers() then waits for them all. */
 static int commit_header(struct sluice_writer *w, uint32_t k, uint8_t *page)
 {
 	struct dls_header_disk h;
@@ -274,8 +279,9 @@ static int commit_header(struct sluice_writer *w, uint32_t k, uint8_t *page)
 		memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, 8);
 		r = write_full(fd, page, DLS_HEADER_SIZE, 0);
 	}
-	if (r == 0 && fsync(fd) != 0)
-		r = -errno;
+	if (r == 0)
+		(void)sync_file_range(fd, 0, DLS_HEADER_SIZE,
+				      SYNC_FILE_RANGE_WRITE);
 	if (close(fd) != 0 && r == 0)
 		r = -errno;
 	if (r < 0)
@@ -283,6 +289,74 @@ static int commit_header(struct sluice_writer *w, uint32_t k, uint8_t *page)
 			    r == -SLUICE_ECORRUPT ? "file shrank"
 						  : sluice_strerror(r));
 	w->man.shards[k].id.checksum = sum;
+	return 0;
+}
+
+/* Wait until every committed header is on disk.  One fdatasync per
+ * shard, in turn, waits on a disk cache flush each time (1.6-2x the time
+ * of a 1000-shard conversion); from a few threads at once the
+ * filesystem joins them into few flushes. */
+#define SYNC_THREADS 8u
+
+struct header_sync {
+	struct sluice_writer *w;
+	uint32_t first;         /* this thread's shards: first, +stride... */
+	uint32_t stride;
+	int error;
+	uint32_t bad;           /* the shard that failed */
+};
+
+static void *sync_some_headers(void *arg)
+{
+	struct header_sync *hs = arg;
+	char path[PATH_CAP + 300];
+
+	for (uint32_t k = hs->first; k < hs->w->man.nshards && !hs->error;
+	     k += hs->stride) {
+		int fd;
+
+		shard_path(hs->w, k, 1, path, sizeof(path));
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 || fdatasync(fd) != 0) {
+			hs->error = -errno;
+			hs->bad = k;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return NULL;
+}
+
+static int sync_headers(struct sluice_writer *w)
+{
+	struct header_sync hs[SYNC_THREADS];
+	pthread_t tid[SYNC_THREADS];
+	uint32_t n = w->man.nshards < SYNC_THREADS ? w->man.nshards
+						   : SYNC_THREADS;
+	uint32_t started = 0;
+	char path[PATH_CAP + 300];
+
+	for (uint32_t t = 0; t < n; t++) {
+		hs[t] = (struct header_sync){ w, t, n, 0, 0 };
+		/* Without a thread, this one does that share itself. */
+		if (t == 0 || pthread_create(&tid[t], NULL, sync_some_headers,
+					     &hs[t]) != 0)
+			continue;
+		started |= 1u << t;
+	}
+	for (uint32_t t = 0; t < n; t++)
+		if (!(started & (1u << t)))
+			sync_some_headers(&hs[t]);
+	for (uint32_t t = 0; t < n; t++)
+		if (started & (1u << t))
+			pthread_join(tid[t], NULL);
+	for (uint32_t t = 0; t < n; t++) {
+		if (!hs[t].error)
+			continue;
+		shard_path(w, hs[t].bad, 1, path, sizeof(path));
+		return fail(w, hs[t].error, "%s: fdatasync: %s", path,
+			    sluice_strerror(hs[t].error));
+	}
 	return 0;
 }
 
@@ -302,6 +376,8 @@ static int commit_shards(struct sluice_writer *w)
 	for (uint32_t k = 0; k < w->man.nshards && r == 0; k++)
 		r = commit_header(w, k, page);
 	free(page);
+	if (r == 0)
+		r = sync_headers(w);
 	for (uint32_t k = 0; k < w->man.nshards && r == 0; k++) {
 		shard_path(w, k, 1, from, sizeof(from));
 		shard_path(w, k, 0, to, sizeof(to));
