@@ -113,10 +113,15 @@ class ShardWriter:
 
     write(record) appends one record: a dict {field: value} or a sequence
     in schema order; values are bytes, numpy arrays, torch tensors,
-    Python scalars or buffers.  close() finishes the shards and writes
+    Python scalars or buffers.  close() commits the shards (until then
+    they are hidden temporary files no reader loads) and writes
     dataset.json; leaving a with-block on an exception aborts instead
-    (unfinished files are removed).  Options left at None take the
-    library's defaults (1 GiB shards, 1 MiB blocks, zstd level 3).
+    (every file of this writer is removed).  Options left at None take
+    the library's defaults (1 GiB shards, 1 MiB blocks, zstd level 3).
+
+    The writer locks out_dir: a second writer on the same folder raises
+    SluiceError (errno EBUSY) at once; a folder that already holds a
+    dataset raises errno EEXIST.  Give each task attempt its own folder.
     """
 
     def __init__(self, out_dir, schema, *, prefix=None, shard_size=None,
