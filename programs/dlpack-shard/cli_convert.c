@@ -1,6 +1,6 @@
 /*
  * cli_convert.c - `dlpack-shard convert`: option parsing, the progress
- * line and the summary.  The importers do the work (datasets/import.h).
+ * line and the summary.  The importers do the work (import/import.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "import.h"
+#include "import/import.h"
 
 enum source_kind { SRC_GUESS, SRC_DIR, SRC_TAR, SRC_NPY, SRC_SYNTH };
 
@@ -33,7 +33,7 @@ static void on_progress(void *ctx, const sluice_writer *w, uint64_t done,
 {
 	struct progress *p = ctx;
 	uint64_t records, raw, stored;
-	double now = cli_now(), secs, rate;
+	double now = (double)clock_ns() / 1e9, secs, rate;
 
 	/* The first line as soon as there is something to show, so even a
 	 * short conversion shows one. */
@@ -401,7 +401,7 @@ int cli_convert(int argc, char **argv)
 	r = cli_check_out_dir(a.o.out_dir);
 	if (r)
 		return r;
-	start = cli_now();
+	start = (double)clock_ns() / 1e9;
 	prog.start = prog.last = start;
 	if (!a.quiet && isatty(STDERR_FILENO)) {
 		a.o.progress = on_progress;
@@ -425,17 +425,17 @@ int cli_convert(int argc, char **argv)
 	if (prog.shown)
 		fputs("\r\x1b[K", stderr);
 	if (r < 0) {
-		cli_error("%s", err[0] ? err : sluice_strerror(r));
+		cli_error_code(err, r);
 		/* The writer removed its shards; only the folder remains. */
 		if (access(a.o.out_dir, F_OK) == 0)
-			fprintf(stderr, CLI_NAME ": no dataset was written; %s "
-				"holds nothing to keep (remove it with 'rm -r "
-				"%s'). A killed conversion leaves only hidden "
+			fprintf(stderr, "dlpack-shard: no dataset was written; "
+				"%s holds nothing to keep (remove it with 'rm "
+				"-r %s'). A killed conversion leaves only hidden "
 				".tmp files there, which no reader loads: remove "
 				"them the same way.\n",
 				a.o.out_dir, a.o.out_dir);
 		return CLI_EXIT_ERROR;
 	}
-	print_summary(&a, &sum, cli_now() - start);
+	print_summary(&a, &sum, (double)clock_ns() / 1e9 - start);
 	return 0;
 }
