@@ -263,3 +263,42 @@ def test_two_writers_on_one_folder(tmp_path):
         sluice.ShardWriter(part, SCHEMA)
     assert e.value.errno == errno.EEXIST
     assert len(sluice.Dataset(part)) == 30
+
+
+KILLED_WRITER_SCRIPT = r"""
+import os, signal, sys
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+import sluice
+from conftest import SCHEMA, source
+w = sluice.ShardWriter(sys.argv[1], SCHEMA, records_per_shard=5,
+                       block_size=256, threads=1)
+i = 0
+# until shard 2 is begun (shards 0 and 1 finished), then die mid-write
+while sum(n.endswith(".tmp") for n in os.listdir(sys.argv[1])) < 3:
+    w.write(source(i))
+    i += 1
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_killed_writer_leaves_nothing_loadable(tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.dirname(os.path.dirname(sluice.__file__))
+    part = tmp_path / "part-0"
+    p = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER_SCRIPT, str(part), here, pkg],
+        timeout=120)
+    assert p.returncode == -9
+    names = os.listdir(part)
+    assert not any(n.endswith(".dls") for n in names), names
+    assert "dataset.json" not in names
+    with pytest.raises(sluice.DatasetNotFoundError):
+        sluice.Dataset(part)                        # no dataset.json
+    with pytest.raises(sluice.DatasetNotFoundError):
+        sluice.Dataset(str(part / "*.dls"))         # no shard
+    with pytest.raises(sluice.CorruptDataError) as e:
+        sluice.Dataset(str(part / ".*.tmp"))        # the leftovers
+    assert "uncommitted shard" in str(e.value)
+    with pytest.raises(sluice.SluiceError):
+        sluice.merge([part], tmp_path / "m")
+    assert not (tmp_path / "m").exists()
