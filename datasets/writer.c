@@ -7,7 +7,6 @@
  * dataset.json last.  The folder is locked while the writer runs.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -24,6 +23,7 @@
 #include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
+#include "writer_commit.h"
 #include "writer_pool.h"
 
 #define WRITER_MAX_THREADS 64u
@@ -45,6 +45,7 @@ struct sluice_writer {
 	struct shard_schema schema;
 	uint8_t dataset_id[DLS_DATASET_ID_LEN];
 	char tag[17];                   /* temporary names: unique per writer */
+	struct shard_names names;       /* out_dir, prefix, tag */
 	int lock_fd;
 
 	struct staging st[DLS_MAX_FIELDS];
@@ -56,7 +57,7 @@ struct sluice_writer {
 
 	/* the shard being written */
 	int fd;
-	char name[256], tmp_path[PATH_CAP + 300];
+	char name[256], tmp_path[SHARD_PATH_CAP];
 	uint64_t pos;
 	struct dls_index_entry_disk *index;
 	uint64_t nindex, index_cap;
@@ -137,21 +138,12 @@ static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
 	return 0;
 }
 
-/* Shard @k's path: final, or temporary (".NAME.TAG.tmp").  Never
- * truncated: out_dir and prefix lengths are bounded at open. */
+/* Shard @k's path, final or temporary (never truncated: out_dir and
+ * prefix lengths are bounded at open). */
 static int shard_path(const struct sluice_writer *w, uint32_t k, int tmp,
 		      char *buf, size_t cap)
 {
-	if (tmp) {
-		if ((size_t)snprintf(buf, cap, "%s/.%s-%05u%s.%s.tmp",
-				     w->out_dir, w->prefix, k,
-				     DLS_SHARD_SUFFIX, w->tag) >= cap)
-			return -ENAMETOOLONG;
-	} else if ((size_t)snprintf(buf, cap, "%s/%s-%05u%s", w->out_dir,
-				    w->prefix, k, DLS_SHARD_SUFFIX) >= cap) {
-		return -ENAMETOOLONG;
-	}
-	return 0;
+	return shard_names_path(&w->names, k, tmp, buf, cap);
 }
 
 static int open_shard(struct sluice_writer *w)
@@ -253,142 +245,14 @@ static int finish_shard(struct sluice_writer *w)
 	return 0;
 }
 
-/* Shard @k's header gets the shard count (the commit mark) and its new
- * checksum.  The page's writeback is only started here: syncing each in
- * turn would wait on the disk once per shard (2x the time of a 1000-shard
- * conversion); sync_headers() then waits for them all. */
-static int commit_header(struct sluice_writer *w, uint32_t k, uint8_t *page)
-{
-	struct dls_header_disk h;
-	char path[PATH_CAP + 300];
-	uint64_t sum = 0;
-	int fd, r;
-
-	shard_path(w, k, 1, path, sizeof(path));
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		return fail(w, r, "%s: %s", path, sluice_strerror(r));
-	}
-	r = pread_full(fd, page, DLS_HEADER_SIZE, 0);
-	if (r == 0) {
-		memcpy(&h, page, sizeof(h));
-		h.shard_count = w->man.nshards;
-		memcpy(page, &h, sizeof(h));
-		sum = header_checksum(page);
-		memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, 8);
-		r = write_full(fd, page, DLS_HEADER_SIZE, 0);
-	}
-	if (r == 0)
-		(void)sync_file_range(fd, 0, DLS_HEADER_SIZE,
-				      SYNC_FILE_RANGE_WRITE);
-	if (close(fd) != 0 && r == 0)
-		r = -errno;
-	if (r < 0)
-		return fail(w, r, "%s: committing the header: %s", path,
-			    r == -SLUICE_ECORRUPT ? "file shrank"
-						  : sluice_strerror(r));
-	w->man.shards[k].id.checksum = sum;
-	return 0;
-}
-
-/* Wait until every committed header is on disk.  One fdatasync per
- * shard, in turn, waits on a disk cache flush each time (1.6-2x the time
- * of a 1000-shard conversion); from a few threads at once the
- * filesystem joins them into few flushes. */
-#define SYNC_THREADS 8u
-
-struct header_sync {
-	struct sluice_writer *w;
-	uint32_t first;         /* this thread's shards: first, +stride... */
-	uint32_t stride;
-	int error;
-	uint32_t bad;           /* the shard that failed */
-};
-
-static void *sync_some_headers(void *arg)
-{
-	struct header_sync *hs = arg;
-	char path[PATH_CAP + 300];
-
-	for (uint32_t k = hs->first; k < hs->w->man.nshards && !hs->error;
-	     k += hs->stride) {
-		int fd;
-
-		shard_path(hs->w, k, 1, path, sizeof(path));
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0 || fdatasync(fd) != 0) {
-			hs->error = -errno;
-			hs->bad = k;
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-	return NULL;
-}
-
-static int sync_headers(struct sluice_writer *w)
-{
-	struct header_sync hs[SYNC_THREADS];
-	pthread_t tid[SYNC_THREADS];
-	uint32_t n = w->man.nshards < SYNC_THREADS ? w->man.nshards
-						   : SYNC_THREADS;
-	uint32_t started = 0;
-	char path[PATH_CAP + 300];
-
-	for (uint32_t t = 0; t < n; t++) {
-		hs[t] = (struct header_sync){ w, t, n, 0, 0 };
-		/* Without a thread, this one does that share itself. */
-		if (t == 0 || pthread_create(&tid[t], NULL, sync_some_headers,
-					     &hs[t]) != 0)
-			continue;
-		started |= 1u << t;
-	}
-	for (uint32_t t = 0; t < n; t++)
-		if (!(started & (1u << t)))
-			sync_some_headers(&hs[t]);
-	for (uint32_t t = 0; t < n; t++)
-		if (started & (1u << t))
-			pthread_join(tid[t], NULL);
-	for (uint32_t t = 0; t < n; t++) {
-		if (!hs[t].error)
-			continue;
-		shard_path(w, hs[t].bad, 1, path, sizeof(path));
-		return fail(w, hs[t].error, "%s: fdatasync: %s", path,
-			    sluice_strerror(hs[t].error));
-	}
-	return 0;
-}
-
-/* The whole dataset is written: mark every shard committed, then give
- * each its final name.  A run killed before the renames leaves only
- * temporary names; one killed during them leaves an incomplete set of
- * shards, which readers refuse (each header knows the count). */
+/* The dataset is complete: commit and rename its shards. */
 static int commit_shards(struct sluice_writer *w)
 {
-	char from[PATH_CAP + 300], to[PATH_CAP + 300];
-	uint8_t *page;
-	int r = 0;
+	char what[512];
+	int r = shards_commit(&w->names, &w->man, &w->renamed, what,
+			      sizeof(what));
 
-	page = malloc(DLS_HEADER_SIZE);
-	if (!page)
-		return fail(w, -ENOMEM, "out of memory");
-	for (uint32_t k = 0; k < w->man.nshards && r == 0; k++)
-		r = commit_header(w, k, page);
-	free(page);
-	if (r == 0)
-		r = sync_headers(w);
-	for (uint32_t k = 0; k < w->man.nshards && r == 0; k++) {
-		shard_path(w, k, 1, from, sizeof(from));
-		shard_path(w, k, 0, to, sizeof(to));
-		if (rename(from, to) != 0) {
-			r = -errno;
-			return fail(w, r, "%s: rename: %s", from,
-				    sluice_strerror(r));
-		}
-		w->renamed = k + 1;
-	}
-	return r;
+	return r < 0 ? fail(w, r, "%s", what) : 0;
 }
 
 /* Write one compressed block (the oldest) at the next aligned offset. */
@@ -602,6 +466,7 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 		dataset_id_hex(w->dataset_id, hex);
 		memcpy(w->tag, hex, sizeof(w->tag) - 1);
 	}
+	w->names = (struct shard_names){ w->out_dir, w->prefix, w->tag };
 	w->man.schema = w->schema;
 	w->man.bound = 1;
 	memcpy(w->man.dataset_id, w->dataset_id, sizeof(w->dataset_id));
@@ -741,14 +606,9 @@ SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
  * lock: the folder held no dataset when it was taken, so they are ours. */
 static void remove_uncommitted(struct sluice_writer *w)
 {
-	char path[PATH_CAP + 300];
-
 	if (w->committed || w->lock_fd < 0)
 		return;
-	for (uint32_t k = 0; k <= w->man.nshards; k++) {
-		shard_path(w, k, k >= w->renamed, path, sizeof(path));
-		unlink(path);
-	}
+	shards_remove(&w->names, w->man.nshards + 1, w->renamed);
 }
 
 /* Stop the workers and remove what is not complete. */
