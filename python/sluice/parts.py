@@ -56,12 +56,13 @@ def write_part(path, schema, batches, writer_options=None, hook=None,
     return {"path": path, "records": info["records"]}
 
 
-def commit(parts, out, staging, keep_parts=False):
+def commit(parts, out, staging, keep_parts=False, verify=False):
     """Merge the parts the engine returned ({"task", "path", "records"}
     each, one per task) into @out, in task order; check the merged count
     against the tasks' counts; then remove @staging (unless @keep_parts),
     which drops the orphans of failed and duplicate attempts too.
-    Returns the merge summary."""
+    verify: merge checks every block's checksum before it writes
+    dataset.json.  Returns the merge summary."""
     parts = sorted(parts, key=lambda p: p["task"])
     tasks = [p["task"] for p in parts]
     if len(set(tasks)) != len(tasks):
@@ -71,7 +72,7 @@ def commit(parts, out, staging, keep_parts=False):
         if os.path.dirname(os.path.realpath(p["path"])) != staging_real:
             raise RuntimeError("part %s is not in %s" % (p["path"], staging))
     expected = sum(p["records"] for p in parts)
-    summary = merge([p["path"] for p in parts], out)
+    summary = merge([p["path"] for p in parts], out, verify=verify)
     if summary["records"] != expected:
         raise RuntimeError("merged %d records into %s, the tasks wrote %d" %
                            (summary["records"], out, expected))

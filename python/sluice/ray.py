@@ -23,22 +23,25 @@ from .writer import normalize_schema
 
 
 class SluiceDatasink(Datasink):
-    """SluiceDatasink(out, schema=None, *, keep_parts=False,
+    """SluiceDatasink(out, schema=None, *, keep_parts=False, verify=False,
     task_hook=None, **writer_options)
 
     schema: the sluice schema; None infers it from the dataset's Arrow
         schema at the start of the write (sluice.columns.fields_from_arrow).
+    verify: the merge checks every block's checksum before it writes
+        dataset.json.
     task_hook: hook(event, info) called in the write tasks (see
         sluice.parts.write_part); for tests that inject failures.
     writer_options: ShardWriter options for every part; threads defaults
         to a few per task (at most 4), not one per CPU.
     """
 
-    def __init__(self, out, schema=None, *, keep_parts=False, task_hook=None,
-                 **writer_options):
+    def __init__(self, out, schema=None, *, keep_parts=False, verify=False,
+                 task_hook=None, **writer_options):
         self.out = os.path.abspath(os.fspath(out))
         self.fields = normalize_schema(schema) if schema is not None else None
         self.keep_parts = keep_parts
+        self.verify = verify
         self.task_hook = task_hook
         self.writer_options = writer_options
         self.staging = parts.staging_dir(self.out)
@@ -71,4 +74,5 @@ class SluiceDatasink(Datasink):
 
     def on_write_complete(self, write_result):
         self.summary = parts.commit(write_result.write_returns, self.out,
-                                    self.staging, self.keep_parts)
+                                    self.staging, self.keep_parts,
+                                    self.verify)

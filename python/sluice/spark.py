@@ -23,8 +23,8 @@ def _arrow_schema(df):
     return to_arrow_schema(df.schema)
 
 
-def write_dataframe(df, out, schema=None, *, keep_parts=False, task_hook=None,
-                    **writer_options):
+def write_dataframe(df, out, schema=None, *, keep_parts=False, verify=False,
+                    task_hook=None, **writer_options):
     """Write @df into the dataset folder @out (any mounted filesystem the
     executors and the driver share); returns the merge summary.
 
@@ -33,6 +33,8 @@ def write_dataframe(df, out, schema=None, *, keep_parts=False, task_hook=None,
         Spark has no fixed-size arrays: give array columns that hold a
         fixed shape as fixed fields here, e.g. ("img", "uint8", (32, 32)).
     keep_parts: leave the parts (OUT.parts/run-ID) after the merge.
+    verify: the merge checks every block's checksum (reads every part
+        once more) before it writes dataset.json.
     task_hook: hook(event, info), called in the tasks (see
         sluice.parts.write_part); for tests that inject failures.
     writer_options: ShardWriter options for every part (threads,
@@ -68,4 +70,4 @@ def write_dataframe(df, out, schema=None, *, keep_parts=False, task_hook=None,
     rows = df.select(*names).mapInArrow(write_partition, _RESULT).collect()
     results = [{"task": r["task"], "path": r["path"],
                 "records": r["records"]} for r in rows]
-    return parts.commit(results, out, staging, keep_parts)
+    return parts.commit(results, out, staging, keep_parts, verify)

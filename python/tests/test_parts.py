@@ -43,7 +43,7 @@ def test_commit_takes_exactly_the_returned_parts(tmp_path):
                           batches(50, 80), info={"task": 1})
     assert len(os.listdir(staging)) == 4
     summary = parts.commit([dict(r1, task=1), dict(r0, task=0)], out,
-                           staging)
+                           staging, verify=True)
     assert summary["records"] == 80
     ds = sluice.Dataset(out)
     ids = [int(np.frombuffer(ds.read(k, "id"), np.int64)[0])

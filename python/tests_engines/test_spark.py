@@ -47,7 +47,7 @@ def frame(spark):
 def test_clean_run(spark, tmp_path):
     out = tmp_path / "ds"
     summary = sluice.spark.write_dataframe(frame(spark), out, SCHEMA,
-                                           threads=1)
+                                           verify=True, threads=1)
     assert summary["records"] == N
     check_exactly_once(str(out), N)
     assert not os.path.exists(str(out) + ".parts")
