@@ -74,6 +74,11 @@ DLPACK_SHARD := $(BUILD)/dlpack-shard
 SLUICE := $(BUILD)/sluice
 TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
+# The fuzz build mode (datasets/fuzzing.h): what the fuzz targets reach,
+# built to accept any checksum.
+FLIB_OBJS := $(patsubst %.c,$(BUILD)/fobj/%.o,$(filter datasets/%,$(LIB_SRCS)))
+FSTATIC := $(BUILD)/libsluice-fuzz.a
+FUZZ_CFLAGS := -DSLUICE_TESTING=1 -DSLUICE_FUZZING=1
 
 .PHONY: all test test-gpu demo deps install clean fuzz python bench-data
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
@@ -88,6 +93,11 @@ $(BUILD)/tobj/%.o: %.c
 	@$(if $(Q),echo "  CC      $< (test)")
 	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -c $< -o $@
 
+$(BUILD)/fobj/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $< (fuzz mode)")
+	$(Q)$(CC) $(CFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
+
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVCC    $<")
@@ -98,6 +108,9 @@ $(STATIC): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(TSTATIC): $(TLIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(FSTATIC): $(FLIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(SHARED): $(LIB_OBJS)
@@ -119,22 +132,37 @@ $(BUILD)/tests/%: tests/%.c $(TSTATIC)
 	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets -Iio -Ipipeline -Igpu \
 		$(LDFLAGS) $< $(TSTATIC) $(LIBS) -o $@
 
-# Fuzz targets, replayed over their corpus by a plain driver in `make test`.
-$(BUILD)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(TSTATIC)
+# Fuzz targets, replayed over their corpus by a plain driver in `make test`
+# (in the fuzz build mode, as the fuzzers found them).
+$(BUILD)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(FSTATIC)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets $(LDFLAGS) \
-		tests/fuzz/$*.c tests/fuzz/replay.c $(TSTATIC) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(FUZZ_CFLAGS) -Idatasets $(LDFLAGS) \
+		tests/fuzz/$*.c tests/fuzz/replay.c $(FSTATIC) $(LIBS) -o $@
 
+# libFuzzer builds (clang): `make fuzz FUZZ_TIME=S` runs each target for S
+# seconds over its corpus; `make fuzz-replay` only replays the corpora.
 FUZZ_TIME ?= 60
-fuzz:
-	$(MAKE) BUILD=build/fuzz CC=clang CUDA=0 SAN=fuzzer,address,undefined build/fuzz/libsluice-test.a
-	@mkdir -p build/fuzz/tests
-	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
-	  clang $(filter-out -Werror,$(CFLAGS)) -fsanitize=fuzzer,address,undefined -DSLUICE_TESTING=1 -Idatasets \
-	    $$f build/fuzz/libsluice-test.a $(LIBS) -o build/fuzz/tests/$$n || exit 1; \
-	  mkdir -p tests/fuzz/corpus/$$n; \
-	  build/fuzz/tests/$$n -max_total_time=$(FUZZ_TIME) tests/fuzz/corpus/$$n || exit 1; done
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/tests/%)
+FUZZ_SAN := fuzzer,address,undefined
+.PHONY: fuzz-targets fuzz-replay
+fuzz-targets:
+	$(MAKE) BUILD=build/fuzz CC=clang CUDA=0 SAN=$(FUZZ_SAN) $(FUZZ_BINS)
+
+build/fuzz/tests/fuzz_%: tests/fuzz/fuzz_%.c $(FSTATIC)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@ (libFuzzer)")
+	$(Q)$(CC) $(CFLAGS) $(FUZZ_CFLAGS) -Idatasets $(LDFLAGS) $< $(FSTATIC) \
+		$(LIBS) -o $@
+
+fuzz: fuzz-targets
+	@for n in $(notdir $(FUZZ_BINS)); do mkdir -p tests/fuzz/corpus/$$n; \
+	  build/fuzz/tests/$$n -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+	    tests/fuzz/corpus/$$n || exit 1; done
+
+fuzz-replay: fuzz-targets
+	@for n in $(notdir $(FUZZ_BINS)); do \
+	  build/fuzz/tests/$$n -runs=0 tests/fuzz/corpus/$$n || exit 1; done
 
 test: all $(TESTS) $(FUZZ_REPLAYS)
 	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) sh tests/run.sh $(T)

@@ -29,6 +29,8 @@ static uint64_t align_up(uint64_t x, uint64_t a)
 
 /* The first failure wins; it stays until the loader is closed. */
 static void vfail_locked(struct loader_core *c, int code, const char *fmt,
+			 va_list ap) __attribute__((format(printf, 3, 0)));
+static void vfail_locked(struct loader_core *c, int code, const char *fmt,
 			 va_list ap)
 {
 	if (c->failed)
