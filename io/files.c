@@ -68,11 +68,13 @@ static uint32_t dio_alignment(int fd)
 
 static int open_error(const char *path, int e, char *err, size_t errlen)
 {
-	char eb[128];
+	char eb[128], hint[96] = "";
 
 	if (err && errlen)
-		snprintf(err, errlen, "cannot open %s: %s", path,
-			 strerror_r(e, eb, sizeof(eb)));
+		snprintf(err, errlen, "cannot open %s: %s%s", path,
+			 strerror_r(e, eb, sizeof(eb)),
+			 e == EMFILE ? ring_nofile_hint(hint, sizeof(hint)) :
+				       "");
 	return -e;
 }
 
@@ -82,7 +84,10 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 	const int flags = O_RDONLY | O_CLOEXEC;
 	uint32_t align = 0, refused = 0;
 	char first[200] = "";
+	int ret = ring_reserve_fds(r, nfiles, err, errlen);
 
+	if (ret < 0)
+		return ret;
 	r->fds = malloc((nfiles ? nfiles : 1) * sizeof(*r->fds));
 	r->file_direct = calloc(nfiles ? nfiles : 1, sizeof(*r->file_direct));
 	if (!r->fds || !r->file_direct)

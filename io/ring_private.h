@@ -95,6 +95,14 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 void ring_register_files(struct io_ring *r);
 void ring_close_files(struct io_ring *r);
 
+/* nofile.c: raise RLIMIT_NOFILE's soft limit (toward the hard one) so
+ * that @nfiles more descriptors fit; -EMFILE with both limits in @err
+ * when the hard limit is too low.  ring_nofile_hint: " (RLIMIT_NOFILE
+ * soft S, hard H)" for an EMFILE message. */
+int ring_reserve_fds(struct io_ring *r, uint32_t nfiles, char *err,
+		     size_t errlen);
+const char *ring_nofile_hint(char *buf, size_t len);
+
 /* buffers.c: the arena as registered iovecs. */
 void ring_register_buffers(struct io_ring *r, void *arena, size_t len);
 int ring_buffer_index(const struct io_ring *r, const void *buf,
