@@ -207,6 +207,8 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	getrusage(RUSAGE_SELF, &ru1);
 	res->cpu_s = rusage_cpu_s(&ru1) - rusage_cpu_s(&ru0);
 	sluice_loader_stats(ld, &res->stats);
+	res->skipped_blocks = sluice_loader_skipped(ld, res->skip_first,
+						    sizeof(res->skip_first));
 	if (o->progress)
 		fputs("\r\033[K", stderr);
 	if (!rc && o->state_out)

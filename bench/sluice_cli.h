@@ -112,6 +112,8 @@ struct run_result {
 	DLDevice device;
 	uint64_t batches_per_epoch;
 	struct sluice_stats stats;
+	int64_t skipped_blocks;  /* sluice_loader_skipped() */
+	char skip_first[512];    /* its first message */
 };
 
 /* Called for each batch while the consumer holds it; non-zero stops the
