@@ -3,8 +3,10 @@
  * streaming.  Distributions set a soft limit of 1024 and a far higher hard
  * one: a process may raise its own soft limit up to the hard limit, so a
  * dataset of many shards raises it rather than failing with EMFILE part
- * way through.  When even the hard limit is too low, the error says so
- * with both numbers, before any file is opened.
+ * way through.  When even the hard limit is too low for every shard, the
+ * shards are opened on demand, as many at once as it allows
+ * (file_set.c); only when not even a few fit is it an error, with both
+ * numbers, before any file is opened.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +19,8 @@
 /* Descriptors besides the shards: the ring, its eventfd, the device
  * layer's, and what the caller opens while the loader runs. */
 #define NOFILE_HEADROOM 64u
+/* Fewer open shards than this and reads would mostly wait on reopens. */
+#define NOFILE_MIN_OPEN 16u
 
 /* Descriptors this process has open now; a guess without /proc. */
 static uint64_t fds_in_use(void)
@@ -37,50 +41,61 @@ static unsigned long long lim(rlim_t v)
 	return v == RLIM_INFINITY ? ~0ull : (unsigned long long)v;
 }
 
-int ring_reserve_fds(struct io_ring *r, uint32_t nfiles, char *err,
-		     size_t errlen)
+int64_t ring_reserve_fds(struct io_ring *r, uint32_t nfiles, char *err,
+			 size_t errlen)
 {
 	struct rlimit rl, raised;
-	uint64_t in_use, need;
+	uint64_t in_use, need, target, fit;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return 0;  /* cannot know: let open() say */
+		return nfiles;  /* cannot know: let open() say */
 	in_use = fds_in_use();
 	need = in_use + nfiles + NOFILE_HEADROOM;
 	if (rl.rlim_cur == RLIM_INFINITY || need <= rl.rlim_cur)
-		return 0;
-	if (rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max) {
+		return nfiles;
+	target = rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max ?
+			 rl.rlim_max : need;
+	fit = target > in_use + NOFILE_HEADROOM ?
+		      target - in_use - NOFILE_HEADROOM : 0;
+	if (fit < NOFILE_MIN_OPEN && fit < nfiles) {
 		if (err && errlen)
 			snprintf(err, errlen,
-				 "%u shards are held open while streaming and "
-				 "%llu descriptors are in use: %llu needed, "
-				 "above RLIMIT_NOFILE's hard limit %llu (soft "
-				 "%llu); raise it (ulimit -Hn, systemd "
-				 "LimitNOFILE=) or merge the shards into "
-				 "fewer files",
+				 "%u shards to read and %llu descriptors in "
+				 "use: RLIMIT_NOFILE's hard limit %llu (soft "
+				 "%llu) leaves room for %llu open shards, "
+				 "fewer than %u; raise it (ulimit -Hn, "
+				 "systemd LimitNOFILE=)",
 				 nfiles, (unsigned long long)in_use,
-				 (unsigned long long)need, lim(rl.rlim_max),
-				 lim(rl.rlim_cur));
+				 lim(rl.rlim_max), lim(rl.rlim_cur),
+				 (unsigned long long)fit, NOFILE_MIN_OPEN);
 		return -EMFILE;
 	}
-	raised = rl;
-	raised.rlim_cur = (rlim_t)need;
-	if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
-		int e = errno;
+	if (target > rl.rlim_cur) {
+		raised = rl;
+		raised.rlim_cur = (rlim_t)target;
+		if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+			int e = errno;
 
-		if (err && errlen)
-			snprintf(err, errlen,
-				 "%u shards are held open while streaming: "
-				 "raising RLIMIT_NOFILE's soft limit from %llu "
-				 "to %llu failed: %s",
-				 nfiles, lim(rl.rlim_cur),
-				 (unsigned long long)need, strerror(e));
-		return -e;
+			if (err && errlen)
+				snprintf(err, errlen,
+					 "%u shards to read: raising "
+					 "RLIMIT_NOFILE's soft limit from %llu "
+					 "to %llu failed: %s",
+					 nfiles, lim(rl.rlim_cur),
+					 (unsigned long long)target,
+					 strerror(e));
+			return -e;
+		}
+		ring_note(r, "RLIMIT_NOFILE soft limit raised from %llu to "
+			  "%llu for %u shards", lim(rl.rlim_cur),
+			  (unsigned long long)target, nfiles);
 	}
-	ring_note(r, "RLIMIT_NOFILE soft limit raised from %llu to %llu for "
-		  "%u shards", lim(rl.rlim_cur), (unsigned long long)need,
-		  nfiles);
-	return 0;
+	if (fit >= nfiles)
+		return nfiles;
+	ring_note(r, "RLIMIT_NOFILE hard limit %llu: at most %llu of %u shards "
+		  "open at once, the others opened on demand",
+		  lim(rl.rlim_max), (unsigned long long)fit, nfiles);
+	return (int64_t)fit;
 }
 
 const char *ring_nofile_hint(char *buf, size_t len)

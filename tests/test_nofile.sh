@@ -1,10 +1,10 @@
 #!/bin/sh
 # Many shards under a low RLIMIT_NOFILE (issue 10 item 7, issue 13 "many
-# shards"): the loader holds every shard open, so a 5,000-shard dataset
-# under the usual soft limit of 1024 raises the soft limit toward the hard
-# one and streams every record, with the registered file table in use;
-# when the hard limit itself is too low the error names the limit before
-# any shard is opened.
+# shards"): a 5,000-shard dataset under the usual soft limit of 1024
+# raises the soft limit toward the hard one and streams every record with
+# every shard open; under a hard limit of 1024 it streams every record
+# with shards opened on demand in the registered file table; when not even
+# a few shards fit, the error names the limit before any shard is opened.
 set -u
 BUILD=${BUILD:-build}
 DS="$BUILD/dlpack-shard"
@@ -47,11 +47,25 @@ grep -q "RLIMIT_NOFILE soft limit raised from 1024" "$T/bench" ||
 grep -q "files yes" "$T/bench" ||
 	{ cat "$T/bench"; fail "registered file table not used"; }
 
-echo "== hard limit 1024: a clear error naming the limit"
-sh -c "ulimit -n 1024 && exec '$SL' stream '$T/ds'" >"$T/out" 2>"$T/err"
+echo "== hard limit 1024: shards opened on demand, every record streams"
+sh -c "ulimit -n 1024 && exec '$SL' stream '$T/ds' --batch-size 64 \
+	--shuffle full --seed 3 --hash" >"$T/hash2" 2>"$T/err" ||
+	{ cat "$T/err"; fail "stream under hard limit 1024"; }
+cut -d' ' -f2- "$T/hash2" | sort >"$T/got2"
+cmp -s "$T/want" "$T/got2" || fail "hard 1024: hashes differ from cat --hash"
+[ "$(wc -l <"$T/hash2")" -eq $N ] || fail "hard 1024: $(wc -l <"$T/hash2") lines"
+sh -c "ulimit -n 1024 && exec '$SL' bench '$T/ds' --batch-size 64 \
+	--shuffle full" >"$T/bench" 2>&1 || { cat "$T/bench"; fail "bench 1024"; }
+grep -q "hard limit 1024: at most [0-9]* of $N shards open at once" \
+	"$T/bench" || { cat "$T/bench"; fail "on-demand opening not reported"; }
+grep -q "files yes" "$T/bench" ||
+	{ cat "$T/bench"; fail "registered file table not used (1024)"; }
+
+echo "== hard limit 70: a clear error naming the limit"
+sh -c "ulimit -n 70 && exec '$SL' stream '$T/ds'" >"$T/out" 2>"$T/err"
 rc=$?
-[ $rc -eq 1 ] || { cat "$T/err"; fail "exit $rc under hard limit 1024"; }
-grep -q "$N shards are held open.*RLIMIT_NOFILE's hard limit 1024" "$T/err" ||
+[ $rc -eq 1 ] || { cat "$T/err"; fail "exit $rc under hard limit 70"; }
+grep -q "$N shards to read.*RLIMIT_NOFILE's hard limit 70" "$T/err" ||
 	{ cat "$T/err"; fail "message does not name the limit"; }
 cat "$T/err"
 echo "ok"
