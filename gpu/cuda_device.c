@@ -1,18 +1,21 @@
 /*
  * cuda_device.c - the device on a GPU: the arena pinned with
- * cudaHostRegister, one device buffer per slot, copies on a non-blocking
- * copy stream, and per-slot events that order the copy stream against
- * the consumer's streams without blocking either host thread.
+ * cudaHostRegister, one device buffer mirroring the arena's batch part,
+ * copies on a non-blocking copy stream, and per-slot events that order
+ * the copy stream against the consumer's streams without blocking either
+ * host thread.
  *
  * Ordering, per slot (DESIGN.md "GPU stream semantics"):
- *   copy:    copy stream waits release[*], memcpy H2D, record ready
+ *   copy:    memcpy H2D into the mirror, record ready
  *   export:  consumer stream waits ready
- *   release: record release[k] on each consumer stream it was exported to
+ *   release: record release[k] on each consumer stream it was exported
+ *            to; the copy stream waits on them at once, since the
+ *            memory goes back to the budget and any later copy (of any
+ *            slot) may land on it
  */
 #ifdef SLUICE_HAVE_CUDA
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,18 +36,17 @@ struct cuda_slot {
 	cudaStream_t consumer[SLOT_STREAMS];  /* exported since last release */
 	int nconsumers;
 	int overflow;                 /* exported to more than SLOT_STREAMS */
-	int npending;                 /* release[0..n) the next copy waits on */
+	int npending;                 /* release[0..n) recorded (close waits) */
 };
 
 struct cuda_device {
 	struct device base;           /* first: device.c sees only this */
 	int id;
 	int registered;               /* cudaHostRegister held on the arena */
-	char *slot_mem;               /* slots * slot_bytes on the device */
+	char *mirror;                 /* mirror_bytes on the device */
 	cudaStream_t copy_stream;
 	struct cuda_slot *slot;
 	uint32_t slots_ready;         /* slots whose lock and events exist */
-	_Atomic int64_t last_stream;  /* last exported stream, -1: none */
 };
 
 static struct cuda_device *to_cuda(struct device *d)
@@ -144,8 +146,8 @@ static void teardown(struct cuda_device *cd)
 	free(cd->slot);
 	if (cd->copy_stream)
 		(void)cudaStreamDestroy(cd->copy_stream);
-	if (cd->slot_mem)
-		(void)cudaFree(cd->slot_mem);
+	if (cd->mirror)
+		(void)cudaFree(cd->mirror);
 	if (cd->registered)
 		(void)cudaHostUnregister(cd->base.arena.base);
 	arena_unmap(&cd->base.arena);
@@ -160,11 +162,11 @@ static void cuda_close(struct device *d)
 	teardown(to_cuda(d));
 }
 
-static void *cuda_slot_ptr(const struct device *d, uint32_t i)
+static void *cuda_mirror_ptr(const struct device *d, size_t offset)
 {
 	const struct cuda_device *cd = (const struct cuda_device *)d;
 
-	return cd->slot_mem + (size_t)i * d->slot_bytes;
+	return cd->mirror + offset;
 }
 
 static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
@@ -172,25 +174,20 @@ static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
 {
 	struct cuda_device *cd = to_cuda(d);
 	struct cuda_slot *s = &cd->slot[i];
+	/* device_check_copy() put every range inside the mirrored part */
+	size_t base = (size_t)((const uint8_t *)host -
+			       (const uint8_t *)d->arena.base) - d->mirror_offset;
 	cudaError_t e = cudaSuccess;
-	int prev, k, r;
+	int prev, r;
 
 	r = enter(cd, &prev);
 	if (r)
 		return r;
 	pthread_mutex_lock(&s->lock);
-	for (k = 0; k < s->npending && e == cudaSuccess; k++)
-		e = cudaStreamWaitEvent(cd->copy_stream, s->release[k], 0);
-	if (e != cudaSuccess) {
-		r = fail(cd, i, "cudaStreamWaitEvent on a release", e);
-		goto out;
-	}
-	s->npending = 0;
 	for (unsigned g = 0; g < n; g++) {
 		if (ranges[g].len == 0)
 			continue;
-		e = cudaMemcpyAsync((uint8_t *)cuda_slot_ptr(d, i) +
-					    ranges[g].offset,
+		e = cudaMemcpyAsync(cd->mirror + base + ranges[g].offset,
 				    (const uint8_t *)host + ranges[g].offset,
 				    ranges[g].len, cudaMemcpyHostToDevice,
 				    cd->copy_stream);
@@ -253,7 +250,6 @@ static int cuda_slot_export(struct device *d, uint32_t i, int64_t stream)
 		else
 			s->overflow = 1;
 	}
-	atomic_store(&cd->last_stream, stream);
 out:
 	pthread_mutex_unlock(&s->lock);
 	leave(cd, prev);
@@ -271,8 +267,12 @@ static int cuda_slot_release(struct device *d, uint32_t i)
 	if (r)
 		return r;
 	pthread_mutex_lock(&s->lock);
-	for (k = 0; k < s->nconsumers && e == cudaSuccess; k++)
+	for (k = 0; k < s->nconsumers && e == cudaSuccess; k++) {
 		e = cudaEventRecord(s->release[k], s->consumer[k]);
+		if (e == cudaSuccess)
+			e = cudaStreamWaitEvent(cd->copy_stream, s->release[k],
+						0);
+	}
 	if (e != cudaSuccess) {
 		r = fail(cd, i, "cudaEventRecord on the consumer stream", e);
 	} else if (s->overflow) {
@@ -290,75 +290,97 @@ static int cuda_slot_release(struct device *d, uint32_t i)
 	return r;
 }
 
-static double cuda_measure_h2d(struct device *d, size_t bytes, int iters)
+static int cuda_measure_h2d(struct device *d, size_t bytes, int iters,
+			    double *bps)
 {
 	struct cuda_device *cd = to_cuda(d);
-	size_t device_bytes = (size_t)d->slots * d->slot_bytes;
 	cudaEvent_t start = NULL, stop = NULL;
+	const uint8_t *src;
+	void *dst = NULL;
+	const char *what;
 	cudaError_t e;
 	float ms = 0;
-	int prev, n;
+	int prev, n, r;
 
 	if (bytes > d->arena.bytes)
 		bytes = d->arena.bytes;
-	if (bytes > device_bytes)
-		bytes = device_bytes;
-	if (bytes == 0)
-		return 0;
-	if (iters < 1)
-		iters = 1;
-	if (enter(cd, &prev))
-		return 0;
-	e = cudaEventCreate(&start);
+	src = (const uint8_t *)d->arena.base + (d->arena.bytes - bytes);
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	what = "cudaMalloc of the scratch destination";
+	e = cudaMalloc(&dst, bytes);
+	if (e == cudaSuccess) {
+		what = "cudaEventCreate";
+		e = cudaEventCreate(&start);
+	}
 	if (e == cudaSuccess)
 		e = cudaEventCreate(&stop);
 	/* Queued behind any copy in flight, so it times only itself. */
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		what = "cudaMemcpyAsync";
 		e = cudaEventRecord(start, cd->copy_stream);
+	}
 	for (n = 0; n < iters && e == cudaSuccess; n++)
-		e = cudaMemcpyAsync(cd->slot_mem, d->arena.base, bytes,
-				    cudaMemcpyHostToDevice, cd->copy_stream);
+		e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+				    cd->copy_stream);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(stop, cd->copy_stream);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		what = "cudaEventSynchronize";
 		e = cudaEventSynchronize(stop);
+	}
 	if (e == cudaSuccess)
 		e = cudaEventElapsedTime(&ms, start, stop);
-	if (e != cudaSuccess)
-		device_record_error(d, "measuring host-to-device bandwidth: %s",
-				    cudaGetErrorString(e));
+	if (e != cudaSuccess) {
+		device_record_error(d, "measuring host-to-device bandwidth "
+				       "(%zu bytes x %d): %s: %s", bytes, iters,
+				    what, cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		r = -SLUICE_ECUDA;
+	} else if (ms <= 0) {
+		device_record_error(d, "measuring host-to-device bandwidth: "
+				       "%d copies of %zu bytes took no time",
+				    iters, bytes);
+		r = -SLUICE_ECUDA;
+	} else {
+		*bps = (double)bytes * iters / (ms / 1e3);
+	}
 	if (start)
 		(void)cudaEventDestroy(start);
 	if (stop)
 		(void)cudaEventDestroy(stop);
+	if (dst)
+		(void)cudaFree(dst);
 	leave(cd, prev);
-	if (e != cudaSuccess || ms <= 0)
-		return 0;
-	return (double)bytes * iters / (ms / 1e3);
+	return r;
 }
 
-static void cuda_compute(struct device *d, double ms)
+static int cuda_compute(struct device *d, int64_t stream, double ms)
 {
 	struct cuda_device *cd = to_cuda(d);
-	int64_t last = atomic_load(&cd->last_stream);
-	cudaStream_t cs = (cudaStream_t)(intptr_t)(last == -1 ? 0 : last);
+	cudaStream_t cs = (cudaStream_t)(intptr_t)stream;
 	cudaError_t e;
-	int prev;
+	int prev, r;
 
-	if (enter(cd, &prev))
-		return;
+	r = enter(cd, &prev);
+	if (r)
+		return r;
 	e = cuda_spin_async(cs, ms);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(cs);
-	if (e != cudaSuccess)
-		device_record_error(d, "compute kernel: %s",
+	if (e != cudaSuccess) {
+		device_record_error(d, "compute step of %.3f ms: %s", ms,
 				    cudaGetErrorString(e));
+		r = -SLUICE_ECUDA;
+	}
 	leave(cd, prev);
+	return r;
 }
 
 static const struct device_ops cuda_ops = {
 	.close = cuda_close,
-	.slot_ptr = cuda_slot_ptr,
+	.mirror_ptr = cuda_mirror_ptr,
 	.copy_slot = cuda_copy_slot,
 	.wait_copied = cuda_wait_copied,
 	.slot_export = cuda_slot_export,
@@ -398,7 +420,6 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	}
 	device_base_init(&cd->base, &cuda_ops, cfg);
 	cd->id = id;
-	atomic_init(&cd->last_stream, -1);
 	cd->base.info.dl.device_type = kDLCUDA;
 	cd->base.info.dl.device_id = id;
 	cd->base.info.is_cuda = 1;
@@ -419,21 +440,26 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	cd->base.info.huge_pages = cd->base.arena.huge_pages;
 	/* Anonymous memory registered afterwards, not cudaHostAlloc: see
 	 * DESIGN.md "The pinned arena". */
-	e = cudaHostRegister(cd->base.arena.base, cd->base.arena.map_len,
-			     cudaHostRegisterDefault);
-	if (e == cudaSuccess) {
-		cd->registered = 1;
-		cd->base.info.arena_pinned = 1;
-	} else {
+	if (cfg->pageable) {
 		device_note_fallback(&cd->base.info,
-				     "cudaHostRegister failed: %s; pageable copies",
-				     cudaGetErrorString(e));
-		(void)cudaGetLastError();
+				     "cudaHostRegister off (asked); pageable copies");
+	} else {
+		e = cudaHostRegister(cd->base.arena.base,
+				     cd->base.arena.map_len,
+				     cudaHostRegisterDefault);
+		if (e == cudaSuccess) {
+			cd->registered = 1;
+			cd->base.info.arena_pinned = 1;
+		} else {
+			device_note_fallback(&cd->base.info,
+					     "cudaHostRegister failed: %s; pageable copies",
+					     cudaGetErrorString(e));
+			(void)cudaGetLastError();
+		}
 	}
 
-	what = "cudaMalloc of the device slots";
-	e = cudaMalloc((void **)&cd->slot_mem,
-		       (size_t)cfg->slots * cfg->slot_bytes);
+	what = "cudaMalloc of the device batch memory";
+	e = cudaMalloc((void **)&cd->mirror, cfg->mirror_bytes);
 	if (e != cudaSuccess)
 		goto fail_cuda;
 	what = "cudaStreamCreateWithFlags";

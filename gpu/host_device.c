@@ -97,11 +97,10 @@ static void host_close(struct device *d)
 	free(d);
 }
 
-static void *host_slot_ptr(const struct device *d, uint32_t i)
+/* The batch memory is its own mirror. */
+static void *host_mirror_ptr(const struct device *d, size_t offset)
 {
-	(void)d;
-	(void)i;
-	return NULL;
+	return (uint8_t *)d->arena.base + d->mirror_offset + offset;
 }
 
 static int host_copy_slot(struct device *d, uint32_t i, const void *host,
@@ -130,23 +129,28 @@ static int host_slot_export(struct device *d, uint32_t i, int64_t stream)
 	return 0;
 }
 
-static double host_measure_h2d(struct device *d, size_t bytes, int iters)
+static int host_measure_h2d(struct device *d, size_t bytes, int iters,
+			    double *bps)
 {
-	(void)d;
 	(void)bytes;
 	(void)iters;
-	return 0;
+	*bps = 0;
+	device_record_error(d, "no host-to-device link to measure: batches "
+			       "stay on the host");
+	return -SLUICE_ENODEVICE;
 }
 
-static void host_compute(struct device *d, double ms)
+static int host_compute(struct device *d, int64_t stream, double ms)
 {
 	(void)d;
+	(void)stream;
 	host_busy_wait(ms);
+	return 0;
 }
 
 static const struct device_ops host_ops = {
 	.close = host_close,
-	.slot_ptr = host_slot_ptr,
+	.mirror_ptr = host_mirror_ptr,
 	.copy_slot = host_copy_slot,
 	.wait_copied = host_slot_op,
 	.slot_export = host_slot_export,
