@@ -370,33 +370,74 @@ SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld);
 /** sluice_loader_device - where batches live (kDLCPU or kDLCUDA, id). */
 SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld);
 
-/* The resumable position: exactly what a restart needs. */
+/*
+ * The resumable position: exactly what a restart needs, the same on every
+ * rank (data-parallel ranks take their steps in lockstep), so rank 0 alone
+ * can save it.  A job that resumes with the same world size, batch size
+ * and drop_last continues exactly as the uninterrupted job would have.
+ * One with another world size or batch size ("elastic" resume) delivers
+ * exactly the records of the epoch that no earlier job consumed, each
+ * once, split into equal parts over its ranks (each rank still reading
+ * mostly its own blocks), then later epochs as a fresh job of its shape.
+ * Elastic resumes chain: every earlier job of the epoch is one entry of
+ * @earlier, at most SLUICE_STATE_MAX_EARLIER.
+ */
+#define SLUICE_STATE_MAX_EARLIER 16
+
+struct sluice_state_job {
+	int32_t world_size;
+	int32_t drop_last;
+	uint64_t consumed;         /* positions each rank consumed */
+};
+
 struct sluice_state {
 	uint64_t seed;
+	int32_t shuffle;           /* enum sluice_shuffle */
+	uint32_t window_blocks;    /* checked for SHUFFLE_WINDOW only */
+	uint64_t dataset_records;  /* checked on restore */
 	uint64_t epoch;
-	uint64_t batches_consumed; /* within the epoch */
-	int32_t rank;
+	/* the job that saved it */
 	int32_t world_size;
 	uint32_t batch_size;
-	int32_t shuffle;
-	uint64_t dataset_records;  /* checked on restore */
+	int32_t drop_last;
+	uint64_t batches_consumed; /* by each rank, within the epoch */
+	/* earlier jobs of this epoch, oldest first */
+	uint32_t nearlier;
+	struct sluice_state_job earlier[SLUICE_STATE_MAX_EARLIER];
 };
 
 /** sluice_loader_state_get - the position after the last batch returned
- * by next(). */
+ * by next().
+ * @return: 0, or -EINVAL. */
 SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
 				       struct sluice_state *st);
 
 /**
- * sluice_loader_state_set - continue from @st: the next batch is the one
- * the uninterrupted run would have returned after batches_consumed.
+ * sluice_loader_state_set - continue from @st (taken by this loader or by
+ * any rank of another job on the same dataset, seed and shuffle).  With
+ * the same world size, batch size and drop_last, the next batch is the
+ * one the uninterrupted run would have returned after batches_consumed;
+ * otherwise the epoch goes on elastically (see struct sluice_state).
  * Skipped batches are not read.
- * @return: 0; -SLUICE_ESTATE when @st does not fit this dataset/config.
+ * @return: 0; -SLUICE_ESTATE when @st does not fit this dataset/config
+ *	(or chains more than SLUICE_STATE_MAX_EARLIER earlier jobs); the
+ *	loader then goes on where it was, the message says why.
  */
 SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 				       const struct sluice_state *st);
 
-/** Serialized state: a short text line, for files and Python. */
+/*
+ * Serialized state: one line of text, for files and Python, at most
+ * SLUICE_STATE_TEXT_MAX bytes with the NUL:
+ *   sluice-state v2 seed=0 shuffle=window window=16 records=10000 epoch=3
+ *   world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1
+ * (one line; earlier=- when the epoch had no earlier job).
+ * sluice_state_format returns the length, -ENOSPC, or -EINVAL for an
+ * invalid @st; sluice_state_parse returns 0 or -SLUICE_ESTATE (the text
+ * is strict: every key once, plain decimal) and leaves @st untouched on
+ * failure.
+ */
+#define SLUICE_STATE_TEXT_MAX 1024
 SLUICE_API int sluice_state_format(const struct sluice_state *st, char *buf,
 				   size_t len);
 SLUICE_API int sluice_state_parse(const char *text, struct sluice_state *st);

@@ -91,34 +91,36 @@ static struct slot *free_slot(struct loader_core *c)
  */
 static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 {
-	const uint64_t *recs;
 	uint32_t count, nread = 0;
 	struct slot *s;
 
 	if (c->plan_batch >= c->sampler.nbatches) {
-		if (c->sampler.nbatches == 0)
+		if (c->sampler.nbatches == 0 && c->sampler.nlevels == 0)
 			return 0;
-		/* Everything of this epoch is planned: prefetch the next. */
+		/* Everything of this epoch is planned: prefetch the next,
+		 * which is a fresh one (no earlier jobs). */
 		c->plan_epoch++;
 		sampler_set_epoch(&c->sampler, c->plan_epoch);
 		c->plan_batch = 0;
 		c->ahead_batch = 0;
 		c->ahead_rec = 0;
+		if (c->sampler.nbatches == 0)
+			return 0;
 	}
 	s = free_slot(c);
 	if (!s)
 		return 0;
 
-	sampler_batch(&c->sampler, c->plan_batch, &recs, &count);
+	count = sampler_batch(&c->sampler, c->plan_batch, s->indices);
 	s->nentries = 0;
 	s->pending = 0;
 	for (uint32_t r = 0; r < count; r++) {
-		uint64_t g = block_of(c, recs[r]);
+		uint64_t rec = s->indices[r];
+		uint64_t g = block_of(c, rec);
 		int32_t have = c->block_entry[g];
 		uint32_t e;
 
-		s->indices[r] = recs[r];
-		s->rec_in_block[r] = (uint32_t)(recs[r] - c->block_first[g]);
+		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
 		/* Records of one block are usually neighbours: look at the
 		 * entries this slot pinned last first. */
 		if (have >= 0) {
@@ -183,7 +185,6 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 {
 	while (c->ahead_inflight < c->ahead_max && c->lru_count > c->need) {
-		const uint64_t *recs;
 		uint32_t count, e;
 		uint64_t g, pos;
 
@@ -196,13 +197,15 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 		if (c->ahead_batch >= c->sampler.nbatches ||
 		    pos > c->ahead_records)
 			return;
-		sampler_batch(&c->sampler, c->ahead_batch, &recs, &count);
+		count = sampler_batch_count(&c->sampler, c->ahead_batch);
 		if (c->ahead_rec >= count) {
 			c->ahead_batch++;
 			c->ahead_rec = 0;
 			continue;
 		}
-		g = block_of(c, recs[c->ahead_rec++]);
+		g = block_of(c, sampler_rank_record(&c->sampler,
+				c->ahead_batch * c->cfg.batch_size +
+				c->ahead_rec++));
 		if (c->block_entry[g] >= 0 || cache_claim(c, g, &e) != 1)
 			continue;
 		c->entries[e].ahead = 1;

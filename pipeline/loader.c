@@ -302,6 +302,8 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 		snprintf(err, errlen, "sampler: invalid configuration");
 		return r;
 	}
+	c->fresh_batches = c->sampler.nbatches;
+	c->epoch_batches = c->sampler.nbatches;
 
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
@@ -446,10 +448,12 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 
 /*
  * Stop planning, let the batches in flight finish, drop the prefetched
- * ones, and continue planning from (@epoch, @batch).  Slots the consumer
- * holds are untouched.
+ * ones, and continue planning from batch @batch of @epoch, which follows
+ * the @nearlier jobs @earlier (validated by the caller).  Slots the
+ * consumer holds are untouched.
  */
-static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
+static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
+		      const struct sampler_level *earlier, uint32_t nearlier)
 {
 	int r;
 
@@ -466,14 +470,19 @@ static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
 			c->slots[c->fifo[(c->fifo_head + k) % c->slots_cap]]->state =
 				SLOT_FREE;
 		c->fifo_len = 0;
-		if (c->plan_epoch != epoch || c->sampler.epoch != epoch)
-			sampler_set_epoch(&c->sampler, epoch);
+		r = sampler_resume(&c->sampler, epoch, earlier, nearlier);
+	}
+	if (!r) {
 		c->plan_epoch = epoch;
 		c->plan_batch = batch;
 		c->ahead_batch = batch;
 		c->ahead_rec = 0;
 		c->epoch = epoch;
 		c->consumed = batch;
+		c->epoch_batches = c->sampler.nbatches;
+		c->nearlier = nearlier;
+		if (nearlier)
+			memcpy(c->earlier, earlier, nearlier * sizeof(*earlier));
 	}
 	c->planning_paused = 0;
 	pthread_mutex_unlock(&c->mu);
@@ -489,12 +498,12 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch)
 		return -EINVAL;
 	if (epoch == c->epoch && c->consumed == 0)
 		return 0;    /* already prefetching it */
-	return restart_at(c, epoch, 0);
+	return restart_at(c, epoch, 0, NULL, 0);
 }
 
 SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld)
 {
-	return ld && ld->core ? ld->core->sampler.nbatches : 0;
+	return ld && ld->core ? ld->core->epoch_batches : 0;
 }
 
 SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld)
@@ -527,9 +536,11 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 			r = c->failed;
 			break;
 		}
-		if (c->consumed >= c->sampler.nbatches) {
+		if (c->consumed >= c->epoch_batches) {
 			c->epoch++;
 			c->consumed = 0;
+			c->nearlier = 0;
+			c->epoch_batches = c->fresh_batches;
 			r = SLUICE_EOF;
 			break;
 		}
@@ -584,46 +595,103 @@ SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
 		return -EINVAL;
 	*st = (struct sluice_state){
 		.seed = c->cfg.seed,
+		.shuffle = c->cfg.shuffle,
+		.window_blocks = c->cfg.window_blocks,
+		.dataset_records = c->ds->record_count,
 		.epoch = c->epoch,
-		.batches_consumed = c->consumed,
-		.rank = c->cfg.rank,
 		.world_size = c->cfg.world_size,
 		.batch_size = c->cfg.batch_size,
-		.shuffle = c->cfg.shuffle,
-		.dataset_records = c->ds->record_count,
+		.drop_last = c->cfg.drop_last ? 1 : 0,
+		.batches_consumed = c->consumed,
+		.nearlier = c->nearlier,
 	};
+	for (uint32_t i = 0; i < c->nearlier; i++)
+		st->earlier[i] = (struct sluice_state_job){
+			.world_size = (int32_t)c->earlier[i].world,
+			.drop_last = c->earlier[i].drop_last,
+			.consumed = c->earlier[i].consumed,
+		};
 	return 0;
+}
+
+/* Refuse @st with a message; the loader goes on where it was. */
+static int state_refused(struct loader_core *c, const struct sluice_state *st,
+			 const char *why)
+{
+	char line[SLUICE_STATE_TEXT_MAX];
+
+	if (sluice_state_format(st, line, sizeof(line)) < 0)
+		snprintf(line, sizeof(line), "(invalid state)");
+	pthread_mutex_lock(&c->mu);
+	snprintf(c->err, sizeof(c->err),
+		 "saved state does not fit this loader: %s (state: %.300s)",
+		 why, line);
+	pthread_mutex_unlock(&c->mu);
+	return -SLUICE_ESTATE;
 }
 
 SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 				       const struct sluice_state *st)
 {
 	struct loader_core *c = ld ? ld->core : NULL;
+	struct sampler_level levels[SAMPLER_MAX_LEVELS + 1];
+	uint64_t left, part, nbatches, delivered, batch = 0;
+	uint32_t n;
+	int drop;
 
 	if (!c || !st)
 		return -EINVAL;
-	if (st->seed != c->cfg.seed || st->rank != c->cfg.rank ||
-	    st->world_size != c->cfg.world_size ||
-	    st->batch_size != c->cfg.batch_size ||
-	    st->shuffle != c->cfg.shuffle ||
-	    st->dataset_records != c->ds->record_count ||
-	    st->batches_consumed > c->sampler.nbatches) {
-		/* A message, but not a failure: the loader goes on. */
-		pthread_mutex_lock(&c->mu);
-		snprintf(c->err, sizeof(c->err),
-			 "saved state (seed %llu, rank %d/%d, batch %u, shuffle %d, %llu records, batch %llu) does not fit this loader (seed %llu, rank %d/%d, batch %u, shuffle %d, %llu records, %llu batches)",
-			 (unsigned long long)st->seed, st->rank, st->world_size,
-			 st->batch_size, st->shuffle,
-			 (unsigned long long)st->dataset_records,
-			 (unsigned long long)st->batches_consumed,
-			 (unsigned long long)c->cfg.seed, c->cfg.rank,
-			 c->cfg.world_size, c->cfg.batch_size, c->cfg.shuffle,
-			 (unsigned long long)c->ds->record_count,
-			 (unsigned long long)c->sampler.nbatches);
-		pthread_mutex_unlock(&c->mu);
-		return -SLUICE_ESTATE;
+	if (st->seed != c->cfg.seed || st->shuffle != c->cfg.shuffle ||
+	    (st->shuffle == SLUICE_SHUFFLE_WINDOW &&
+	     st->window_blocks != c->cfg.window_blocks))
+		return state_refused(c, st, "another seed or shuffle");
+	if (st->dataset_records != c->ds->record_count)
+		return state_refused(c, st, "another record count");
+	if (st->world_size < 1 || st->batch_size < 1 ||
+	    st->nearlier > SAMPLER_MAX_LEVELS)
+		return state_refused(c, st, "invalid state");
+	n = st->nearlier;
+	for (uint32_t i = 0; i < n; i++) {
+		if (st->earlier[i].world_size < 1)
+			return state_refused(c, st, "invalid earlier job");
+		levels[i] = (struct sampler_level){
+			.world = (uint32_t)st->earlier[i].world_size,
+			.drop_last = st->earlier[i].drop_last ? 1 : 0,
+			.consumed = st->earlier[i].consumed,
+		};
 	}
-	return restart_at(c, st->epoch, st->batches_consumed);
+
+	/* The saving job's split, over what its earlier jobs left. */
+	if (sampler_chain_length(c->ds->record_count, levels, n, &left))
+		return state_refused(c, st, "an earlier job does not fit");
+	drop = st->drop_last ? 1 : 0;
+	sampler_split(left, (uint32_t)st->world_size, st->batch_size, drop,
+		      &part, &nbatches, &delivered);
+	if (st->batches_consumed > nbatches)
+		return state_refused(c, st, "more batches than the epoch has");
+
+	if (st->world_size == c->cfg.world_size &&
+	    st->batch_size == c->cfg.batch_size &&
+	    drop == (c->cfg.drop_last ? 1 : 0)) {
+		batch = st->batches_consumed; /* the same job, continued */
+	} else {
+		/* Elastic: the saving job becomes one more earlier job. */
+		uint64_t used = st->batches_consumed * st->batch_size;
+
+		if (used > delivered)
+			used = delivered;
+		if (used > 0) {
+			if (n == SAMPLER_MAX_LEVELS)
+				return state_refused(c, st,
+						     "too many elastic resumes in one epoch");
+			levels[n++] = (struct sampler_level){
+				.world = (uint32_t)st->world_size,
+				.drop_last = drop,
+				.consumed = used,
+			};
+		}
+	}
+	return restart_at(c, st->epoch, batch, levels, n);
 }
 
 static void stage_get(const struct stage_clock *in,

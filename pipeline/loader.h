@@ -172,6 +172,11 @@ struct loader_core {
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */
 	uint64_t consumed;          /* batches consumed in it */
+	uint64_t epoch_batches;     /* batches in it (fewer after an
+				       elastic resume) */
+	uint32_t nearlier;          /* earlier jobs of it (elastic resume) */
+	struct sampler_level earlier[SAMPLER_MAX_LEVELS];
+	uint64_t fresh_batches;     /* batches of an epoch started afresh */
 
 	/* jobs [mu] */
 	struct job *jobs;

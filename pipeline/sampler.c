@@ -1,21 +1,35 @@
 /*
- * sampler.c - the epoch's record order: shuffle modes, rank split, batches.
+ * sampler.c - the epoch's record order: shuffle modes, rank split, batches,
+ * and the splits of elastic resume.
  *
- * Every rank builds the same global sequence from (seed, epoch) alone, then
- * keeps its contiguous part, so ranks agree without talking to each other.
- *
- * Memory (8 bytes per record, allocated once in sampler_init):
- *   scratch: nrecords entries for the global sequence, plus nblocks entries
- *            for the shuffled block order in block and window modes;
- *   order:   per_rank entries, this rank's part.
- * So one rank of a 300M-record dataset holds about 2.4 GB of scratch plus
- * 2.4 GB / world_size of order.
+ * Every rank computes the same global sequence from (seed, epoch) alone,
+ * then keeps its contiguous part, so ranks agree without talking to each
+ * other.  Nothing is materialised per record: position -> record is
+ *   none:   the identity;
+ *   full:   a keyed Feistel permutation of [0, n) (permutation.c);
+ *   block:  the epoch's shuffled block order, records in order: a binary
+ *           search over the blocks' start positions;
+ *   window: the same block order cut into windows of W blocks; a position
+ *           inside a window goes through a Feistel permutation of that
+ *           window's records, then to its block by binary search.
+ * Memory is two arrays of nblocks + 1 words (block and window modes).
  *
  * Counts: per_rank = floor(n / world) with drop_last (the tail that does not
  * fill every rank is dropped), else ceil(n / world) with the last parts
  * wrapping to the start of the sequence.  nbatches = per_rank / batch_size
  * with drop_last (then the rank delivers nbatches * batch_size records,
  * fewer than per_rank), else rounded up.
+ *
+ * Elastic resume.  A job of W ranks that stopped after each rank consumed
+ * c positions of its part leaves the positions nobody consumed: per part
+ * [jP + c, (j + 1)P), and the dropped tail [WP, n) with drop_last.  In
+ * sequence order they form the next job's sequence, which that job splits
+ * across its own ranks the same way; each earlier job is one "level", and
+ * a position of the newest sequence maps down through the levels to the
+ * epoch's sequence in O(levels).  Positions a wrapped part consumed past
+ * the end of its sequence are repeats (padding), not records consumed.
+ * The remaining sequence keeps runs of the original one, so every rank
+ * still reads mostly whole blocks and windows of its own.
  */
 #include "sampler.h"
 
@@ -96,25 +110,8 @@ uint64_t rng_below(struct rng *r, uint64_t n)
 	return (uint64_t)(m >> 64);
 }
 
-static void shuffle_range(struct rng *r, uint64_t *a, uint64_t n)
-{
-	for (uint64_t i = n; i > 1; i--) {
-		uint64_t j = rng_below(r, i);
-		uint64_t tmp = a[i - 1];
-
-		a[i - 1] = a[j];
-		a[j] = tmp;
-	}
-}
-
-static void fill_identity(uint64_t *a, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		a[i] = i;
-}
-
 /* ------------------------------------------------------------------ */
-/* The sampler                                                         */
+/* Configuration and splits                                            */
 /* ------------------------------------------------------------------ */
 
 static int shuffles_blocks(int shuffle)
@@ -140,7 +137,70 @@ static int config_valid(const struct sampler_config *cfg)
 	}
 }
 
-/* n records as a uint64_t array, or NULL when the size overflows. */
+static uint64_t part_length(uint64_t len, uint32_t world, int drop_last)
+{
+	return drop_last ? len / world : len / world + (len % world != 0);
+}
+
+void sampler_split(uint64_t len, uint32_t world, uint32_t batch,
+		   int drop_last, uint64_t *per_rank, uint64_t *nbatches,
+		   uint64_t *delivered)
+{
+	uint64_t part = part_length(len, world, drop_last);
+	uint64_t nb = part / batch;
+
+	if (!drop_last && part % batch)
+		nb++;
+	*per_rank = part;
+	*nbatches = nb;
+	*delivered = drop_last ? nb * batch : part;
+}
+
+/*
+ * The shape of level @lv over a sequence of @len, and the length of what
+ * it leaves.  Parts [jP, (j+1)P) for j < full_parts lie inside the
+ * sequence; what follows them (the one partial part of a wrapped split,
+ * or the dropped tail) is one run from rest_start to len.
+ */
+static int level_shape(const struct sampler_level *lv, uint64_t len,
+		       struct sampler_level_shape *sh, uint64_t *left)
+{
+	uint64_t part, full, rest;
+
+	if (lv->world == 0)
+		return -EINVAL;
+	part = part_length(len, lv->world, lv->drop_last);
+	if (lv->consumed > part)
+		return -EINVAL;
+	full = part ? len / part : lv->world;
+	if (full >= lv->world) {
+		full = lv->world;
+		rest = full * part; /* <= len here */
+	} else {
+		rest = full * part + lv->consumed;
+		if (rest > len)
+			rest = len;
+	}
+	sh->part = part;
+	sh->consumed = lv->consumed;
+	sh->full_parts = full;
+	sh->rest_start = rest;
+	*left = full * (part - lv->consumed) + (len - rest);
+	return 0;
+}
+
+/* Position @q of the sequence a level leaves -> position in the one it
+ * split. */
+static uint64_t level_map(const struct sampler_level_shape *sh, uint64_t q)
+{
+	uint64_t piece = sh->part - sh->consumed;
+
+	if (piece && q < sh->full_parts * piece)
+		return (q / piece) * sh->part + sh->consumed + q % piece;
+	return sh->rest_start + (q - sh->full_parts * piece);
+}
+
+/* n uint64_t, or NULL when the size overflows. */
 static uint64_t *alloc_u64(uint64_t n)
 {
 	if (n > SIZE_MAX / sizeof(uint64_t))
@@ -152,7 +212,7 @@ static uint64_t *alloc_u64(uint64_t n)
 int sampler_init(struct sampler *s, const struct sampler_config *cfg,
 		 const uint64_t *block_first, uint64_t nblocks)
 {
-	uint64_t n = 0, world, scratch_len;
+	uint64_t n = 0;
 
 	if (!s)
 		return -EINVAL;
@@ -172,27 +232,15 @@ int sampler_init(struct sampler *s, const struct sampler_config *cfg,
 	s->nblocks = nblocks;
 	s->block_first = block_first;
 	s->nrecords = n;
-
-	world = cfg->world_size;
-	if (cfg->drop_last)
-		s->per_rank = n / world;
-	else
-		s->per_rank = n / world + (n % world != 0);
-	s->nbatches = s->per_rank / cfg->batch_size;
-	if (!cfg->drop_last && s->per_rank % cfg->batch_size)
-		s->nbatches++;
-
-	scratch_len = n;
 	if (shuffles_blocks(cfg->shuffle)) {
-		if (nblocks > UINT64_MAX - n)
+		if (nblocks == UINT64_MAX)
 			return -ENOMEM;
-		scratch_len += nblocks;
-	}
-	s->scratch = alloc_u64(scratch_len);
-	s->order = alloc_u64(s->per_rank);
-	if (!s->scratch || !s->order) {
-		sampler_destroy(s);
-		return -ENOMEM;
+		s->block_order = alloc_u64(nblocks);
+		s->block_pos = alloc_u64(nblocks + 1);
+		if (!s->block_order || !s->block_pos) {
+			sampler_destroy(s);
+			return -ENOMEM;
+		}
 	}
 	sampler_set_epoch(s, 0);
 	return 0;
@@ -202,93 +250,204 @@ void sampler_destroy(struct sampler *s)
 {
 	if (!s)
 		return;
-	free(s->order);
-	free(s->scratch);
-	s->order = NULL;
-	s->scratch = NULL;
+	free(s->block_order);
+	free(s->block_pos);
+	s->block_order = NULL;
+	s->block_pos = NULL;
 	s->per_rank = 0;
 	s->nbatches = 0;
 }
 
-/*
- * Block and window modes: lay the records out block by block in shuffled
- * block order; in window mode each run of W shuffled blocks (the last run
- * may be shorter) is then shuffled in place, so every block belongs to one
- * window and is read once per epoch.
- */
-static void build_block_sequence(struct sampler *s, struct rng *r,
-				 uint64_t *seq)
+/* This job's split of what the earlier levels left. */
+static void split_current(struct sampler *s)
 {
-	uint64_t *blocks = seq + s->nrecords;
-	uint64_t nblocks = s->nblocks, pos = 0;
-	uint64_t per_window = nblocks;
+	uint64_t delivered;
 
-	if (s->cfg.shuffle == SLUICE_SHUFFLE_WINDOW)
-		per_window = s->cfg.window_blocks;
+	sampler_split(s->seq_len, s->cfg.world_size, s->cfg.batch_size,
+		      s->cfg.drop_last, &s->per_rank, &s->nbatches,
+		      &delivered);
+}
 
-	fill_identity(blocks, nblocks);
-	shuffle_range(r, blocks, nblocks);
-	for (uint64_t w = 0; w < nblocks; w += per_window) {
-		uint64_t wend = nblocks - w < per_window ? nblocks : w + per_window;
-		uint64_t start = pos;
+/* The shuffle of @epoch: keys, and the block order with its positions. */
+static void shuffle_epoch(struct sampler *s, uint64_t epoch)
+{
+	struct rng r;
 
-		for (uint64_t i = w; i < wend; i++) {
-			uint64_t b = blocks[i];
+	rng_seed(&r, s->cfg.seed, epoch);
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_FULL)
+		perm_init(&s->full, s->nrecords, rng_next(&r));
+	if (!shuffles_blocks(s->cfg.shuffle))
+		return;
+	s->window_key = rng_next(&r);
+	for (uint64_t j = 0; j < s->nblocks; j++)
+		s->block_order[j] = j;
+	for (uint64_t i = s->nblocks; i > 1; i--) {
+		uint64_t j = rng_below(&r, i);
+		uint64_t t = s->block_order[i - 1];
 
-			for (uint64_t rec = s->block_first[b];
-			     rec < s->block_first[b + 1]; rec++)
-				seq[pos++] = rec;
-		}
-		if (s->cfg.shuffle == SLUICE_SHUFFLE_WINDOW)
-			shuffle_range(r, seq + start, pos - start);
+		s->block_order[i - 1] = s->block_order[j];
+		s->block_order[j] = t;
+	}
+	s->block_pos[0] = 0;
+	for (uint64_t j = 0; j < s->nblocks; j++) {
+		uint64_t b = s->block_order[j];
+
+		s->block_pos[j + 1] = s->block_pos[j] +
+				      (s->block_first[b + 1] - s->block_first[b]);
 	}
 }
 
 void sampler_set_epoch(struct sampler *s, uint64_t epoch)
 {
-	uint64_t *seq = s->scratch;
-	uint64_t n = s->nrecords, start;
-	struct rng r;
-
 	s->epoch = epoch;
-	if (n == 0)
-		return;
-	rng_seed(&r, s->cfg.seed, epoch);
-	switch (s->cfg.shuffle) {
-	case SLUICE_SHUFFLE_BLOCK:
-	case SLUICE_SHUFFLE_WINDOW:
-		build_block_sequence(s, &r, seq);
-		break;
-	case SLUICE_SHUFFLE_FULL:
-		fill_identity(seq, n);
-		shuffle_range(&r, seq, n);
-		break;
-	default:
-		fill_identity(seq, n);
-		break;
+	s->nlevels = 0;
+	s->seq_len = s->nrecords;
+	shuffle_epoch(s, epoch);
+	split_current(s);
+}
+
+static int chain_shapes(uint64_t nrecords, const struct sampler_level *levels,
+			uint32_t nlevels, struct sampler_level_shape *shapes,
+			uint64_t *len)
+{
+	*len = nrecords;
+	if (nlevels > SAMPLER_MAX_LEVELS || (nlevels && !levels))
+		return -EINVAL;
+	for (uint32_t i = 0; i < nlevels; i++)
+		if (level_shape(&levels[i], *len, &shapes[i], len))
+			return -EINVAL;
+	return 0;
+}
+
+int sampler_chain_length(uint64_t nrecords, const struct sampler_level *levels,
+			 uint32_t nlevels, uint64_t *len)
+{
+	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
+
+	return chain_shapes(nrecords, levels, nlevels, shapes, len);
+}
+
+int sampler_resume(struct sampler *s, uint64_t epoch,
+		   const struct sampler_level *levels, uint32_t nlevels)
+{
+	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
+	uint64_t len;
+
+	if (chain_shapes(s->nrecords, levels, nlevels, shapes, &len))
+		return -EINVAL;
+	sampler_set_epoch(s, epoch);
+	if (nlevels) {
+		memcpy(s->levels, levels, nlevels * sizeof(*levels));
+		memcpy(s->shapes, shapes, nlevels * sizeof(*shapes));
 	}
+	s->nlevels = nlevels;
+	s->seq_len = len;
+	split_current(s);
+	return 0;
+}
 
-	/* rank * per_rank <= n + world: no overflow for any n we can hold */
-	start = (uint64_t)s->cfg.rank * s->per_rank;
-	for (uint64_t i = 0; i < s->per_rank; i++) {
-		uint64_t p = start + i;
+/* ------------------------------------------------------------------ */
+/* Positions -> records                                                */
+/* ------------------------------------------------------------------ */
 
-		s->order[i] = seq[p < n ? p : p % n];
+/* Largest j in [lo, hi) with block_pos[j] <= p (block_pos[lo] <= p). */
+static uint64_t find_block(const struct sampler *s, uint64_t lo, uint64_t hi,
+			   uint64_t p)
+{
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (s->block_pos[mid] <= p)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The window permutation last used, so a batch does not rebuild it for
+ * every record. */
+struct window_memo {
+	uint64_t window;        /* UINT64_MAX: none yet */
+	struct perm perm;
+};
+
+static uint64_t sequence_record(const struct sampler *s, uint64_t p,
+				struct window_memo *memo)
+{
+	uint64_t j, w, first, end, t;
+
+	switch (s->cfg.shuffle) {
+	case SLUICE_SHUFFLE_FULL:
+		return perm_apply(&s->full, p);
+	case SLUICE_SHUFFLE_BLOCK:
+		j = find_block(s, 0, s->nblocks, p);
+		return s->block_first[s->block_order[j]] + (p - s->block_pos[j]);
+	case SLUICE_SHUFFLE_WINDOW:
+		j = find_block(s, 0, s->nblocks, p);
+		w = j / s->cfg.window_blocks;
+		first = w * s->cfg.window_blocks;
+		end = s->nblocks - first > s->cfg.window_blocks
+			? first + s->cfg.window_blocks : s->nblocks;
+		if (memo->window != w) {
+			perm_init(&memo->perm,
+				  s->block_pos[end] - s->block_pos[first],
+				  s->window_key ^ perm_mix64(w));
+			memo->window = w;
+		}
+		t = s->block_pos[first] +
+		    perm_apply(&memo->perm, p - s->block_pos[first]);
+		j = find_block(s, first, end, t);
+		return s->block_first[s->block_order[j]] + (t - s->block_pos[j]);
+	default:
+		return p;
 	}
 }
 
-void sampler_batch(const struct sampler *s, uint64_t k,
-		   const uint64_t **first, uint32_t *count)
+uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p)
 {
-	uint64_t off, left;
+	struct window_memo memo = { .window = UINT64_MAX };
 
-	if (k >= s->nbatches) {
-		*first = NULL;
-		*count = 0;
-		return;
-	}
-	off = k * s->cfg.batch_size; /* k < nbatches: at most per_rank */
-	left = s->per_rank - off;
-	*first = s->order + off;
-	*count = left < s->cfg.batch_size ? (uint32_t)left : s->cfg.batch_size;
+	return sequence_record(s, p, &memo);
+}
+
+static uint64_t rank_record(const struct sampler *s, uint64_t i,
+			    struct window_memo *memo)
+{
+	/* rank * per_rank <= len + world: no overflow for any len we hold */
+	uint64_t p = (uint64_t)s->cfg.rank * s->per_rank + i;
+
+	if (p >= s->seq_len)
+		p %= s->seq_len; /* the wrapped tail of a part */
+	for (uint32_t l = s->nlevels; l-- > 0;)
+		p = level_map(&s->shapes[l], p);
+	return sequence_record(s, p, memo);
+}
+
+uint64_t sampler_rank_record(const struct sampler *s, uint64_t i)
+{
+	struct window_memo memo = { .window = UINT64_MAX };
+
+	return rank_record(s, i, &memo);
+}
+
+uint32_t sampler_batch_count(const struct sampler *s, uint64_t k)
+{
+	uint64_t left;
+
+	if (k >= s->nbatches)
+		return 0;
+	left = s->per_rank - k * s->cfg.batch_size; /* k < nbatches */
+	return left < s->cfg.batch_size ? (uint32_t)left : s->cfg.batch_size;
+}
+
+uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out)
+{
+	struct window_memo memo = { .window = UINT64_MAX };
+	uint32_t count = sampler_batch_count(s, k);
+	uint64_t off = k * s->cfg.batch_size;
+
+	for (uint32_t i = 0; i < count; i++)
+		out[i] = rank_record(s, off + i, &memo);
+	return count;
 }

@@ -1,12 +1,20 @@
 /*
  * sampler.h - which records, in which order, in which batch: a pure
  * function of (dataset block layout, seed, epoch, shuffle, rank,
- * world_size, batch_size, drop_last).  No I/O.
+ * world_size, batch_size, drop_last, and the earlier jobs of the epoch
+ * when it was resumed elastically).  No I/O.
+ *
+ * Memory is O(blocks), never O(records): record i of an epoch is computed
+ * when asked for (a keyed permutation for full shuffle, a per-epoch block
+ * order for block and window shuffle).
  */
 #ifndef SLUICE_PIPELINE_SAMPLER_H
 #define SLUICE_PIPELINE_SAMPLER_H
 
 #include <stdint.h>
+
+#include "permutation.h"
+#include "sluice.h"
 
 struct sampler_config {
 	int shuffle;            /* enum sluice_shuffle */
@@ -19,6 +27,28 @@ struct sampler_config {
 };
 
 /*
+ * An earlier job of this epoch (elastic resume): @world ranks each
+ * consumed the first @consumed positions of their part of the sequence
+ * that job saw, split with @drop_last.  What they did not consume, in
+ * sequence order, is the sequence the next job splits.
+ */
+struct sampler_level {
+	uint32_t world;
+	int drop_last;
+	uint64_t consumed;
+};
+
+#define SAMPLER_MAX_LEVELS SLUICE_STATE_MAX_EARLIER
+
+/* A level's shape, precomputed: position mapping is O(1) per level. */
+struct sampler_level_shape {
+	uint64_t part;          /* P: positions per rank */
+	uint64_t consumed;      /* c <= P */
+	uint64_t full_parts;    /* parts wholly inside the sequence */
+	uint64_t rest_start;    /* the one contiguous run after them */
+};
+
+/*
  * The dataset seen as blocks: block b holds global records
  * [block_first[b], block_first[b + 1]).  nblocks + 1 entries, borrowed
  * for the sampler's lifetime.
@@ -28,13 +58,20 @@ struct sampler {
 	uint64_t nblocks;
 	const uint64_t *block_first;
 	uint64_t nrecords;
-	/* this rank's sequence for the current epoch */
+	/* the current epoch */
 	uint64_t epoch;
-	uint64_t *order;        /* record indices, length per_rank */
-	uint64_t per_rank;      /* records this rank delivers per epoch */
+	uint32_t nlevels;
+	struct sampler_level levels[SAMPLER_MAX_LEVELS];
+	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
+	uint64_t seq_len;       /* records left for this job's ranks */
+	uint64_t per_rank;      /* positions this rank's part spans */
 	uint64_t nbatches;
-	/* scratch, allocated once */
-	uint64_t *scratch;
+	/* shuffle of the epoch */
+	struct perm full;       /* SHUFFLE_FULL */
+	uint64_t window_key;    /* SHUFFLE_WINDOW: keys each window's perm */
+	uint64_t *block_order;  /* BLOCK, WINDOW: nblocks, shuffled ids */
+	uint64_t *block_pos;    /* nblocks + 1: sequence position of
+				   block_order[j]'s first record */
 };
 
 /*
@@ -51,13 +88,43 @@ int sampler_init(struct sampler *s, const struct sampler_config *cfg,
 		 const uint64_t *block_first, uint64_t nblocks);
 void sampler_destroy(struct sampler *s);
 
-/* Compute the sequence of @epoch (allocation-free after init). */
+/* Start @epoch afresh: O(blocks) for block and window shuffle (one pass
+ * over the block order), O(1) otherwise; allocation-free. */
 void sampler_set_epoch(struct sampler *s, uint64_t epoch);
 
-/* Records of batch @k of the current epoch: *@first points into
- * s->order, *@count is its length (batch_size, or less for a last one). */
-void sampler_batch(const struct sampler *s, uint64_t k,
-		   const uint64_t **first, uint32_t *count);
+/*
+ * Start @epoch as the job that follows @nlevels earlier jobs of it: the
+ * sequence is what they left, split across this job's ranks.
+ * @return: 0; -EINVAL when a level does not fit (too many, a world of 0,
+ *	more consumed than its part holds); the sampler is then unchanged.
+ */
+int sampler_resume(struct sampler *s, uint64_t epoch,
+		   const struct sampler_level *levels, uint32_t nlevels);
+
+/* Length of the sequence @nlevels earlier jobs leave of @nrecords;
+ * -EINVAL when a level does not fit (as sampler_resume). */
+int sampler_chain_length(uint64_t nrecords, const struct sampler_level *levels,
+			 uint32_t nlevels, uint64_t *len);
+
+/* Records in batch @k of the current epoch (0 past the end). */
+uint32_t sampler_batch_count(const struct sampler *s, uint64_t k);
+
+/* Fill @out with the records of batch @k; returns their count. */
+uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out);
+
+/* Record at position @i (< per_rank) of this rank's part. */
+uint64_t sampler_rank_record(const struct sampler *s, uint64_t i);
+
+/* Record at position @p (< nrecords) of the epoch's full sequence. */
+uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p);
+
+/*
+ * How @world ranks split a sequence of @len: positions per rank, batches
+ * per rank, and records each rank delivers in its batches.
+ */
+void sampler_split(uint64_t len, uint32_t world, uint32_t batch,
+		   int drop_last, uint64_t *per_rank, uint64_t *nbatches,
+		   uint64_t *delivered);
 
 /* Deterministic 64-bit generator (splitmix64 seeding xoshiro256**). */
 struct rng {
