@@ -212,12 +212,25 @@ static uint64_t *alloc_u64(uint64_t n)
 int sampler_init(struct sampler *s, const struct sampler_config *cfg,
 		 const uint64_t *block_first, uint64_t nblocks)
 {
-	uint64_t n = 0;
+	struct sampler_stream_spec all = {0, nblocks, 0};
+
+	if (block_first && nblocks > 0)
+		all.samples = block_first[nblocks] - block_first[0];
+	return sampler_init_streams(s, cfg, block_first, nblocks, &all, 1);
+}
+
+int sampler_init_streams(struct sampler *s, const struct sampler_config *cfg,
+			 const uint64_t *block_first, uint64_t nblocks,
+			 const struct sampler_stream_spec *specs,
+			 uint32_t nspecs)
+{
+	uint64_t n = 0, next_block = 0;
 
 	if (!s)
 		return -EINVAL;
 	memset(s, 0, sizeof(*s));
-	if (!cfg || !config_valid(cfg) || (nblocks > 0 && !block_first))
+	if (!cfg || !config_valid(cfg) || (nblocks > 0 && !block_first) ||
+	    !specs || nspecs == 0)
 		return -EINVAL;
 	if (block_first) {
 		if (block_first[0] != 0)
@@ -232,18 +245,49 @@ int sampler_init(struct sampler *s, const struct sampler_config *cfg,
 	s->nblocks = nblocks;
 	s->block_first = block_first;
 	s->nrecords = n;
+	s->nstreams = nspecs;
+	s->streams = calloc(nspecs, sizeof(*s->streams));
+	if (!s->streams)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nspecs; i++) {
+		struct sampler_stream *st = &s->streams[i];
+		const struct sampler_stream_spec *sp = &specs[i];
+
+		if (sp->first_block != next_block ||
+		    sp->nblocks > nblocks - next_block)
+			goto invalid;
+		next_block += sp->nblocks;
+		st->first_block = sp->first_block;
+		st->nblocks = sp->nblocks;
+		st->first_record = block_first ? block_first[sp->first_block] : 0;
+		st->records = (block_first ? block_first[next_block] : 0) -
+			      st->first_record;
+		st->samples = sp->samples;
+		st->pos_base = sp->first_block + i;
+		if ((st->samples && !st->records) ||
+		    st->samples > UINT64_MAX - s->epoch_len)
+			goto invalid;
+		s->epoch_len += st->samples;
+	}
+	/* positions * samples + phase must fit 128 bits (sequence_record) */
+	if (next_block != nblocks || s->epoch_len > (1ull << 62))
+		goto invalid;
 	if (shuffles_blocks(cfg->shuffle)) {
-		if (nblocks == UINT64_MAX)
-			return -ENOMEM;
+		if (nblocks > UINT64_MAX - nspecs)
+			goto nomem;
 		s->block_order = alloc_u64(nblocks);
-		s->block_pos = alloc_u64(nblocks + 1);
-		if (!s->block_order || !s->block_pos) {
-			sampler_destroy(s);
-			return -ENOMEM;
-		}
+		s->block_pos = alloc_u64(nblocks + nspecs);
+		if (!s->block_order || !s->block_pos)
+			goto nomem;
 	}
 	sampler_set_epoch(s, 0);
 	return 0;
+invalid:
+	sampler_destroy(s);
+	return -EINVAL;
+nomem:
+	sampler_destroy(s);
+	return -ENOMEM;
 }
 
 void sampler_destroy(struct sampler *s)
@@ -252,8 +296,11 @@ void sampler_destroy(struct sampler *s)
 		return;
 	free(s->block_order);
 	free(s->block_pos);
+	free(s->streams);
 	s->block_order = NULL;
 	s->block_pos = NULL;
+	s->streams = NULL;
+	s->nstreams = 0;
 	s->per_rank = 0;
 	s->nbatches = 0;
 }
@@ -268,32 +315,48 @@ static void split_current(struct sampler *s)
 		      &delivered);
 }
 
-/* The shuffle of @epoch: keys, and the block order with its positions. */
+/* Stream @i's blocks in a shuffled order, with their positions. */
+static void shuffle_blocks(struct sampler *s, const struct sampler_stream *st,
+			   struct rng *r)
+{
+	uint64_t *order = s->block_order + st->first_block;
+	uint64_t *pos = s->block_pos + st->pos_base;
+
+	for (uint64_t j = 0; j < st->nblocks; j++)
+		order[j] = st->first_block + j;
+	for (uint64_t i = st->nblocks; i > 1; i--) {
+		uint64_t j = rng_below(r, i);
+		uint64_t t = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+	pos[0] = 0;
+	for (uint64_t j = 0; j < st->nblocks; j++) {
+		uint64_t b = order[j];
+
+		pos[j + 1] = pos[j] + (s->block_first[b + 1] - s->block_first[b]);
+	}
+}
+
+/* The shuffle of @epoch: keys, interleave phases, block orders. */
 static void shuffle_epoch(struct sampler *s, uint64_t epoch)
 {
+	uint64_t left = s->epoch_len;
 	struct rng r;
 
 	rng_seed(&r, s->cfg.seed, epoch);
-	if (s->cfg.shuffle == SLUICE_SHUFFLE_FULL)
-		perm_init(&s->full, s->nrecords, rng_next(&r));
-	if (!shuffles_blocks(s->cfg.shuffle))
-		return;
 	s->window_key = rng_next(&r);
-	for (uint64_t j = 0; j < s->nblocks; j++)
-		s->block_order[j] = j;
-	for (uint64_t i = s->nblocks; i > 1; i--) {
-		uint64_t j = rng_below(&r, i);
-		uint64_t t = s->block_order[i - 1];
+	for (uint32_t i = 0; i < s->nstreams; i++) {
+		struct sampler_stream *st = &s->streams[i];
 
-		s->block_order[i - 1] = s->block_order[j];
-		s->block_order[j] = t;
-	}
-	s->block_pos[0] = 0;
-	for (uint64_t j = 0; j < s->nblocks; j++) {
-		uint64_t b = s->block_order[j];
-
-		s->block_pos[j + 1] = s->block_pos[j] +
-				      (s->block_first[b + 1] - s->block_first[b]);
+		st->key = rng_next(&r);
+		st->phase = rng_below(&r, left);
+		left -= st->samples;
+		if (s->cfg.shuffle == SLUICE_SHUFFLE_FULL)
+			perm_init(&st->perm, st->records, st->key);
+		if (shuffles_blocks(s->cfg.shuffle))
+			shuffle_blocks(s, st, &r);
 	}
 }
 
@@ -301,16 +364,16 @@ void sampler_set_epoch(struct sampler *s, uint64_t epoch)
 {
 	s->epoch = epoch;
 	s->nlevels = 0;
-	s->seq_len = s->nrecords;
+	s->seq_len = s->epoch_len;
 	shuffle_epoch(s, epoch);
 	split_current(s);
 }
 
-static int chain_shapes(uint64_t nrecords, const struct sampler_level *levels,
+static int chain_shapes(uint64_t epoch_len, const struct sampler_level *levels,
 			uint32_t nlevels, struct sampler_level_shape *shapes,
 			uint64_t *len)
 {
-	*len = nrecords;
+	*len = epoch_len;
 	if (nlevels > SAMPLER_MAX_LEVELS || (nlevels && !levels))
 		return -EINVAL;
 	for (uint32_t i = 0; i < nlevels; i++)
@@ -319,12 +382,12 @@ static int chain_shapes(uint64_t nrecords, const struct sampler_level *levels,
 	return 0;
 }
 
-int sampler_chain_length(uint64_t nrecords, const struct sampler_level *levels,
+int sampler_chain_length(uint64_t epoch_len, const struct sampler_level *levels,
 			 uint32_t nlevels, uint64_t *len)
 {
 	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
 
-	return chain_shapes(nrecords, levels, nlevels, shapes, len);
+	return chain_shapes(epoch_len, levels, nlevels, shapes, len);
 }
 
 int sampler_resume(struct sampler *s, uint64_t epoch,
@@ -333,7 +396,7 @@ int sampler_resume(struct sampler *s, uint64_t epoch,
 	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
 	uint64_t len;
 
-	if (chain_shapes(s->nrecords, levels, nlevels, shapes, &len))
+	if (chain_shapes(s->epoch_len, levels, nlevels, shapes, &len))
 		return -EINVAL;
 	sampler_set_epoch(s, epoch);
 	if (nlevels) {
@@ -350,14 +413,14 @@ int sampler_resume(struct sampler *s, uint64_t epoch,
 /* Positions -> records                                                */
 /* ------------------------------------------------------------------ */
 
-/* Largest j in [lo, hi) with block_pos[j] <= p (block_pos[lo] <= p). */
-static uint64_t find_block(const struct sampler *s, uint64_t lo, uint64_t hi,
+/* Largest j in [lo, hi) with pos[j] <= p (pos[lo] <= p). */
+static uint64_t find_block(const uint64_t *pos, uint64_t lo, uint64_t hi,
 			   uint64_t p)
 {
 	while (hi - lo > 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
-		if (s->block_pos[mid] <= p)
+		if (pos[mid] <= p)
 			lo = mid;
 		else
 			hi = mid;
@@ -365,54 +428,115 @@ static uint64_t find_block(const struct sampler *s, uint64_t lo, uint64_t hi,
 	return lo;
 }
 
-/* The window permutation last used, so a batch does not rebuild it for
- * every record. */
-struct window_memo {
-	uint64_t window;        /* UINT64_MAX: none yet */
+/* The permutation last used (a window's, or a repeat's), so a batch does
+ * not rebuild it for every record. */
+struct perm_memo {
+	uint32_t stream;
+	uint64_t round, window;
+	int valid;
 	struct perm perm;
 };
 
-static uint64_t sequence_record(const struct sampler *s, uint64_t p,
-				struct window_memo *memo)
+static const struct perm *memo_perm(struct perm_memo *memo, uint32_t stream,
+				    uint64_t round, uint64_t window,
+				    uint64_t n, uint64_t key)
 {
-	uint64_t j, w, first, end, t;
-
-	switch (s->cfg.shuffle) {
-	case SLUICE_SHUFFLE_FULL:
-		return perm_apply(&s->full, p);
-	case SLUICE_SHUFFLE_BLOCK:
-		j = find_block(s, 0, s->nblocks, p);
-		return s->block_first[s->block_order[j]] + (p - s->block_pos[j]);
-	case SLUICE_SHUFFLE_WINDOW:
-		j = find_block(s, 0, s->nblocks, p);
-		w = j / s->cfg.window_blocks;
-		first = w * s->cfg.window_blocks;
-		end = s->nblocks - first > s->cfg.window_blocks
-			? first + s->cfg.window_blocks : s->nblocks;
-		if (memo->window != w) {
-			perm_init(&memo->perm,
-				  s->block_pos[end] - s->block_pos[first],
-				  s->window_key ^ perm_mix64(w));
-			memo->window = w;
-		}
-		t = s->block_pos[first] +
-		    perm_apply(&memo->perm, p - s->block_pos[first]);
-		j = find_block(s, first, end, t);
-		return s->block_first[s->block_order[j]] + (t - s->block_pos[j]);
-	default:
-		return p;
+	if (!memo->valid || memo->stream != stream || memo->round != round ||
+	    memo->window != window) {
+		perm_init(&memo->perm, n, key);
+		memo->stream = stream;
+		memo->round = round;
+		memo->window = window;
+		memo->valid = 1;
 	}
+	return &memo->perm;
+}
+
+/*
+ * Sample @j of stream @i in this epoch -> global record.  Repeat @round
+ * of the stream (j / records) starts its order elsewhere (block, window)
+ * or uses a fresh permutation (full).
+ */
+static uint64_t stream_record(const struct sampler *s, uint32_t i,
+			      uint64_t j, struct perm_memo *memo)
+{
+	const struct sampler_stream *st = &s->streams[i];
+	const uint64_t *pos, *order;
+	uint64_t n = st->records, round = j / n, p = j % n;
+	uint64_t b, w, first, end, t, key;
+	uint32_t wb = s->cfg.window_blocks;
+
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_NONE)
+		return st->first_record + p;
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_FULL) {
+		if (round == 0)
+			return st->first_record + perm_apply(&st->perm, p);
+		key = perm_mix64(st->key ^ perm_mix64(round));
+		return st->first_record +
+		       perm_apply(memo_perm(memo, i, round, 0, n, key), p);
+	}
+	if (round > 0) {
+		/* a repeat starts about 0.618 n further on each time */
+		uint64_t step = (uint64_t)(((unsigned __int128)n *
+					    0x9E3779B97F4A7C15ull) >> 64);
+
+		p = (uint64_t)(((unsigned __int128)round * step + p) % n);
+	}
+	pos = s->block_pos + st->pos_base;
+	order = s->block_order + st->first_block;
+	b = find_block(pos, 0, st->nblocks, p);
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK)
+		return s->block_first[order[b]] + (p - pos[b]);
+	/* window: a permutation of the window's records */
+	w = b / wb;
+	first = w * wb;
+	end = st->nblocks - first > wb ? first + wb : st->nblocks;
+	key = s->window_key ^ perm_mix64(w ^ perm_mix64(((uint64_t)i << 40) ^
+							 round));
+	t = pos[first] + perm_apply(memo_perm(memo, i, round, w,
+					      pos[end] - pos[first], key),
+				    p - pos[first]);
+	b = find_block(pos, first, end, t);
+	return s->block_first[order[b]] + (t - pos[b]);
+}
+
+/*
+ * Position @p of the epoch -> (stream, its sample j).  The streams are
+ * dealt out one after another: stream 0 takes samples[0] of all
+ * positions, spread evenly (position q is its iff floor((q * m + phase)
+ * / len) steps there, a Bresenham line, so every run of positions holds
+ * its share to within one), stream 1 the same among the positions left,
+ * and so on.  O(streams), no memory.
+ */
+static uint64_t sequence_record(const struct sampler *s, uint64_t p,
+				struct perm_memo *memo)
+{
+	uint64_t len = s->epoch_len;
+
+	for (uint32_t i = 0; i + 1 < s->nstreams; i++) {
+		const struct sampler_stream *st = &s->streams[i];
+		unsigned __int128 a = (unsigned __int128)p * st->samples +
+				      st->phase;
+		uint64_t before = (uint64_t)(a / len);
+		uint64_t through = (uint64_t)((a + st->samples) / len);
+
+		if (through > before)
+			return stream_record(s, i, before, memo);
+		p -= before;            /* among the positions left */
+		len -= st->samples;
+	}
+	return stream_record(s, s->nstreams - 1, p, memo);
 }
 
 uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p)
 {
-	struct window_memo memo = { .window = UINT64_MAX };
+	struct perm_memo memo = { .valid = 0 };
 
 	return sequence_record(s, p, &memo);
 }
 
 static uint64_t rank_record(const struct sampler *s, uint64_t i,
-			    struct window_memo *memo)
+			    struct perm_memo *memo)
 {
 	/* rank * per_rank <= len + world: no overflow for any len we hold */
 	uint64_t p = (uint64_t)s->cfg.rank * s->per_rank + i;
@@ -426,7 +550,7 @@ static uint64_t rank_record(const struct sampler *s, uint64_t i,
 
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i)
 {
-	struct window_memo memo = { .window = UINT64_MAX };
+	struct perm_memo memo = { .valid = 0 };
 
 	return rank_record(s, i, &memo);
 }
@@ -443,7 +567,7 @@ uint32_t sampler_batch_count(const struct sampler *s, uint64_t k)
 
 uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out)
 {
-	struct window_memo memo = { .window = UINT64_MAX };
+	struct perm_memo memo = { .valid = 0 };
 	uint32_t count = sampler_batch_count(s, k);
 	uint64_t off = k * s->cfg.batch_size;
 

@@ -49,6 +49,27 @@ struct sampler_level_shape {
 };
 
 /*
+ * A mixture's part: one dataset's blocks [first_block, first_block +
+ * nblocks) of the global layout, and how many samples of it an epoch
+ * takes (its records repeated or subsampled as needed).
+ */
+struct sampler_stream_spec {
+	uint64_t first_block, nblocks;
+	uint64_t samples;
+};
+
+struct sampler_stream {
+	uint64_t first_block, nblocks;
+	uint64_t first_record, records;
+	uint64_t samples;       /* per epoch */
+	uint64_t pos_base;      /* its nblocks + 1 entries of block_pos */
+	/* the current epoch */
+	uint64_t phase;         /* where its share starts in the interleave */
+	uint64_t key;           /* permutation keys of its repeats */
+	struct perm perm;       /* full shuffle, first pass */
+};
+
+/*
  * The dataset seen as blocks: block b holds global records
  * [block_first[b], block_first[b + 1]).  nblocks + 1 entries, borrowed
  * for the sampler's lifetime.
@@ -58,6 +79,9 @@ struct sampler {
 	uint64_t nblocks;
 	const uint64_t *block_first;
 	uint64_t nrecords;
+	uint32_t nstreams;      /* 1 for a plain dataset */
+	struct sampler_stream *streams;
+	uint64_t epoch_len;     /* samples per epoch: sum of the streams' */
 	/* the current epoch */
 	uint64_t epoch;
 	uint32_t nlevels;
@@ -67,11 +91,11 @@ struct sampler {
 	uint64_t per_rank;      /* positions this rank's part spans */
 	uint64_t nbatches;
 	/* shuffle of the epoch */
-	struct perm full;       /* SHUFFLE_FULL */
 	uint64_t window_key;    /* SHUFFLE_WINDOW: keys each window's perm */
-	uint64_t *block_order;  /* BLOCK, WINDOW: nblocks, shuffled ids */
-	uint64_t *block_pos;    /* nblocks + 1: sequence position of
-				   block_order[j]'s first record */
+	uint64_t *block_order;  /* BLOCK, WINDOW: nblocks, each stream's
+				   range shuffled within itself */
+	uint64_t *block_pos;    /* per stream nblocks + 1: its sequence
+				   position of block_order[j]'s first record */
 };
 
 /*
@@ -86,6 +110,23 @@ struct sampler {
  */
 int sampler_init(struct sampler *s, const struct sampler_config *cfg,
 		 const uint64_t *block_first, uint64_t nblocks);
+
+/*
+ * A mixture of @nspecs streams that tile the blocks in order.  An epoch
+ * interleaves the streams' samples evenly (every run of positions holds
+ * each stream's share, to within one per stream), each stream's samples
+ * in its own shuffled order: a stream with fewer records than samples
+ * repeats, full shuffle with a fresh permutation per repeat, block and
+ * window with their block order started elsewhere and windows
+ * reshuffled; one with more records than samples takes the first of its
+ * epoch order, which changes every epoch.
+ * @return: 0; -EINVAL (streams do not tile the blocks, or samples from an
+ *	empty stream, or the sum overflows); -ENOMEM.
+ */
+int sampler_init_streams(struct sampler *s, const struct sampler_config *cfg,
+			 const uint64_t *block_first, uint64_t nblocks,
+			 const struct sampler_stream_spec *specs,
+			 uint32_t nspecs);
 void sampler_destroy(struct sampler *s);
 
 /* Start @epoch afresh: O(blocks) for block and window shuffle (one pass
@@ -101,9 +142,9 @@ void sampler_set_epoch(struct sampler *s, uint64_t epoch);
 int sampler_resume(struct sampler *s, uint64_t epoch,
 		   const struct sampler_level *levels, uint32_t nlevels);
 
-/* Length of the sequence @nlevels earlier jobs leave of @nrecords;
- * -EINVAL when a level does not fit (as sampler_resume). */
-int sampler_chain_length(uint64_t nrecords, const struct sampler_level *levels,
+/* Length of the sequence @nlevels earlier jobs leave of an epoch of
+ * @epoch_len; -EINVAL when a level does not fit (as sampler_resume). */
+int sampler_chain_length(uint64_t epoch_len, const struct sampler_level *levels,
 			 uint32_t nlevels, uint64_t *len);
 
 /* Records in batch @k of the current epoch (0 past the end). */
@@ -115,7 +156,7 @@ uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out);
 /* Record at position @i (< per_rank) of this rank's part. */
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i);
 
-/* Record at position @p (< nrecords) of the epoch's full sequence. */
+/* Record at position @p (< epoch_len) of the epoch's full sequence. */
 uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p);
 
 /*
