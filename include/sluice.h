@@ -335,6 +335,42 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
 				  const struct sluice_loader_config *cfg,
 				  sluice_loader **out);
 
+/*
+ * A mixture of datasets with the same schema ("streams"), like MosaicML
+ * Streaming's Stream(proportion=, repeat=, choose=) and LitData's weighted
+ * combined datasets.  Each stream gives an epoch either exactly @samples
+ * samples, or, when @samples is 0, a share by @weight of the samples the
+ * weighted streams hold together (their record counts summed, rounded so
+ * the shares add up exactly).  A stream with fewer records than samples
+ * repeats them (reshuffled each time), one with more takes the first of
+ * its epoch order (a different subset each epoch).  An epoch interleaves
+ * the streams evenly: any run of positions holds each stream's share to
+ * within one per stream, so every batch has the proportions; each stream
+ * in its own order by the shuffle mode.  Deterministic from seed and
+ * epoch, rank-partitioned and resumable (elastically too) like one
+ * dataset.  Batch indices number the streams' records end to end: stream
+ * s's record r is the sum of the earlier streams' record counts plus r.
+ */
+#define SLUICE_MAX_STREAMS 256
+
+struct sluice_stream {
+	sluice_dataset *dataset;   /* borrowed; must outlive the loader */
+	double weight;             /* share, when samples is 0; >= 0 */
+	uint64_t samples;          /* exact samples per epoch; 0: by weight */
+};
+
+/**
+ * sluice_loader_open_streams - a loader over a mixture of @nstreams
+ * datasets (1 to SLUICE_MAX_STREAMS), otherwise as sluice_loader_open().
+ * @return: 0; -EINVAL (no datasets, a weight < 0 or not finite, samples
+ *	from a dataset without records); -SLUICE_ESCHEMA (fields differ);
+ *	-ENOMEM; as sluice_loader_open().
+ */
+SLUICE_API int sluice_loader_open_streams(const struct sluice_stream *streams,
+					  int nstreams,
+					  const struct sluice_loader_config *cfg,
+					  sluice_loader **out);
+
 /**
  * sluice_loader_close - stop and free @ld (NULL ok), also mid-epoch with
  * reads and decodes in flight.  Batches and tensors still held by the
@@ -395,6 +431,7 @@ struct sluice_state {
 	int32_t shuffle;           /* enum sluice_shuffle */
 	uint32_t window_blocks;    /* checked for SHUFFLE_WINDOW only */
 	uint64_t dataset_records;  /* checked on restore */
+	uint64_t mix;              /* 0, or a mixture's fingerprint */
 	uint64_t epoch;
 	/* the job that saved it */
 	int32_t world_size;
@@ -429,8 +466,8 @@ SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 /*
  * Serialized state: one line of text, for files and Python, at most
  * SLUICE_STATE_TEXT_MAX bytes with the NUL:
- *   sluice-state v2 seed=0 shuffle=window window=16 records=10000 epoch=3
- *   world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1
+ *   sluice-state v2 seed=0 shuffle=window window=16 records=10000 mix=0
+ *   epoch=3 world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1
  * (one line; earlier=- when the epoch had no earlier job).
  * sluice_state_format returns the length, -ENOSPC, or -EINVAL for an
  * invalid @st; sluice_state_parse returns 0 or -SLUICE_ESTATE (the text

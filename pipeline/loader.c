@@ -103,6 +103,7 @@ static void free_core(struct loader_core *c)
 	free(c->block_first);
 	free(c->block_shard);
 	free(c->shard_block_base);
+	mixture_free(c->owned_ds);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->work_cv);
 	pthread_cond_destroy(&c->ready_cv);
@@ -278,8 +279,11 @@ static void stop_threads(struct loader_core *c)
 	c->nworkers = 0;
 }
 
-static int open_core(struct loader_core *c, char *err, size_t errlen)
+static int open_core(struct loader_core *c,
+		     const struct sampler_stream_spec *specs, uint32_t nspecs,
+		     char *err, size_t errlen)
 {
+	struct sampler_config sc;
 	uint64_t need, entries, io_bytes;
 	struct device_config dc;
 	uint8_t *arena;
@@ -289,15 +293,20 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	r = build_geometry(c);
 	if (r)
 		return r;
-	r = sampler_init(&c->sampler, &(struct sampler_config){
-				 .shuffle = c->cfg.shuffle,
-				 .window_blocks = c->cfg.window_blocks,
-				 .seed = c->cfg.seed,
-				 .batch_size = c->cfg.batch_size,
-				 .drop_last = c->cfg.drop_last,
-				 .rank = (uint32_t)c->cfg.rank,
-				 .world_size = (uint32_t)c->cfg.world_size,
-			 }, c->block_first, c->nblocks);
+	sc = (struct sampler_config){
+		.shuffle = c->cfg.shuffle,
+		.window_blocks = c->cfg.window_blocks,
+		.seed = c->cfg.seed,
+		.batch_size = c->cfg.batch_size,
+		.drop_last = c->cfg.drop_last,
+		.rank = (uint32_t)c->cfg.rank,
+		.world_size = (uint32_t)c->cfg.world_size,
+	};
+	if (specs)
+		r = sampler_init_streams(&c->sampler, &sc, c->block_first,
+					 c->nblocks, specs, nspecs);
+	else
+		r = sampler_init(&c->sampler, &sc, c->block_first, c->nblocks);
 	if (r) {
 		snprintf(err, errlen, "sampler: invalid configuration");
 		return r;
@@ -374,38 +383,47 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	return start_threads(c);
 }
 
-SLUICE_API int sluice_loader_open(sluice_dataset *ds,
-				  const struct sluice_loader_config *cfg,
-				  sluice_loader **out)
+/* A handle that carries only an error message (NULL without memory). */
+sluice_loader *loader_failed(int code, const char *msg)
+{
+	struct sluice_loader *ld = calloc(1, sizeof(*ld));
+
+	if (ld)
+		snprintf(ld->err, sizeof(ld->err), "%s",
+			 msg && msg[0] ? msg : sluice_strerror(code));
+	return ld;
+}
+
+int loader_open_common(struct dataset *d, int owned,
+		       const struct sampler_stream_spec *specs,
+		       uint32_t nspecs, uint64_t mix_id,
+		       const struct sluice_loader_config *cfg,
+		       sluice_loader **out)
 {
 	struct sluice_loader *ld = calloc(1, sizeof(*ld));
 	struct loader_core *c;
 	int r;
 
-	if (!out)
-		return -EINVAL;
 	*out = ld;
-	if (!ld)
+	if (!ld || !(c = calloc(1, sizeof(*c)))) {
+		if (owned)
+			mixture_free(d);
 		return -ENOMEM;
-	if (!ds || !ds->loaded) {
-		snprintf(ld->err, sizeof(ld->err), "no dataset");
-		return -EINVAL;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->work_cv, NULL);
 	pthread_cond_init(&c->ready_cv, NULL);
 	atomic_init(&c->refs, 1);
-	c->ds = &ds->d;
+	c->ds = d;
+	c->owned_ds = owned ? d : NULL;
+	c->mix_id = mix_id;
 	if (cfg)
 		c->cfg = *cfg;
 	else
 		sluice_loader_config_init(&c->cfg);
 	r = check_config(&c->cfg, ld->err, sizeof(ld->err));
 	if (!r)
-		r = open_core(c, ld->err, sizeof(ld->err));
+		r = open_core(c, specs, nspecs, ld->err, sizeof(ld->err));
 	if (r) {
 		if (!ld->err[0])
 			snprintf(ld->err, sizeof(ld->err), "%s",
@@ -416,6 +434,19 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
 	}
 	ld->core = c;
 	return 0;
+}
+
+SLUICE_API int sluice_loader_open(sluice_dataset *ds,
+				  const struct sluice_loader_config *cfg,
+				  sluice_loader **out)
+{
+	if (!out)
+		return -EINVAL;
+	if (!ds || !ds->loaded) {
+		*out = loader_failed(-EINVAL, "no dataset");
+		return *out ? -EINVAL : -ENOMEM;
+	}
+	return loader_open_common(&ds->d, 0, NULL, 0, 0, cfg, out);
 }
 
 SLUICE_API void sluice_loader_close(sluice_loader *ld)
@@ -598,6 +629,7 @@ SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
 		.shuffle = c->cfg.shuffle,
 		.window_blocks = c->cfg.window_blocks,
 		.dataset_records = c->ds->record_count,
+		.mix = c->mix_id,
 		.epoch = c->epoch,
 		.world_size = c->cfg.world_size,
 		.batch_size = c->cfg.batch_size,
@@ -645,8 +677,8 @@ SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 	    (st->shuffle == SLUICE_SHUFFLE_WINDOW &&
 	     st->window_blocks != c->cfg.window_blocks))
 		return state_refused(c, st, "another seed or shuffle");
-	if (st->dataset_records != c->ds->record_count)
-		return state_refused(c, st, "another record count");
+	if (st->dataset_records != c->ds->record_count || st->mix != c->mix_id)
+		return state_refused(c, st, "another dataset or mixture");
 	if (st->world_size < 1 || st->batch_size < 1 ||
 	    st->nearlier > SAMPLER_MAX_LEVELS)
 		return state_refused(c, st, "invalid state");
@@ -662,7 +694,7 @@ SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 	}
 
 	/* The saving job's split, over what its earlier jobs left. */
-	if (sampler_chain_length(c->ds->record_count, levels, n, &left))
+	if (sampler_chain_length(c->sampler.epoch_len, levels, n, &left))
 		return state_refused(c, st, "an earlier job does not fit");
 	drop = st->drop_last ? 1 : 0;
 	sampler_split(left, (uint32_t)st->world_size, st->batch_size, drop,

@@ -123,6 +123,8 @@ struct loader_core {
 
 	struct sluice_loader_config cfg;
 	const struct dataset *ds;
+	struct dataset *owned_ds;   /* a mixture's joined dataset, or NULL */
+	uint64_t mix_id;            /* 0, or the mixture's fingerprint */
 	struct device *dev;
 	struct device_info dev_info;
 	struct io_ring *ring;
@@ -219,6 +221,18 @@ static inline void loader_span(const struct loader_core *c, int stage,
 }
 
 /* loader.c */
+sluice_loader *loader_failed(int code, const char *msg);
+/* Open over @d (owned when @owned: freed by mixture_free, also on
+ * failure), a mixture when @specs is not NULL. */
+int loader_open_common(struct dataset *d, int owned,
+		       const struct sampler_stream_spec *specs,
+		       uint32_t nspecs, uint64_t mix_id,
+		       const struct sluice_loader_config *cfg,
+		       sluice_loader **out);
+
+/* mixture.c */
+void mixture_free(struct dataset *d);
+
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
 void core_unref(struct loader_core *c);

@@ -1,14 +1,15 @@
 /*
  * state.c - the resumable loader position as one line of text:
  *
- *   sluice-state v2 seed=0 shuffle=window window=16 records=10000 epoch=3
- *   world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1
+ *   sluice-state v2 seed=0 shuffle=window window=16 records=10000 mix=0
+ *   epoch=3 world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1
  *
- * (one line, single spaces).  earlier= lists the epoch's earlier jobs as
+ * (one line, single spaces).  mix= is 0 for one dataset, else the
+ * fingerprint of a mixture's streams (records and samples).  earlier= lists the epoch's earlier jobs as
  * world/consumed/drop_last, oldest first, or "-" when there were none.
  * The text may come from anywhere, so parsing is strict: the exact magic
  * and version, then key=value pairs separated by one space, in any order,
- * each of the ten keys exactly once, numbers as plain decimal (no sign, no
+ * each of the eleven keys exactly once, numbers as plain decimal (no sign, no
  * leading zeros, no overflow), no leading or trailing whitespace (a caller
  * reading a file strips the newline).  Anything else is -SLUICE_ESTATE and
  * leaves the output untouched.
@@ -29,6 +30,7 @@ enum state_key {
 	KEY_SHUFFLE,
 	KEY_WINDOW,
 	KEY_RECORDS,
+	KEY_MIX,
 	KEY_EPOCH,
 	KEY_WORLD,
 	KEY_BATCH,
@@ -39,7 +41,7 @@ enum state_key {
 };
 
 static const char *const key_names[KEY_COUNT] = {
-	"seed", "shuffle", "window", "records", "epoch",
+	"seed", "shuffle", "window", "records", "mix", "epoch",
 	"world", "batch", "drop", "batches", "earlier",
 };
 
@@ -90,11 +92,12 @@ SLUICE_API int sluice_state_format(const struct sluice_state *st, char *buf,
 		return -EINVAL;
 	append(buf, len, &at,
 	       STATE_MAGIC " seed=%" PRIu64 " shuffle=%s window=%" PRIu32
-			   " records=%" PRIu64 " epoch=%" PRIu64
+			   " records=%" PRIu64 " mix=%" PRIu64
+			   " epoch=%" PRIu64
 			   " world=%" PRId32 " batch=%" PRIu32
 			   " drop=%" PRId32 " batches=%" PRIu64 " earlier=",
 	       st->seed, shuffle_names[st->shuffle], st->window_blocks,
-	       st->dataset_records, st->epoch, st->world_size,
+	       st->dataset_records, st->mix, st->epoch, st->world_size,
 	       st->batch_size, st->drop_last, st->batches_consumed);
 	if (st->nearlier == 0)
 		append(buf, len, &at, "-");
@@ -224,6 +227,8 @@ static int set_value(struct sluice_state *st, int key, const char *v,
 		st->epoch = x;
 	else if (key == KEY_BATCHES)
 		st->batches_consumed = x;
+	else if (key == KEY_MIX)
+		st->mix = x;
 	else
 		st->dataset_records = x;
 	return 0;

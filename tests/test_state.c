@@ -13,7 +13,7 @@
 
 static const char valid_line[] =
 	"sluice-state v2 seed=0 shuffle=window window=16 records=10000 "
-	"epoch=3 world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1";
+	"mix=77 epoch=3 world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1";
 
 static void expect_reject(const char *text)
 {
@@ -63,6 +63,7 @@ static void test_valid(void)
 	T_EQ(st.shuffle, SLUICE_SHUFFLE_WINDOW);
 	T_EQ(st.window_blocks, 16);
 	T_EQ(st.dataset_records, 10000);
+	T_EQ(st.mix, 77);
 	T_EQ(st.epoch, 3);
 	T_EQ(st.world_size, 4);
 	T_EQ(st.batch_size, 256);
@@ -97,6 +98,7 @@ static void test_valid(void)
 	st.batch_size = UINT32_MAX;
 	st.window_blocks = UINT32_MAX;
 	st.dataset_records = UINT64_MAX;
+	st.mix = UINT64_MAX;
 	st.drop_last = 1;
 	st.nearlier = SLUICE_STATE_MAX_EARLIER;
 	for (int i = 0; i < SLUICE_STATE_MAX_EARLIER; i++)
@@ -121,7 +123,7 @@ static void test_valid(void)
 	/* keys in another order are accepted */
 	T_EQ(sluice_state_parse("sluice-state v2 earlier=- batches=1 drop=1 "
 				"batch=2 world=3 epoch=0 records=5 window=0 "
-				"shuffle=full seed=9", &back), 0);
+				"shuffle=full mix=0 seed=9", &back), 0);
 	T_EQ(back.world_size, 3);
 	T_EQ(back.seed, 9);
 	T_EQ(back.drop_last, 1);
@@ -217,6 +219,8 @@ static void test_rejections(void)
 	expect_reject_edit("seed=0", "seed=");
 	expect_reject_edit("seed=0", "seed=1=2");
 	expect_reject_edit("epoch=3", "epoch=3a");
+	expect_reject_edit("mix=77 ", "");
+	expect_reject_edit("mix=77", "mix=077");
 	expect_reject_edit("world=4", "world=0");
 	expect_reject_edit("world=4", "world=2147483648");
 	expect_reject_edit("batch=256", "batch=0");

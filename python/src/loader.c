@@ -329,10 +329,11 @@ static PyObject *state_to_dict(const struct sluice_state *st)
 		Py_DECREF(job);
 	}
 	d = Py_BuildValue(
-		"{sKsisIsKsKsisIsisKsN}", "seed", (unsigned long long)st->seed,
-		"shuffle", (int)st->shuffle, "window_blocks",
-		(unsigned int)st->window_blocks, "dataset_records",
-		(unsigned long long)st->dataset_records, "epoch",
+		"{sKsisIsKsKsKsisIsisKsN}", "seed",
+		(unsigned long long)st->seed, "shuffle", (int)st->shuffle,
+		"window_blocks", (unsigned int)st->window_blocks,
+		"dataset_records", (unsigned long long)st->dataset_records,
+		"mix", (unsigned long long)st->mix, "epoch",
 		(unsigned long long)st->epoch, "world_size",
 		(int)st->world_size, "batch_size",
 		(unsigned int)st->batch_size, "drop_last", (int)st->drop_last,
@@ -418,14 +419,16 @@ static int earlier_from_object(PyObject *list, struct sluice_state *st)
 /* A dict from state() or the library's text line. */
 static int state_from_object(PyObject *obj, struct sluice_state *st)
 {
-	uint64_t v[9];
-	static const char *keys[9] = { "seed", "shuffle", "window_blocks",
-				       "dataset_records", "epoch",
-				       "world_size", "batch_size",
-				       "drop_last", "batches_consumed" };
-	static const uint64_t max[9] = { UINT64_MAX, 3, UINT32_MAX,
-					 UINT64_MAX, UINT64_MAX, INT32_MAX,
-					 UINT32_MAX, 1, UINT64_MAX };
+	uint64_t v[10];
+	static const char *keys[10] = { "seed", "shuffle", "window_blocks",
+					"dataset_records", "epoch",
+					"world_size", "batch_size",
+					"drop_last", "batches_consumed",
+					"mix" };
+	static const uint64_t max[10] = { UINT64_MAX, 3, UINT32_MAX,
+					  UINT64_MAX, UINT64_MAX, INT32_MAX,
+					  UINT32_MAX, 1, UINT64_MAX,
+					  UINT64_MAX };
 	PyObject *earlier;
 
 	memset(st, 0, sizeof(*st));
@@ -447,7 +450,7 @@ static int state_from_object(PyObject *obj, struct sluice_state *st)
 				"state line");
 		return -1;
 	}
-	for (int i = 0; i < 9; i++)
+	for (int i = 0; i < 10; i++)
 		if (dict_u64(obj, keys[i], max[i], &v[i]) < 0)
 			return -1;
 	st->seed = v[0];
@@ -459,6 +462,7 @@ static int state_from_object(PyObject *obj, struct sluice_state *st)
 	st->batch_size = (uint32_t)v[6];
 	st->drop_last = (int32_t)v[7];
 	st->batches_consumed = v[8];
+	st->mix = v[9];
 	earlier = PyDict_GetItemString(obj, "earlier");
 	if (!earlier) {
 		PyErr_SetString(PyExc_KeyError, "state has no 'earlier'");
