@@ -6,12 +6,16 @@
  * versions side by side).
  *
  *   make bench-scale
- *   build/epoch_scale PATH none|block|window|full [BATCH]
+ *   build/epoch_scale PATH none|block|window|full [BATCH [STEP_MS]]
  *
  * The boundary is reached by restoring a state a few batches before the
- * end of epoch 0 (reading the whole epoch is not what is measured).
+ * end of epoch 0 (reading the whole epoch is not what is measured); each
+ * of those batches is held STEP_MS (a training step, default 0) before
+ * the next is asked for, so what the boundary costs beyond what prefetch
+ * hides is what the first batch of epoch 1 waits.
  * Prints one line: times in ms, memory in MiB (VmRSS now, VmHWM peak).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +60,10 @@ static int die(const char *what, int r, const sluice_loader *ld)
 	return 1;
 }
 
-/* One next() + release; its time in ms, or -1 at the end of an epoch. */
+static double step_ms;
+
+/* One next() (timed, in ms; -1 at the end of an epoch), then a training
+ * step of step_ms, then release. */
 static double timed_next(sluice_loader *ld, int *rc)
 {
 	sluice_batch *b;
@@ -64,8 +71,13 @@ static double timed_next(sluice_loader *ld, int *rc)
 
 	*rc = sluice_loader_next(ld, &b);
 	t = now_ms() - t;
-	if (*rc == 0)
+	if (*rc == 0) {
+		struct timespec ts = { (time_t)(step_ms / 1e3),
+				       (long)(fmod(step_ms, 1e3) * 1e6) };
+
+		nanosleep(&ts, NULL);
 		sluice_batch_release(b);
+	}
 	return *rc == 0 ? t : -1;
 }
 
@@ -93,6 +105,7 @@ int main(int argc, char **argv)
 	sluice_loader_config_init(&cfg);
 	cfg.shuffle = shuffle;
 	cfg.batch_size = argc > 3 ? (uint32_t)atoi(argv[3]) : 256;
+	step_ms = argc > 4 ? atof(argv[4]) : 0;
 	cfg.device = SLUICE_DEVICE_HOST;
 	cfg.rank = 0;
 	cfg.world_size = 1;
@@ -145,13 +158,15 @@ int main(int argc, char **argv)
 	if (rc)
 		return die("after set_epoch", rc, ld);
 
-	printf("%s records=%llu shuffle=%s batch=%u dataset_open_ms=%.2f "
+	printf("%s records=%llu shuffle=%s batch=%u step_ms=%g "
+	       "dataset_open_ms=%.2f "
 	       "loader_open_ms=%.2f first_batch_ms=%.2f "
 	       "last_batches_max_ms=%.3f epoch_boundary_ms=%.3f "
 	       "set_epoch_ms=%.3f after_set_epoch_ms=%.3f "
 	       "rss_mib=%.1f peak_rss_mib=%.1f\n",
 	       argv[1], (unsigned long long)sluice_dataset_records(ds),
-	       modes[shuffle], cfg.batch_size, t_ds, t_open, t_first, before,
+	       modes[shuffle], cfg.batch_size, step_ms, t_ds, t_open, t_first,
+	       before,
 	       boundary, t_set, t_after_set, rss_first,
 	       status_mib("VmHWM:"));
 	sluice_loader_close(ld);
