@@ -1,6 +1,7 @@
 """Loader: iterate a dataset's batches as mappings of DLPack tensors."""
 from . import _sluice
 from .dataset import Dataset
+from .stream import Stream
 
 _SHUFFLE = {"none": 0, "block": 1, "window": 2, "full": 3}
 _ON_ERROR = {"fail": 0, "skip": 1}
@@ -47,7 +48,8 @@ class Loader:
     the loader moves on to the next one: iterate again, or call
     set_epoch(e) first (as with a DistributedSampler).
 
-    path: a dataset directory, shard file, comma list, glob or Dataset.
+    path: a dataset directory, shard file, comma list, glob or Dataset;
+        or a list of sluice.Stream for a mixture of datasets.
     shuffle: "none", "block", "window" (window_blocks blocks at a time)
         or "full".
     device: None (the GPU of $LOCAL_RANK when one is usable, else host
@@ -75,7 +77,19 @@ class Loader:
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io=None,
                  sqpoll=False, cache_bytes=0, state=None):
-        self.dataset = path if isinstance(path, Dataset) else Dataset(path)
+        streams = None
+        if isinstance(path, (list, tuple)):
+            self.streams = [s if isinstance(s, Stream) else Stream(s)
+                            for s in path]
+            if not self.streams:
+                raise ValueError("a mixture needs at least one Stream")
+            streams = [(s.dataset._ds, s.weight, s.samples)
+                       for s in self.streams]
+            self.dataset = self.streams[0].dataset
+        else:
+            self.streams = None
+            self.dataset = (path if isinstance(path, Dataset)
+                            else Dataset(path))
         kind, device_id = _parse_device(device)
         self.batch_size = batch_size
         config = {
@@ -98,7 +112,7 @@ class Loader:
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
         }
-        self._ld = _sluice.Loader(self.dataset._ds, config, state)
+        self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
 
     def __iter__(self):
         # The extension's own iterator: no Python frame between the

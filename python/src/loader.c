@@ -28,6 +28,10 @@ PyTypeObject *pysluice_loader_type;
 typedef struct {
 	PyObject_HEAD
 	PySluiceDataset *dataset;      /* strong reference; outlives ld */
+	PyObject *stream_refs;         /* a mixture's datasets (a list,
+					  strong), or NULL */
+	struct sluice_stream *streams; /* their library datasets, weights */
+	int nstreams;
 	sluice_loader *ld;             /* NULL once closed */
 	struct sluice_loader_config cfg;
 	sluice_batch *pending;         /* taken from ld, not yet delivered */
@@ -113,20 +117,85 @@ static PyObject *raise_loader(const sluice_loader *ld, int r,
 
 static int state_from_object(PyObject *obj, struct sluice_state *st);
 
+/* The library loader over this loader's dataset or mixture (no GIL). */
+static int open_library_loader(PySluiceLoader *self, sluice_dataset *ds,
+			       sluice_loader **out)
+{
+	if (self->nstreams)
+		return sluice_loader_open_streams(self->streams,
+						  self->nstreams, &self->cfg,
+						  out);
+	return sluice_loader_open(ds, &self->cfg, out);
+}
+
+/* streams: a list of (Dataset handle, weight, samples) tuples. */
+static int streams_from_object(PySluiceLoader *self, PyObject *list)
+{
+	Py_ssize_t n;
+
+	if (!PyList_Check(list)) {
+		PyErr_SetString(PyExc_TypeError,
+				"streams must be a list of (dataset, weight, "
+				"samples)");
+		return -1;
+	}
+	n = PyList_Size(list);
+	if (n < 1 || n > SLUICE_MAX_STREAMS) {
+		PyErr_Format(PyExc_ValueError,
+			     "a mixture needs 1 to %d streams",
+			     SLUICE_MAX_STREAMS);
+		return -1;
+	}
+	self->streams = PyMem_Calloc((size_t)n, sizeof(*self->streams));
+	if (!self->streams) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *t = PyList_GetItem(list, i), *d;
+		unsigned long long samples;
+		double weight;
+
+		if (!PyTuple_Check(t) ||
+		    !PyArg_ParseTuple(t, "O!dK", pysluice_dataset_type, &d,
+				      &weight, &samples)) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError,
+						"each stream is (dataset, "
+						"weight, samples)");
+			return -1;
+		}
+		if (!((PySluiceDataset *)d)->ds) {
+			PyErr_SetString(PyExc_ValueError,
+					"a stream's dataset is closed");
+			return -1;
+		}
+		self->streams[i] = (struct sluice_stream){
+			((PySluiceDataset *)d)->ds, weight, samples };
+	}
+	Py_INCREF(list);
+	self->stream_refs = list;
+	self->nstreams = (int)n;
+	return 0;
+}
+
 static int loader_init(PyObject *o, PyObject *args, PyObject *kw)
 {
 	PySluiceLoader *self = (PySluiceLoader *)o;
-	static char *kwlist[] = { "dataset", "config", "state", NULL };
+	static char *kwlist[] = { "dataset", "config", "state", "streams",
+				  NULL };
 	PyObject *dataset, *config = NULL, *state = Py_None;
+	PyObject *streams = Py_None;
 	PyObject *key, *value;
 	Py_ssize_t pos = 0;
 	struct sluice_state st;
 	sluice_loader *ld = NULL;
 	int r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O!O", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O!OO", kwlist,
 					 pysluice_dataset_type, &dataset,
-					 &PyDict_Type, &config, &state))
+					 &PyDict_Type, &config, &state,
+					 &streams))
 		return -1;
 	if (self->ld) {
 		PyErr_SetString(PyExc_RuntimeError, "loader already open");
@@ -142,9 +211,11 @@ static int loader_init(PyObject *o, PyObject *args, PyObject *kw)
 			return -1;
 	if (state != Py_None && state_from_object(state, &st) < 0)
 		return -1;
+	if (streams != Py_None && !self->streams &&
+	    streams_from_object(self, streams) < 0)
+		return -1;
 	Py_BEGIN_ALLOW_THREADS
-	r = sluice_loader_open(((PySluiceDataset *)dataset)->ds, &self->cfg,
-			       &ld);
+	r = open_library_loader(self, ((PySluiceDataset *)dataset)->ds, &ld);
 	if (r == 0 && state != Py_None)
 		r = sluice_loader_state_set(ld, &st);
 	Py_END_ALLOW_THREADS
@@ -189,6 +260,8 @@ static void loader_dealloc(PyObject *o)
 
 	loader_close_now(self);
 	Py_XDECREF(self->dataset);
+	Py_XDECREF(self->stream_refs);
+	PyMem_Free(self->streams);
 	pysluice_free(o);
 }
 
@@ -223,7 +296,7 @@ static int rollover(PySluiceLoader *self)
 		return -1;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	r = sluice_loader_open(self->dataset->ds, &self->cfg, &nl);
+	r = open_library_loader(self, self->dataset->ds, &nl);
 	if (r == 0)
 		r = sluice_loader_state_set(nl, &st);
 	Py_END_ALLOW_THREADS
