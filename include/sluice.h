@@ -400,7 +400,8 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
  */
 SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out);
 
-/** sluice_loader_batches - batches in this rank's epoch. */
+/** sluice_loader_batches - batches in this rank's current epoch (fewer
+ * in an epoch resumed elastically). */
 SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld);
 
 /** sluice_loader_device - where batches live (kDLCPU or kDLCUDA, id). */
