@@ -184,34 +184,54 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
  */
 static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 {
+	uint64_t batch = c->cfg.batch_size;
+
 	while (c->ahead_inflight < c->ahead_max && c->lru_count > c->need) {
-		uint32_t count, e;
-		uint64_t g, pos;
+		struct sampler_span sp;
+		uint64_t i, pos;
+		int full = 0;
 
 		if (c->ahead_batch < c->plan_batch) {
 			c->ahead_batch = c->plan_batch;
 			c->ahead_rec = 0;
 		}
-		pos = (c->ahead_batch - c->plan_batch) * c->cfg.batch_size +
-		      c->ahead_rec;
+		pos = (c->ahead_batch - c->plan_batch) * batch + c->ahead_rec;
 		if (c->ahead_batch >= c->sampler.nbatches ||
-		    pos > c->ahead_records)
+		    pos > c->ahead_records ||
+		    c->ahead_rec >= sampler_batch_count(&c->sampler,
+							c->ahead_batch))
 			return;
-		count = sampler_batch_count(&c->sampler, c->ahead_batch);
-		if (c->ahead_rec >= count) {
-			c->ahead_batch++;
-			c->ahead_rec = 0;
-			continue;
+		/* A run of positions and the blocks it needs (a whole
+		 * window's), not record by record: a window of tiny records
+		 * holds millions. */
+		i = c->ahead_batch * batch + c->ahead_rec;
+		sampler_span(&c->sampler, i, &sp);
+		if (sp.nblocks == 0) {
+			sp.one = block_of(c, sp.record);
+			sp.blocks = &sp.one;
+			sp.nblocks = 1;
 		}
-		g = block_of(c, sampler_rank_record(&c->sampler,
-				c->ahead_batch * c->cfg.batch_size +
-				c->ahead_rec++));
-		if (c->block_entry[g] >= 0 || cache_claim(c, g, &e) != 1)
-			continue;
-		c->entries[e].ahead = 1;
-		c->ahead_inflight++;
-		prepare_read(c, e);
-		c->submit[(*nsubmit)++] = &c->entries[e].rd;
+		for (uint64_t k = 0; k < sp.nblocks; k++) {
+			uint64_t g = sp.blocks[k];
+			uint32_t e;
+
+			if (c->ahead_inflight >= c->ahead_max ||
+			    c->lru_count <= c->need) {
+				full = 1; /* come back to this span */
+				break;
+			}
+			if (c->block_entry[g] >= 0 || cache_claim(c, g, &e) != 1)
+				continue;
+			c->entries[e].ahead = 1;
+			c->ahead_inflight++;
+			prepare_read(c, e);
+			c->submit[(*nsubmit)++] = &c->entries[e].rd;
+		}
+		if (full)
+			return;
+		i += sp.positions;
+		c->ahead_batch = i / batch;
+		c->ahead_rec = (uint32_t)(i % batch);
 	}
 }
 

@@ -181,6 +181,7 @@ static int level_shape(const struct sampler_level *lv, uint64_t len,
 		if (rest > len)
 			rest = len;
 	}
+	sh->len = len;
 	sh->part = part;
 	sh->consumed = lv->consumed;
 	sh->full_parts = full;
@@ -546,6 +547,76 @@ static uint64_t rank_record(const struct sampler *s, uint64_t i,
 	for (uint32_t l = s->nlevels; l-- > 0;)
 		p = level_map(&s->shapes[l], p);
 	return sequence_record(s, p, memo);
+}
+
+/* Rank position @i -> epoch position; *@run: how many positions from @i
+ * on map to consecutive epoch positions (within every level's piece, the
+ * rank's part and before the wrap). */
+static uint64_t rank_position(const struct sampler *s, uint64_t i,
+			      uint64_t *run)
+{
+	uint64_t p = (uint64_t)s->cfg.rank * s->per_rank + i;
+	uint64_t len = s->seq_len;
+
+	if (p >= len)
+		p %= len;
+	*run = len - p;
+	if (s->per_rank - i < *run)
+		*run = s->per_rank - i;
+	for (uint32_t l = s->nlevels; l-- > 0;) {
+		const struct sampler_level_shape *sh = &s->shapes[l];
+		uint64_t piece = sh->part - sh->consumed, left;
+
+		if (piece && p < sh->full_parts * piece)
+			left = piece - p % piece;
+		else
+			left = sh->len - sh->rest_start -
+			       (p - sh->full_parts * piece);
+		if (left < *run)
+			*run = left;
+		p = level_map(sh, p);
+	}
+	return p;
+}
+
+void sampler_span(const struct sampler *s, uint64_t i,
+		  struct sampler_span *out)
+{
+	const struct sampler_stream *st = &s->streams[0];
+	uint64_t run, p = rank_position(s, i, &run), b, w, first, end;
+	const uint64_t *pos;
+	uint32_t wb = s->cfg.window_blocks;
+
+	memset(out, 0, sizeof(*out));
+	out->positions = 1;
+	if (s->nstreams > 1 || s->cfg.shuffle == SLUICE_SHUFFLE_FULL) {
+		struct perm_memo memo = { .valid = 0 };
+
+		out->record = sequence_record(s, p, &memo);
+		return;
+	}
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_NONE) {
+		b = find_block(s->block_first, 0, s->nblocks, p);
+		out->one = b;
+		out->blocks = &out->one;
+		out->nblocks = 1;
+		end = s->block_first[b + 1] - p;
+		out->positions = end < run ? end : run;
+		return;
+	}
+	pos = s->block_pos + st->pos_base;
+	b = find_block(pos, 0, st->nblocks, p);
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK) {
+		first = b;
+		end = b + 1;
+	} else {
+		w = b / wb;
+		first = w * wb;
+		end = st->nblocks - first > wb ? first + wb : st->nblocks;
+	}
+	out->blocks = s->block_order + st->first_block + first;
+	out->nblocks = end - first;
+	out->positions = pos[end] - p < run ? pos[end] - p : run;
 }
 
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i)

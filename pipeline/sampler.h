@@ -42,6 +42,7 @@ struct sampler_level {
 
 /* A level's shape, precomputed: position mapping is O(1) per level. */
 struct sampler_level_shape {
+	uint64_t len;           /* of the sequence it split */
 	uint64_t part;          /* P: positions per rank */
 	uint64_t consumed;      /* c <= P */
 	uint64_t full_parts;    /* parts wholly inside the sequence */
@@ -155,6 +156,23 @@ uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out);
 
 /* Record at position @i (< per_rank) of this rank's part. */
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i);
+
+/*
+ * What this rank's positions from @i on need, for reading ahead: a run of
+ * @positions (>= 1) positions that stay within one window (window
+ * shuffle), one block (block, none) or one record (full, mixtures), and
+ * the blocks that run may touch: @blocks[0, nblocks) (global ids), or,
+ * when nblocks is 0, the block of @record.  O(levels + log blocks).
+ */
+struct sampler_span {
+	uint64_t positions;
+	const uint64_t *blocks;
+	uint64_t nblocks;
+	uint64_t record;
+	uint64_t one;           /* storage for a single block */
+};
+void sampler_span(const struct sampler *s, uint64_t i,
+		  struct sampler_span *out);
 
 /* Record at position @p (< epoch_len) of the epoch's full sequence. */
 uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p);

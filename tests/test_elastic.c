@@ -48,6 +48,46 @@ static struct layout make_layout(uint64_t nblocks, uint64_t seed)
 	return l;
 }
 
+/* The read-ahead's spans tile the rank's part, and every record of a
+ * span lies in the blocks it names. */
+static void check_spans(const struct layout *l, const struct sampler *s)
+{
+	uint64_t i = 0, spans = 0;
+
+	while (i < s->per_rank) {
+		struct sampler_span sp;
+
+		sampler_span(s, i, &sp);
+		T_ASSERT(sp.positions >= 1);
+		T_ASSERT(i + sp.positions <= s->per_rank);
+		if (sp.nblocks == 0) {
+			T_EQ(sp.positions, 1);
+			T_EQ(sp.record, sampler_rank_record(s, i));
+		}
+		for (uint64_t k = 0; k < sp.positions; k++) {
+			uint64_t b = l->block_of[sampler_rank_record(s, i + k)];
+			uint64_t j = 0;
+
+			if (sp.nblocks == 0)
+				continue;
+			while (j < sp.nblocks && sp.blocks[j] != b)
+				j++;
+			if (j == sp.nblocks)
+				T_FAIL_AT("position %llu: block %llu not in its span",
+					  (unsigned long long)(i + k),
+					  (unsigned long long)b);
+		}
+		i += sp.positions;
+		spans++;
+	}
+	/* runs are long where they can be: window and block spans cover
+	 * more than one position on average */
+	if (s->per_rank > 50 && (s->cfg.shuffle == SLUICE_SHUFFLE_WINDOW ||
+				 s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK ||
+				 s->cfg.shuffle == SLUICE_SHUFFLE_NONE))
+		T_LT(spans * 2, s->per_rank);
+}
+
 struct job {
 	uint32_t world, batch;
 	int drop;
@@ -98,6 +138,7 @@ static struct sampler_level run_job(const struct layout *l, int mode,
 			take = job->stop < nb ? job->stop : nb;
 		}
 		T_EQ(s.nbatches, nb); /* equal parts */
+		check_spans(l, &s);
 		memset(touched, 0, l->nblocks + 1);
 		for (uint64_t k = 0; k < take; k++) {
 			uint32_t n = sampler_batch(&s, k, buf);

@@ -77,6 +77,15 @@ static uint64_t *epoch_sequence(const struct mix *m, int mode, uint64_t seed,
 	sampler_set_epoch(&s, epoch);
 	*len = s.epoch_len;
 	T_EQ(s.per_rank, s.epoch_len);
+	{
+		/* a mixture's read-ahead goes record by record */
+		struct sampler_span sp;
+
+		sampler_span(&s, 3, &sp);
+		T_EQ(sp.positions, 1);
+		T_EQ(sp.nblocks, 0);
+		T_EQ(sp.record, sampler_rank_record(&s, 3));
+	}
 	g = malloc(*len * 8);
 	T_ASSERT(g);
 	for (uint64_t i = 0; i < *len; i++) {
