@@ -436,6 +436,9 @@ struct perm_memo {
 	uint64_t round, window;
 	int valid;
 	struct perm perm;
+	/* window shuffle: that window's blocks [first, end) and stream
+	 * positions [lo, hi), so neighbours skip the search for it */
+	uint64_t first, end, lo, hi;
 };
 
 static const struct perm *memo_perm(struct perm_memo *memo, uint32_t stream,
@@ -467,6 +470,7 @@ static uint64_t stream_record(const struct sampler *s, uint32_t i,
 	uint64_t b, w, first, end, t, key;
 	uint32_t wb = s->cfg.window_blocks;
 
+
 	if (s->cfg.shuffle == SLUICE_SHUFFLE_NONE)
 		return st->first_record + p;
 	if (s->cfg.shuffle == SLUICE_SHUFFLE_FULL) {
@@ -485,18 +489,29 @@ static uint64_t stream_record(const struct sampler *s, uint32_t i,
 	}
 	pos = s->block_pos + st->pos_base;
 	order = s->block_order + st->first_block;
-	b = find_block(pos, 0, st->nblocks, p);
-	if (s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK)
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK) {
+		b = find_block(pos, 0, st->nblocks, p);
 		return s->block_first[order[b]] + (p - pos[b]);
+	}
 	/* window: a permutation of the window's records */
-	w = b / wb;
-	first = w * wb;
-	end = st->nblocks - first > wb ? first + wb : st->nblocks;
-	key = s->window_key ^ perm_mix64(w ^ perm_mix64(((uint64_t)i << 40) ^
-							 round));
-	t = pos[first] + perm_apply(memo_perm(memo, i, round, w,
-					      pos[end] - pos[first], key),
-				    p - pos[first]);
+	if (memo->valid && memo->stream == i && memo->round == round &&
+	    memo->lo <= p && p < memo->hi) {
+		first = memo->first;
+		end = memo->end;
+	} else {
+		b = find_block(pos, 0, st->nblocks, p);
+		w = b / wb;
+		first = w * wb;
+		end = st->nblocks - first > wb ? first + wb : st->nblocks;
+		key = s->window_key ^
+		      perm_mix64(w ^ perm_mix64(((uint64_t)i << 40) ^ round));
+		memo_perm(memo, i, round, w, pos[end] - pos[first], key);
+		memo->first = first;
+		memo->end = end;
+		memo->lo = pos[first];
+		memo->hi = pos[end];
+	}
+	t = pos[first] + perm_apply(&memo->perm, p - pos[first]);
 	b = find_block(pos, first, end, t);
 	return s->block_first[order[b]] + (t - pos[b]);
 }
