@@ -1,10 +1,10 @@
 /*
- * sampler.c - the epoch's record order: shuffle modes, rank split, batches,
- * and the splits of elastic resume.
+ * sampler.c - the epoch's record order: shuffle modes, streams, batches.
  *
  * Every rank computes the same global sequence from (seed, epoch) alone,
- * then keeps its contiguous part, so ranks agree without talking to each
- * other.  Nothing is materialised per record: position -> record is
+ * then keeps its contiguous part (sampler_split.c, which also maps the
+ * sequence an elastic resume leaves), so ranks agree without talking to
+ * each other.  Nothing is materialised per record: position -> record is
  *   none:   the identity;
  *   full:   a keyed Feistel permutation of [0, n) (permutation.c);
  *   block:  the epoch's shuffled block order, records in order: a binary
@@ -12,24 +12,12 @@
  *   window: the same block order cut into windows of W blocks; a position
  *           inside a window goes through a Feistel permutation of that
  *           window's records, then to its block by binary search.
- * Memory is two arrays of nblocks + 1 words (block and window modes).
+ * A mixture first deals each position to a stream (sequence_record).
+ * Memory is two arrays of about nblocks words (block and window modes).
  *
- * Counts: per_rank = floor(n / world) with drop_last (the tail that does not
- * fill every rank is dropped), else ceil(n / world) with the last parts
- * wrapping to the start of the sequence.  nbatches = per_rank / batch_size
- * with drop_last (then the rank delivers nbatches * batch_size records,
- * fewer than per_rank), else rounded up.
- *
- * Elastic resume.  A job of W ranks that stopped after each rank consumed
- * c positions of its part leaves the positions nobody consumed: per part
- * [jP + c, (j + 1)P), and the dropped tail [WP, n) with drop_last.  In
- * sequence order they form the next job's sequence, which that job splits
- * across its own ranks the same way; each earlier job is one "level", and
- * a position of the newest sequence maps down through the levels to the
- * epoch's sequence in O(levels).  Positions a wrapped part consumed past
- * the end of its sequence are repeats (padding), not records consumed.
- * The remaining sequence keeps runs of the original one, so every rank
- * still reads mostly whole blocks and windows of its own.
+ * Batches are consecutive runs of batch_size positions of the rank's
+ * part: nbatches = per_rank / batch_size with drop_last (the rank then
+ * delivers nbatches * batch_size records), else rounded up.
  */
 #include "sampler.h"
 
@@ -41,77 +29,7 @@
 #include "sluice.h"
 
 /* ------------------------------------------------------------------ */
-/* The generator                                                       */
-/* ------------------------------------------------------------------ */
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-void rng_seed(struct rng *r, uint64_t seed, uint64_t stream)
-{
-	/* Hash the stream before combining it with the seed, so that nearby
-	 * pairs like (seed 1, epoch 0) and (seed 0, epoch 1) get unrelated
-	 * states.  Four splitmix outputs from distinct inputs are never all
-	 * zero, which xoshiro needs. */
-	uint64_t h = stream;
-	uint64_t x = seed ^ splitmix64(&h);
-
-	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl64(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-/* xoshiro256** */
-uint64_t rng_next(struct rng *r)
-{
-	uint64_t *s = r->s;
-	uint64_t result = rotl64(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl64(s[3], 45);
-	return result;
-}
-
-/* Lemire's multiply-shift with rejection: unbiased, and the division only
- * runs in the rare case the low half lands in the biased zone.  Returns 0
- * for n == 0 (there is no valid answer; callers never ask). */
-uint64_t rng_below(struct rng *r, uint64_t n)
-{
-	unsigned __int128 m;
-	uint64_t low;
-
-	if (n == 0)
-		return 0;
-	m = (unsigned __int128)rng_next(r) * n;
-	low = (uint64_t)m;
-	if (low < n) {
-		uint64_t threshold = (0 - n) % n; /* 2^64 mod n */
-
-		while (low < threshold) {
-			m = (unsigned __int128)rng_next(r) * n;
-			low = (uint64_t)m;
-		}
-	}
-	return (uint64_t)(m >> 64);
-}
-
-/* ------------------------------------------------------------------ */
-/* Configuration and splits                                            */
+/* Configuration                                                       */
 /* ------------------------------------------------------------------ */
 
 static int shuffles_blocks(int shuffle)
@@ -135,70 +53,6 @@ static int config_valid(const struct sampler_config *cfg)
 	default:
 		return 0;
 	}
-}
-
-static uint64_t part_length(uint64_t len, uint32_t world, int drop_last)
-{
-	return drop_last ? len / world : len / world + (len % world != 0);
-}
-
-void sampler_split(uint64_t len, uint32_t world, uint32_t batch,
-		   int drop_last, uint64_t *per_rank, uint64_t *nbatches,
-		   uint64_t *delivered)
-{
-	uint64_t part = part_length(len, world, drop_last);
-	uint64_t nb = part / batch;
-
-	if (!drop_last && part % batch)
-		nb++;
-	*per_rank = part;
-	*nbatches = nb;
-	*delivered = drop_last ? nb * batch : part;
-}
-
-/*
- * The shape of level @lv over a sequence of @len, and the length of what
- * it leaves.  Parts [jP, (j+1)P) for j < full_parts lie inside the
- * sequence; what follows them (the one partial part of a wrapped split,
- * or the dropped tail) is one run from rest_start to len.
- */
-static int level_shape(const struct sampler_level *lv, uint64_t len,
-		       struct sampler_level_shape *sh, uint64_t *left)
-{
-	uint64_t part, full, rest;
-
-	if (lv->world == 0)
-		return -EINVAL;
-	part = part_length(len, lv->world, lv->drop_last);
-	if (lv->consumed > part)
-		return -EINVAL;
-	full = part ? len / part : lv->world;
-	if (full >= lv->world) {
-		full = lv->world;
-		rest = full * part; /* <= len here */
-	} else {
-		rest = full * part + lv->consumed;
-		if (rest > len)
-			rest = len;
-	}
-	sh->len = len;
-	sh->part = part;
-	sh->consumed = lv->consumed;
-	sh->full_parts = full;
-	sh->rest_start = rest;
-	*left = full * (part - lv->consumed) + (len - rest);
-	return 0;
-}
-
-/* Position @q of the sequence a level leaves -> position in the one it
- * split. */
-static uint64_t level_map(const struct sampler_level_shape *sh, uint64_t q)
-{
-	uint64_t piece = sh->part - sh->consumed;
-
-	if (piece && q < sh->full_parts * piece)
-		return (q / piece) * sh->part + sh->consumed + q % piece;
-	return sh->rest_start + (q - sh->full_parts * piece);
 }
 
 /* n uint64_t, or NULL when the size overflows. */
@@ -370,34 +224,13 @@ void sampler_set_epoch(struct sampler *s, uint64_t epoch)
 	split_current(s);
 }
 
-static int chain_shapes(uint64_t epoch_len, const struct sampler_level *levels,
-			uint32_t nlevels, struct sampler_level_shape *shapes,
-			uint64_t *len)
-{
-	*len = epoch_len;
-	if (nlevels > SAMPLER_MAX_LEVELS || (nlevels && !levels))
-		return -EINVAL;
-	for (uint32_t i = 0; i < nlevels; i++)
-		if (level_shape(&levels[i], *len, &shapes[i], len))
-			return -EINVAL;
-	return 0;
-}
-
-int sampler_chain_length(uint64_t epoch_len, const struct sampler_level *levels,
-			 uint32_t nlevels, uint64_t *len)
-{
-	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
-
-	return chain_shapes(epoch_len, levels, nlevels, shapes, len);
-}
-
 int sampler_resume(struct sampler *s, uint64_t epoch,
 		   const struct sampler_level *levels, uint32_t nlevels)
 {
 	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
 	uint64_t len;
 
-	if (chain_shapes(s->epoch_len, levels, nlevels, shapes, &len))
+	if (sampler_chain_shapes(s->epoch_len, levels, nlevels, shapes, &len))
 		return -EINVAL;
 	sampler_set_epoch(s, epoch);
 	if (nlevels) {
@@ -560,7 +393,7 @@ static uint64_t rank_record(const struct sampler *s, uint64_t i,
 	if (p >= s->seq_len)
 		p %= s->seq_len; /* the wrapped tail of a part */
 	for (uint32_t l = s->nlevels; l-- > 0;)
-		p = level_map(&s->shapes[l], p);
+		p = sampler_level_map(&s->shapes[l], p);
 	return sequence_record(s, p, memo);
 }
 
@@ -589,7 +422,7 @@ static uint64_t rank_position(const struct sampler *s, uint64_t i,
 			       (p - sh->full_parts * piece);
 		if (left < *run)
 			*run = left;
-		p = level_map(sh, p);
+		p = sampler_level_map(sh, p);
 	}
 	return p;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "permutation.h"
+#include "rng.h"
 #include "sluice.h"
 
 struct sampler_config {
@@ -185,12 +186,12 @@ void sampler_split(uint64_t len, uint32_t world, uint32_t batch,
 		   int drop_last, uint64_t *per_rank, uint64_t *nbatches,
 		   uint64_t *delivered);
 
-/* Deterministic 64-bit generator (splitmix64 seeding xoshiro256**). */
-struct rng {
-	uint64_t s[4];
-};
-void rng_seed(struct rng *r, uint64_t seed, uint64_t stream);
-uint64_t rng_next(struct rng *r);
-uint64_t rng_below(struct rng *r, uint64_t n);   /* unbiased [0, n) */
+/* sampler_split.c: a level's shapes over @epoch_len and the length left
+ * (-EINVAL when one does not fit); position of a level's output -> of
+ * the sequence it split. */
+int sampler_chain_shapes(uint64_t epoch_len, const struct sampler_level *levels,
+			 uint32_t nlevels, struct sampler_level_shape *shapes,
+			 uint64_t *len);
+uint64_t sampler_level_map(const struct sampler_level_shape *sh, uint64_t q);
 
 #endif /* SLUICE_PIPELINE_SAMPLER_H */
