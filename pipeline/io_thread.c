@@ -200,7 +200,7 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 		 * window's), not record by record: a window of tiny records
 		 * holds millions. */
 		i = c->ahead_batch * batch + c->ahead_rec;
-		sampler_span(&c->sampler, i, &sp);
+		sampler_span(&c->sampler, i, &c->ahead_memo, &sp);
 		if (sp.nblocks == 0) {
 			sp.one = block_of(c, sp.record);
 			sp.blocks = &sp.one;

@@ -168,6 +168,7 @@ struct loader_core {
 	uint32_t ahead_inflight;    /* read-ahead blocks not yet decoded */
 	uint32_t ahead_max;         /* at most this many in flight */
 	uint64_t ahead_records;     /* and no further than this ahead */
+	struct sampler_memo ahead_memo; /* the scan's window permutation */
 
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */

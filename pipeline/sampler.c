@@ -217,6 +217,7 @@ static void shuffle_epoch(struct sampler *s, uint64_t epoch)
 
 void sampler_set_epoch(struct sampler *s, uint64_t epoch)
 {
+	s->generation++;        /* memos of the old order are stale */
 	s->epoch = epoch;
 	s->nlevels = 0;
 	s->seq_len = s->epoch_len;
@@ -262,47 +263,86 @@ static uint64_t find_block(const uint64_t *pos, uint64_t lo, uint64_t hi,
 	return lo;
 }
 
-/* The permutation last used (a window's, or a repeat's), so a batch does
- * not rebuild it for every record. */
-struct perm_memo {
-	uint32_t stream;
-	uint64_t round, window;
-	int valid;
-	struct perm perm;
-	/* window shuffle: that window's blocks [first, end) and stream
-	 * positions [lo, hi), so neighbours skip the search for it */
-	uint64_t first, end, lo, hi;
-};
-
-static const struct perm *memo_perm(struct perm_memo *memo, uint32_t stream,
+static const struct perm *memo_perm(const struct sampler *s,
+				    struct sampler_memo_slot *memo,
+				    uint32_t stream,
 				    uint64_t round, uint64_t window,
 				    uint64_t n, uint64_t key)
 {
-	if (!memo->valid || memo->stream != stream || memo->round != round ||
+	if (!memo->valid || memo->generation != s->generation ||
+	    memo->stream != stream || memo->round != round ||
 	    memo->window != window) {
 		perm_init(&memo->perm, n, key);
 		memo->stream = stream;
 		memo->round = round;
 		memo->window = window;
+		memo->generation = s->generation;
 		memo->valid = 1;
 	}
 	return &memo->perm;
 }
 
+/* Sample @j of a stream -> its position in the stream's epoch order.
+ * Repeat *@round (j / records) of block and window orders starts about
+ * 0.618 of the way further on each time. */
+static uint64_t stream_position(const struct sampler *s,
+				const struct sampler_stream *st, uint64_t j,
+				uint64_t *round)
+{
+	uint64_t n = st->records, p = j % n;
+
+	*round = j / n;
+	if (*round > 0 && (s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK ||
+			   s->cfg.shuffle == SLUICE_SHUFFLE_WINDOW)) {
+		uint64_t step = (uint64_t)(((unsigned __int128)n *
+					    0x9E3779B97F4A7C15ull) >> 64);
+
+		p = (uint64_t)(((unsigned __int128)*round * step + p) % n);
+	}
+	return p;
+}
+
+/* Window shuffle: the window (blocks [first, end) of the stream's order)
+ * holding stream position @p, its permutation in @memo. */
+static void find_window(const struct sampler *s, uint32_t i, uint64_t p,
+			uint64_t round, struct sampler_memo_slot *memo)
+{
+	const struct sampler_stream *st = &s->streams[i];
+	const uint64_t *pos = s->block_pos + st->pos_base;
+	uint32_t wb = s->cfg.window_blocks;
+	uint64_t b, w, first, end, key;
+
+	if (memo->valid && memo->generation == s->generation &&
+	    memo->stream == i && memo->round == round &&
+	    memo->lo <= p && p < memo->hi)
+		return;
+	b = find_block(pos, 0, st->nblocks, p);
+	w = b / wb;
+	first = w * wb;
+	end = st->nblocks - first > wb ? first + wb : st->nblocks;
+	key = s->window_key ^
+	      perm_mix64(w ^ perm_mix64(((uint64_t)i << 40) ^ round));
+	memo_perm(s, memo, i, round, w, pos[end] - pos[first], key);
+	memo->first = first;
+	memo->end = end;
+	memo->lo = pos[first];
+	memo->hi = pos[end];
+}
+
 /*
- * Sample @j of stream @i in this epoch -> global record.  Repeat @round
- * of the stream (j / records) starts its order elsewhere (block, window)
+ * Sample @j of stream @i in this epoch -> global record.  A repeat of
+ * the stream (j >= records) starts its order elsewhere (block, window)
  * or uses a fresh permutation (full).
  */
 static uint64_t stream_record(const struct sampler *s, uint32_t i,
-			      uint64_t j, struct perm_memo *memo)
+			      uint64_t j, struct sampler_memo *memos)
 {
+	struct sampler_memo_slot *memo =
+		&memos->slot[i % SAMPLER_MEMO_SLOTS];
 	const struct sampler_stream *st = &s->streams[i];
 	const uint64_t *pos, *order;
-	uint64_t n = st->records, round = j / n, p = j % n;
-	uint64_t b, w, first, end, t, key;
-	uint32_t wb = s->cfg.window_blocks;
-
+	uint64_t round, p = stream_position(s, st, j, &round);
+	uint64_t b, first, end, t, key;
 
 	if (s->cfg.shuffle == SLUICE_SHUFFLE_NONE)
 		return st->first_record + p;
@@ -311,14 +351,8 @@ static uint64_t stream_record(const struct sampler *s, uint32_t i,
 			return st->first_record + perm_apply(&st->perm, p);
 		key = perm_mix64(st->key ^ perm_mix64(round));
 		return st->first_record +
-		       perm_apply(memo_perm(memo, i, round, 0, n, key), p);
-	}
-	if (round > 0) {
-		/* a repeat starts about 0.618 n further on each time */
-		uint64_t step = (uint64_t)(((unsigned __int128)n *
-					    0x9E3779B97F4A7C15ull) >> 64);
-
-		p = (uint64_t)(((unsigned __int128)round * step + p) % n);
+		       perm_apply(memo_perm(s, memo, i, round, 0, st->records,
+					    key), p);
 	}
 	pos = s->block_pos + st->pos_base;
 	order = s->block_order + st->first_block;
@@ -327,65 +361,76 @@ static uint64_t stream_record(const struct sampler *s, uint32_t i,
 		return s->block_first[order[b]] + (p - pos[b]);
 	}
 	/* window: a permutation of the window's records */
-	if (memo->valid && memo->stream == i && memo->round == round &&
-	    memo->lo <= p && p < memo->hi) {
-		first = memo->first;
-		end = memo->end;
-	} else {
-		b = find_block(pos, 0, st->nblocks, p);
-		w = b / wb;
-		first = w * wb;
-		end = st->nblocks - first > wb ? first + wb : st->nblocks;
-		key = s->window_key ^
-		      perm_mix64(w ^ perm_mix64(((uint64_t)i << 40) ^ round));
-		memo_perm(memo, i, round, w, pos[end] - pos[first], key);
-		memo->first = first;
-		memo->end = end;
-		memo->lo = pos[first];
-		memo->hi = pos[end];
-	}
+	find_window(s, i, p, round, memo);
+	first = memo->first;
+	end = memo->end;
 	t = pos[first] + perm_apply(&memo->perm, p - pos[first]);
 	b = find_block(pos, first, end, t);
 	return s->block_first[order[b]] + (t - pos[b]);
 }
 
 /*
- * Position @p of the epoch -> (stream, its sample j).  The streams are
+ * Position @p of the epoch -> (stream, its sample *@j).  The streams are
  * dealt out one after another: stream 0 takes samples[0] of all
  * positions, spread evenly (position q is its iff floor((q * m + phase)
  * / len) steps there, a Bresenham line, so every run of positions holds
  * its share to within one), stream 1 the same among the positions left,
  * and so on.  O(streams), no memory.
  */
-static uint64_t sequence_record(const struct sampler *s, uint64_t p,
-				struct perm_memo *memo)
+static uint32_t deal(const struct sampler *s, uint64_t p, uint64_t *j)
 {
 	uint64_t len = s->epoch_len;
 
 	for (uint32_t i = 0; i + 1 < s->nstreams; i++) {
 		const struct sampler_stream *st = &s->streams[i];
-		unsigned __int128 a = (unsigned __int128)p * st->samples +
-				      st->phase;
-		uint64_t before = (uint64_t)(a / len);
-		uint64_t through = (uint64_t)((a + st->samples) / len);
+		uint64_t before, rem;
 
-		if (through > before)
-			return stream_record(s, i, before, memo);
+		/* one division, in 64 bits when p * samples + phase fits
+		 * (phase < len <= 2^62) */
+		if (p < (1ull << 31) && st->samples < (1ull << 31)) {
+			uint64_t a = p * st->samples + st->phase;
+
+			before = a / len;
+			rem = a % len;
+		} else {
+			unsigned __int128 a = (unsigned __int128)p *
+					      st->samples + st->phase;
+
+			before = (uint64_t)(a / len);
+			rem = (uint64_t)(a % len);
+		}
+		/* samples <= len, so the next step crosses at most one
+		 * multiple of len: position p is this stream's */
+		if (rem >= len - st->samples) {
+			*j = before;
+			return i;
+		}
 		p -= before;            /* among the positions left */
 		len -= st->samples;
 	}
-	return stream_record(s, s->nstreams - 1, p, memo);
+	*j = p;
+	return s->nstreams - 1;
+}
+
+static uint64_t sequence_record(const struct sampler *s, uint64_t p,
+				struct sampler_memo *memo)
+{
+	uint64_t j;
+	uint32_t i = deal(s, p, &j);
+
+	return stream_record(s, i, j, memo);
 }
 
 uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p)
 {
-	struct perm_memo memo = { .valid = 0 };
+	struct sampler_memo memo;
 
+	memset(&memo, 0, sizeof(memo));
 	return sequence_record(s, p, &memo);
 }
 
 static uint64_t rank_record(const struct sampler *s, uint64_t i,
-			    struct perm_memo *memo)
+			    struct sampler_memo *memo)
 {
 	/* rank * per_rank <= len + world: no overflow for any len we hold */
 	uint64_t p = (uint64_t)s->cfg.rank * s->per_rank + i;
@@ -428,19 +473,53 @@ static uint64_t rank_position(const struct sampler *s, uint64_t i,
 }
 
 void sampler_span(const struct sampler *s, uint64_t i,
-		  struct sampler_span *out)
+		  struct sampler_memo *memo, struct sampler_span *out)
 {
 	const struct sampler_stream *st = &s->streams[0];
 	uint64_t run, p = rank_position(s, i, &run), b, w, first, end;
 	const uint64_t *pos;
 	uint32_t wb = s->cfg.window_blocks;
+	struct sampler_memo local;
 
 	memset(out, 0, sizeof(*out));
 	out->positions = 1;
-	if (s->nstreams > 1 || s->cfg.shuffle == SLUICE_SHUFFLE_FULL) {
-		struct perm_memo memo = { .valid = 0 };
+	if (!memo) {
+		memset(&local, 0, sizeof(local));
+		memo = &local;
+	}
+	if (s->cfg.shuffle == SLUICE_SHUFFLE_FULL) {
+		out->record = sequence_record(s, p, memo);
+		return;
+	}
+	if (s->nstreams > 1) {
+		/* one position, but its stream's whole block or window:
+		 * no permutation needed to know which blocks */
+		uint64_t j, round, q;
+		uint32_t k = deal(s, p, &j);
+		struct sampler_memo_slot *slot =
+			&memo->slot[k % SAMPLER_MEMO_SLOTS];
 
-		out->record = sequence_record(s, p, &memo);
+		st = &s->streams[k];
+		q = stream_position(s, st, j, &round);
+		if (s->cfg.shuffle == SLUICE_SHUFFLE_NONE) {
+			out->one = find_block(s->block_first, st->first_block,
+					      st->first_block + st->nblocks,
+					      st->first_record + q);
+			out->blocks = &out->one;
+			out->nblocks = 1;
+			return;
+		}
+		pos = s->block_pos + st->pos_base;
+		if (s->cfg.shuffle == SLUICE_SHUFFLE_BLOCK) {
+			first = find_block(pos, 0, st->nblocks, q);
+			end = first + 1;
+		} else {
+			find_window(s, k, q, round, slot);
+			first = slot->first;
+			end = slot->end;
+		}
+		out->blocks = s->block_order + st->first_block + first;
+		out->nblocks = end - first;
 		return;
 	}
 	if (s->cfg.shuffle == SLUICE_SHUFFLE_NONE) {
@@ -469,8 +548,9 @@ void sampler_span(const struct sampler *s, uint64_t i,
 
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i)
 {
-	struct perm_memo memo = { .valid = 0 };
+	struct sampler_memo memo;
 
+	memset(&memo, 0, sizeof(memo));
 	return rank_record(s, i, &memo);
 }
 
@@ -486,7 +566,9 @@ uint32_t sampler_batch_count(const struct sampler *s, uint64_t k)
 
 uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out)
 {
-	struct perm_memo memo = { .valid = 0 };
+	struct sampler_memo memo;
+
+	memset(&memo, 0, sizeof(memo));
 	uint32_t count = sampler_batch_count(s, k);
 	uint64_t off = k * s->cfg.batch_size;
 

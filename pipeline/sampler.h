@@ -86,6 +86,7 @@ struct sampler {
 	uint64_t epoch_len;     /* samples per epoch: sum of the streams' */
 	/* the current epoch */
 	uint64_t epoch;
+	uint64_t generation;    /* bumped by every set_epoch/resume */
 	uint32_t nlevels;
 	struct sampler_level levels[SAMPLER_MAX_LEVELS];
 	struct sampler_level_shape shapes[SAMPLER_MAX_LEVELS];
@@ -164,7 +165,28 @@ uint64_t sampler_rank_record(const struct sampler *s, uint64_t i);
  * shuffle), one block (block, none) or one record (full, mixtures), and
  * the blocks that run may touch: @blocks[0, nblocks) (global ids), or,
  * when nblocks is 0, the block of @record.  O(levels + log blocks).
+ * @memo: reused across calls by one caller (NULL: none).
  */
+/*
+ * The permutation a position last went through (a window's, or a
+ * stream's repeat's) and that window's place, so neighbouring positions
+ * reuse them.  Zero-initialise; valid across epochs (it notices).
+ */
+struct sampler_memo_slot {
+	int valid;
+	uint64_t generation;
+	uint32_t stream;
+	uint64_t round, window;
+	struct perm perm;
+	uint64_t first, end, lo, hi; /* window: blocks, stream positions */
+};
+
+/* One slot per stream (modulo): a mixture alternates streams. */
+#define SAMPLER_MEMO_SLOTS 8
+struct sampler_memo {
+	struct sampler_memo_slot slot[SAMPLER_MEMO_SLOTS];
+};
+
 struct sampler_span {
 	uint64_t positions;
 	const uint64_t *blocks;
@@ -173,7 +195,7 @@ struct sampler_span {
 	uint64_t one;           /* storage for a single block */
 };
 void sampler_span(const struct sampler *s, uint64_t i,
-		  struct sampler_span *out);
+		  struct sampler_memo *memo, struct sampler_span *out);
 
 /* Record at position @p (< epoch_len) of the epoch's full sequence. */
 uint64_t sampler_sequence_record(const struct sampler *s, uint64_t p);

@@ -53,11 +53,13 @@ static struct layout make_layout(uint64_t nblocks, uint64_t seed)
 static void check_spans(const struct layout *l, const struct sampler *s)
 {
 	uint64_t i = 0, spans = 0;
+	struct sampler_memo memo;
 
+	memset(&memo, 0, sizeof(memo));
 	while (i < s->per_rank) {
 		struct sampler_span sp;
 
-		sampler_span(s, i, &sp);
+		sampler_span(s, i, spans % 2 ? &memo : NULL, &sp);
 		T_ASSERT(sp.positions >= 1);
 		T_ASSERT(i + sp.positions <= s->per_rank);
 		if (sp.nblocks == 0) {

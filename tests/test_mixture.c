@@ -62,6 +62,29 @@ static int stream_of(const struct mix *m, uint64_t rec)
 	return -1;
 }
 
+/* The read-ahead's span at rank position @i names the record's block. */
+static void check_span(const struct mix *m, const struct sampler *s,
+		       uint64_t i, struct sampler_memo *memo)
+{
+	struct sampler_span sp;
+	uint64_t rec = sampler_rank_record(s, i), b = 0;
+
+	sampler_span(s, i, memo, &sp);
+	T_EQ(sp.positions, 1);
+	if (sp.nblocks == 0) {
+		T_EQ(sp.record, rec);
+		return;
+	}
+	while (m->first[b + 1] <= rec)
+		b++;
+	for (uint64_t k = 0; k < sp.nblocks; k++)
+		if (sp.blocks[k] == b)
+			return;
+	T_FAIL_AT("position %llu: record %llu's block %llu not in its span",
+		  (unsigned long long)i, (unsigned long long)rec,
+		  (unsigned long long)b);
+}
+
 static uint64_t *epoch_sequence(const struct mix *m, int mode, uint64_t seed,
 				uint64_t epoch, uint64_t *len)
 {
@@ -77,15 +100,9 @@ static uint64_t *epoch_sequence(const struct mix *m, int mode, uint64_t seed,
 	sampler_set_epoch(&s, epoch);
 	*len = s.epoch_len;
 	T_EQ(s.per_rank, s.epoch_len);
-	{
-		/* a mixture's read-ahead goes record by record */
-		struct sampler_span sp;
-
-		sampler_span(&s, 3, &sp);
-		T_EQ(sp.positions, 1);
-		T_EQ(sp.nblocks, 0);
-		T_EQ(sp.record, sampler_rank_record(&s, 3));
-	}
+	/* a mixture's read-ahead goes position by position */
+	for (uint64_t i = 0; i < s.per_rank; i++)
+		check_span(m, &s, i, NULL);
 	g = malloc(*len * 8);
 	T_ASSERT(g);
 	for (uint64_t i = 0; i < *len; i++) {
@@ -266,6 +283,32 @@ static void test_ranks_and_levels(void)
 	}
 }
 
+/* The read-ahead's memo, kept across epochs and shuffle modes' windows,
+ * gives what a fresh computation gives. */
+static void test_memo(void)
+{
+	struct mix m = make_mix();
+
+	for (int mode = 0; mode <= SLUICE_SHUFFLE_FULL; mode++) {
+		struct sampler s;
+		struct sampler_config c = {
+			.shuffle = mode, .window_blocks = 2, .seed = 5,
+			.batch_size = 7, .rank = 0, .world_size = 1,
+		};
+		struct sampler_memo memo;
+
+		memset(&memo, 0, sizeof(memo));
+		T_EQ(sampler_init_streams(&s, &c, m.first, m.nblocks, m.specs,
+					  NSTREAMS), 0);
+		for (uint64_t e = 0; e < 3; e++) {
+			sampler_set_epoch(&s, e);
+			for (uint64_t i = 0; i < s.per_rank; i++)
+				check_span(&m, &s, i, &memo);
+		}
+		sampler_destroy(&s);
+	}
+}
+
 static void test_invalid(void)
 {
 	struct mix m = make_mix();
@@ -304,6 +347,7 @@ int main(void)
 {
 	test_epochs();
 	test_ranks_and_levels();
+	test_memo();
 	test_invalid();
 	return 0;
 }
