@@ -234,6 +234,11 @@ int loader_open_common(struct dataset *d, int owned,
 		       const struct sluice_loader_config *cfg,
 		       sluice_loader **out);
 
+/* Stop planning, drop prefetched batches, go on from batch @batch of
+ * @epoch after @nearlier earlier jobs (validated by the caller). */
+int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
+		      const struct sampler_level *earlier, uint32_t nearlier);
+
 /* mixture.c */
 void mixture_free(struct dataset *d);
 
