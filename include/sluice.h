@@ -434,7 +434,10 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 
 /**
  * sluice_loader_set_epoch - restart at the beginning of @epoch (drops
- * prefetched batches of the current one).
+ * prefetched batches of the current one).  O(blocks) for block and window
+ * shuffle, O(1) otherwise.  Free when the loader is already at the start
+ * of @epoch, which includes a state just restored elastically (so
+ * set_epoch(e) after state_set keeps the resumed epoch).
  * @return: 0, or -SLUICE_ECLOSED after a failure.
  * Thread-safety: the consumer thread.
  */
