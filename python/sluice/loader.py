@@ -135,7 +135,9 @@ class Loader:
         return self._ld.state()["epoch"]
 
     def state_dict(self):
-        """The position after the last delivered batch: a dict of ints."""
+        """The position after the last delivered batch: a dict of ints
+        (and "earlier", the epoch's earlier jobs of an elastic resume),
+        the same on every rank: save it on rank 0, load it on all."""
         return self._ld.state()
 
     def load_state_dict(self, state):
