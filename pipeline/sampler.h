@@ -160,14 +160,6 @@ uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out);
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i);
 
 /*
- * What this rank's positions from @i on need, for reading ahead: a run of
- * @positions (>= 1) positions that stay within one window (window
- * shuffle), one block (block, none) or one record (full, mixtures), and
- * the blocks that run may touch: @blocks[0, nblocks) (global ids), or,
- * when nblocks is 0, the block of @record.  O(levels + log blocks).
- * @memo: reused across calls by one caller (NULL: none).
- */
-/*
  * The permutation a position last went through (a window's, or a
  * stream's repeat's) and that window's place, so neighbouring positions
  * reuse them.  Zero-initialise; valid across epochs (it notices).
@@ -187,6 +179,15 @@ struct sampler_memo {
 	struct sampler_memo_slot slot[SAMPLER_MEMO_SLOTS];
 };
 
+/*
+ * What this rank's positions from @i on need, for reading ahead: a run of
+ * @positions (>= 1) positions that stay within one window (window
+ * shuffle), one block (block, none) or one record (full), and
+ * the blocks that run may touch: @blocks[0, nblocks) (global ids), or,
+ * when nblocks is 0, the block of @record.  O(levels + log blocks).
+ * In a mixture the run is one position, with its stream's block or
+ * window.  @memo: reused across calls by one caller (NULL: none).
+ */
 struct sampler_span {
 	uint64_t positions;
 	const uint64_t *blocks;
