@@ -56,6 +56,9 @@ class Loader:
         memory), "cpu", "cuda" ($LOCAL_RANK's GPU), "cuda:N" or N.
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
     prefetch: batch slots the loader fills ahead of the consumer.
+    plain_reads, pageable_copies: force the fallbacks (no io_uring
+        registered buffers; no cudaHostRegister, so pageable copies to
+        the GPU); slower, same data; stats()["fallbacks"] says so.
     state: a state_dict() to resume from; the next batch is the one the
         uninterrupted run would have given.
 
@@ -76,7 +79,8 @@ class Loader:
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io=None,
-                 sqpoll=False, cache_bytes=0, state=None):
+                 sqpoll=False, cache_bytes=0, plain_reads=False,
+                 pageable_copies=False, state=None):
         streams = None
         if isinstance(path, (list, tuple)):
             self.streams = [s if isinstance(s, Stream) else Stream(s)
@@ -111,6 +115,8 @@ class Loader:
             "sqpoll": int(bool(sqpoll)),
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
+            "plain_reads": int(bool(plain_reads)),
+            "pageable_copies": int(bool(pageable_copies)),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
 
