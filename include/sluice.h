@@ -335,7 +335,8 @@ struct sluice_loader_config {
 	int drop_last;             /* drop a short last batch; 0 */
 	int rank;                  /* -1: $RANK, else 0 */
 	int world_size;            /* -1: $WORLD_SIZE, else 1 */
-	uint32_t prefetch_depth;   /* batch slots; 4 */
+	uint32_t prefetch_depth;   /* batches in flight (memory: see
+				      memory_bytes); 4 */
 	uint32_t decode_threads;   /* 0: online CPUs, at most 8 */
 	uint32_t queue_depth;      /* io_uring entries; 64 */
 	enum sluice_device_kind device; /* AUTO */
@@ -346,7 +347,26 @@ struct sluice_loader_config {
 	int sqpoll;                /* IORING_SETUP_SQPOLL; 0 */
 	uint32_t pad_length;       /* 0: variable fields as values+offsets;
 				      L: padded [B, L] + F.lengths */
-	uint64_t cache_bytes;      /* decoded-block cache; 0: automatic */
+	uint64_t cache_bytes;      /* decoded-block cache (within
+				      memory_bytes); 0: automatic */
+	/*
+	 * The memory budget: the bytes of the loader's one arena, which
+	 * holds every io buffer, decode buffer and host batch (on CUDA the
+	 * device holds a copy of the batch part, and the whole arena is
+	 * pinned).  0 (default): what the dataset's index says prefetch_depth
+	 * + 1 typical batches, the block cache, and the largest record and
+	 * block need, capped at the smaller of 1 GiB and 5% of RAM.  Batches
+	 * take what their records need; the planner fills a slot only when
+	 * the budget has room.  A batch larger than the whole batch part
+	 * (memory_bytes minus the io part) fails the loader with -ENOSPC and
+	 * a message naming its largest value's file, record and field and
+	 * this option; so does a block too large to read within the budget
+	 * (at open).  A consumer that holds all batch memory and asks for
+	 * more gets batches outside the budget on the host (freed on
+	 * release, counted in stats.batches_over_budget) and -EDEADLK on
+	 * CUDA.  Metadata (indices, slot bookkeeping) is not counted.
+	 */
+	uint64_t memory_bytes;
 	/* Force the fallbacks (tests, benchmarks); both stay correct, only
 	 * slower, and sluice_stats.fallbacks says they are on. */
 	int plain_reads;           /* 1: no io_uring registered buffers; 0 */
@@ -371,14 +391,16 @@ SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg);
 
 /**
  * sluice_loader_open - start a loader over @ds.
- * All memory (pinned arena, io buffers, batch slots, device slots) is
- * allocated here; the steady state allocates nothing.  The loader starts
- * at epoch 0 and begins prefetching at once.
+ * All memory (pinned arena, io buffers, batch memory, device memory) is
+ * allocated here, sized by memory_bytes; the steady state allocates
+ * nothing (but see memory_bytes for a consumer that hoards batches).
+ * The loader starts at epoch 0 and begins prefetching at once.
  * @ds: borrowed; must outlive the loader.
  * @cfg: copied; NULL means the defaults.
  * @out: the loader; on failure a handle carrying only the error message
  *	(sluice_loader_error(), then sluice_loader_close()), or NULL.
- * @return: 0; -EINVAL (config), -ENOMEM, -SLUICE_ENODEVICE, -errno.
+ * @return: 0; -EINVAL (config), -ENOMEM, -ENOSPC (a block does not fit
+ *	memory_bytes), -SLUICE_ENODEVICE, -errno.
  * Thread-safety: a loader is driven by one consumer thread;
  *	sluice_batch_release() and tensor deleters may run on any thread.
  */
@@ -454,8 +476,10 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
  * sluice_batch_release().  At the end of an epoch returns SLUICE_EOF once
  * and moves on to the next epoch, so a loop over epochs is
  * `while ((r = next(ld, &b)) == 0) {...}` per epoch.
- * @return: 0; SLUICE_EOF; -SLUICE_ECORRUPT, -EIO, ... (the loader then
- *	stays failed: the message names shard, block and offset).
+ * @return: 0; SLUICE_EOF; -SLUICE_ECORRUPT, -EIO, -ENOSPC (a batch
+ *	larger than memory_bytes allows), -EDEADLK (CUDA: the consumer
+ *	holds every slot or all batch memory), ... (the loader then stays
+ *	failed: the message names shard, block and offset).
  * Thread-safety: the consumer thread.
  */
 SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out);
@@ -571,6 +595,9 @@ struct sluice_stats {
 	uint64_t block_cache_hits;
 	uint64_t slot_occupancy_sum;       /* ready slots seen at each next() */
 	uint32_t prefetch_depth;
+	uint64_t memory_bytes;             /* the arena: io + batch memory */
+	uint64_t io_memory_bytes;          /* of which io and decode buffers */
+	uint64_t batches_over_budget;      /* hoarding consumer, host only */
 	int direct_io;                     /* 1: O_DIRECT active */
 	int registered_buffers;            /* 1: READ_FIXED active */
 	int registered_files;
