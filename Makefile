@@ -90,7 +90,7 @@ FSTATIC := $(BUILD)/libsluice-fuzz.a
 FUZZ_CFLAGS := -DSLUICE_TESTING=1 -DSLUICE_FUZZING=1 -Idatasets \
 	-Iprograms/dlpack-shard/import
 
-.PHONY: all test test-gpu demo deps install clean fuzz python bench-data
+.PHONY: all test test-gpu demo deps install clean fuzz python bench-data bench-scale
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
 # The programs see the public API, include/sluice_tools.h and their own
@@ -212,6 +212,11 @@ python: $(SHARED)
 
 bench-data: all
 	@sh bench/make_data.sh
+
+# What the record count costs: open, first batch, epoch boundary, RSS.
+bench-scale: $(BUILD)/epoch_scale
+$(BUILD)/epoch_scale: bench/scale/epoch_scale.c $(STATIC)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
