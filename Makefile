@@ -82,10 +82,9 @@ DLPACK_SHARD := $(BUILD)/dlpack-shard
 SLUICE := $(BUILD)/sluice
 TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
-# The fuzz build mode (datasets/fuzzing.h): what the fuzz targets reach
-# (the format and the importers), built to accept any checksum.
-FLIB_OBJS := $(patsubst %.c,$(BUILD)/fobj/%.o,\
-	$(filter datasets/%,$(LIB_SRCS)) $(IMPORT_SRCS))
+# The fuzz build mode (datasets/fuzzing.h): the library and the importers
+# the fuzz targets reach, built to accept any checksum.
+FLIB_OBJS := $(patsubst %.c,$(BUILD)/fobj/%.o,$(LIB_SRCS) $(IMPORT_SRCS))
 FSTATIC := $(BUILD)/libsluice-fuzz.a
 FUZZ_CFLAGS := -DSLUICE_TESTING=1 -DSLUICE_FUZZING=1 -Idatasets \
 	-Iprograms/dlpack-shard/import
