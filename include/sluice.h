@@ -523,7 +523,17 @@ struct sluice_stats {
 	int sqpoll;
 	int device_pinned;                 /* 1: arena registered with CUDA */
 	char fallbacks[528];               /* why each fallback is active */
-	uint64_t reserved[8];              /* zero: room to grow */
+	/* CPU time the loader's threads spent per stage (thread CPU clocks,
+	 * not wall time): planning and io_uring submit/reap; checksums;
+	 * zstd; copying records into batches.  Divided by the GB delivered
+	 * (decode.bytes) they say where the CPU per GB goes. */
+	uint64_t cpu_read_ns;
+	uint64_t cpu_verify_ns;
+	uint64_t cpu_decompress_ns;
+	uint64_t cpu_assemble_ns;
+	uint64_t batches_viewed;           /* delivered as views of decoded
+					      blocks, without a copy */
+	uint64_t reserved[3];              /* zero: room to grow */
 };
 
 /**

@@ -259,15 +259,23 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
-	uint64_t t0 = now_ns();
-	int r, ahead;
+	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
+	int r = 0, ahead;
 
-	r = block_decode(dctx, blk, stored, c->cfg.verify, e->scratch,
-			 e->scratch ? blk->raw_size : 0, &raw);
+	if (c->cfg.verify) {
+		r = block_verify(blk, stored);
+		cpu1 = thread_cpu_ns();
+		atomic_fetch_add(&c->cpu_verify_ns, cpu1 - cpu0);
+	}
+	if (!r)
+		r = block_decode(dctx, blk, stored, 0, e->scratch,
+				 e->scratch ? blk->raw_size : 0, &raw);
 	if (!r)
 		r = block_view_init(&c->ds->shards[shard].schema, raw,
 				    blk->raw_size, blk->record_count, &e->view);
 	uint64_t t1 = now_ns();
+
+	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 
 	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
 	atomic_fetch_add(&c->st_decode.busy_ns, t1 - t0);
@@ -416,10 +424,12 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t n = s->delivered;
 		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
-		uint64_t t0 = now_ns();
+		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
 		uint64_t bytes = assemble_part(c, s, lo, hi), t1 = now_ns();
+
+		atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
 
 		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);
 		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);

@@ -294,10 +294,16 @@ void *io_thread_main(void *arg)
 {
 	struct loader_core *c = arg;
 	unsigned max_reap = c->nentries;
+	uint64_t cpu = thread_cpu_ns();
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		unsigned nsubmit = 0;
+		uint64_t cpu_now = thread_cpu_ns();
+
+		/* Planning, submitting and reaping: all this thread does. */
+		atomic_fetch_add(&c->cpu_read_ns, cpu_now - cpu);
+		cpu = cpu_now;
 
 		while (!c->stop && !c->planning_paused && !c->failed) {
 			int planned = plan_one_locked(c, &nsubmit);
@@ -332,5 +338,6 @@ void *io_thread_main(void *arg)
 			read_done_locked(c, c->reaped[k]);
 	}
 	pthread_mutex_unlock(&c->mu);
+	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu);
 	return NULL;
 }

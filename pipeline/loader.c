@@ -22,6 +22,15 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The first failure wins; it stays until the loader is closed. */
 __attribute__((format(printf, 3, 0)))
 static void vfail_locked(struct loader_core *c, int code, const char *fmt,
@@ -676,6 +685,10 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
+	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);
+	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
+	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);
+	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
 	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s%s%s",
 		 c->ring_info.fallbacks,
 		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",

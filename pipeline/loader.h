@@ -120,6 +120,10 @@ struct stage_clock {
 	_Atomic uint64_t bytes, ops, busy_ns, wait_ns;
 };
 
+/* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), for the
+ * stats' CPU per stage: wall time would count waiting and preemption. */
+uint64_t thread_cpu_ns(void);
+
 struct loader_core {
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv;     /* decode workers: jobs or stop */
@@ -206,6 +210,8 @@ struct loader_core {
 
 	/* stats */
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
+	_Atomic uint64_t cpu_read_ns, cpu_verify_ns, cpu_decompress_ns,
+		cpu_assemble_ns;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
 		blocks_read, cache_hits, occupancy_sum;
 
