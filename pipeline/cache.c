@@ -103,6 +103,12 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 		c->block_entry[e->block] = -1;
 		e->state = ENTRY_EMPTY;
 	}
+	/* Batches viewed it and may have written into it (view.c). */
+	if (e->forget) {
+		c->block_entry[e->block] = -1;
+		e->state = ENTRY_EMPTY;
+		e->forget = 0;
+	}
 	cache_lru_push(c, i);
 }
 
@@ -202,6 +208,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->nwaiters = 0;
 	e->error = 0;
 	e->corrupt = 0;
+	e->forget = 0;
 	c->block_entry[block] = (int32_t)i;
 	*entry = i;
 	return 1;

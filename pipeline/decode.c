@@ -208,6 +208,8 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
+	if (slot_view_locked(c, s))
+		return;
 	s->state = SLOT_MEMORY;
 	batch_memory_grant_locked(c);
 	/* Still waiting: if the consumer holds all the memory, only next()

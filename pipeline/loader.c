@@ -349,6 +349,7 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	r = budget_open(c, entries, batch_fixed, err, errlen);
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
+	views_init(c);
 	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
@@ -572,6 +573,8 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				c->consumed++;
 				atomic_fetch_add(&c->batches, 1);
 				atomic_fetch_add(&c->records, s->delivered);
+				if (s->viewed)
+					atomic_fetch_add(&c->batches_viewed, 1);
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped,
 						 s->count - s->delivered);
@@ -685,6 +688,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
+	st->batches_viewed = atomic_load(&c->batches_viewed);
 	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);
 	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
 	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);

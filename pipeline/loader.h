@@ -56,6 +56,9 @@ struct cache_entry {
 	int corrupt;            /* FAILED for bad data (skippable) */
 	int ahead;              /* read ahead of any batch: pinned by the
 				   read-ahead until decoded */
+	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
+	uint64_t view_epoch;    /* their epoch [mu] */
+	int forget;             /* viewed: drop the block once unpinned [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
@@ -106,6 +109,9 @@ struct slot {
 	struct tensor_desc tensors[LOADER_MAX_TENSORS]; /* tensors_per_batch */
 	_Atomic uint32_t refs;  /* batch handle + exported tensors */
 	struct sluice_batch handle;
+	int viewed;             /* tensors view a decoded block (view.c):
+				   its entry stays pinned, no host memory */
+	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
 };
 
 enum job_kind { JOB_DECODE, JOB_ASSEMBLE };
@@ -152,6 +158,9 @@ struct loader_core {
 	uint64_t io_need_bytes;     /* io memory the next batch may need:
 				       read-ahead leaves it reclaimable */
 	_Atomic uint64_t over_budget; /* batches given own memory */
+	int views;                  /* batches may view blocks (view.c) */
+	uint32_t view_entries;      /* entries viewed by batches [mu] */
+	uint64_t view_bytes;        /* their io memory [mu] */
 
 	/* block cache [mu] */
 	struct cache_entry *entries;
@@ -213,6 +222,7 @@ struct loader_core {
 	_Atomic uint64_t cpu_read_ns, cpu_verify_ns, cpu_decompress_ns,
 		cpu_assemble_ns;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
+		batches_viewed,
 		blocks_read, cache_hits, occupancy_sum;
 
 	char err[512];              /* [mu] */
@@ -283,6 +293,11 @@ int slot_layout(struct loader_core *c, uint64_t *fixed_bytes);
 uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s);
 int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_release_ref(struct loader_core *c, struct slot *s);
+
+/* view.c */
+void views_init(struct loader_core *c);
+int slot_view_locked(struct loader_core *c, struct slot *s);
+void slot_unview_locked(struct loader_core *c, struct slot *s);
 
 /* budget.c */
 uint64_t block_io_bytes(const struct shard_block *blk);
