@@ -573,7 +573,12 @@ SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b,
  * sluice_batch_tensor - export tensor @name ("data", "data.offsets", ...)
  * as DLPack.  The caller owns *@out and must call its deleter; the slot
  * returns to the loader only when the batch is released AND every
- * exported tensor is deleted (deleters may run on any thread).
+ * exported tensor is deleted (deleters may run on any thread).  On the
+ * host, when every field is fixed-shape and the batch's records are
+ * neighbours in one block (shuffle none or block), the tensors point into
+ * the decoded block itself (no copy; stats.batches_viewed): writing into
+ * them is allowed and changes only this batch's records, and the block is
+ * read again rather than served from the cache afterwards.
  * @stream: for CUDA batches, the consumer's cudaStream_t as an integer;
  *	the stream is made to wait on the batch's copy (no host blocking).
  *	0 means the legacy default stream; -1 means no synchronisation.

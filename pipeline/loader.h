@@ -58,6 +58,7 @@ struct cache_entry {
 				   read-ahead until decoded */
 	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
 	uint64_t view_epoch;    /* their epoch [mu] */
+	uint64_t claim_epoch;   /* epoch of its latest claim [mu] */
 	int forget;             /* viewed: drop the block once unpinned [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;

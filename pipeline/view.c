@@ -15,9 +15,10 @@
  *
  * A viewed block is shared: the consumer may write into its batch's
  * tensors.  Its records are the batch's own within an epoch; so that no
- * other batch ever sees such writes, an entry is viewed only by batches
- * of one epoch and is dropped from the cache once the last of them is
- * released, rather than served again.
+ * other batch sees such writes, an entry is viewed only by batches of one
+ * epoch and only when no batch of a later epoch claimed it, a later
+ * epoch's claim reads the block again into another entry (cache.c), and
+ * the entry is dropped from the cache once its last pin goes.
  *
  * CUDA batches are copied to the device from the batch pool, which the
  * device mirrors; views stay on the host device.
@@ -71,7 +72,10 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	    s->delivered != s->count)
 		return 0;
 	e = &c->entries[s->entries[0]];
+	/* A batch of another epoch may hold the block too (and read the
+	 * records this one's consumer could write into). */
 	if (e->state != ENTRY_READY || !room_for_view(c, e) ||
+	    e->claim_epoch != s->epoch ||
 	    (e->view_refs && e->view_epoch != s->epoch))
 		return 0;
 	first = s->rec_in_block[0];

@@ -35,7 +35,8 @@ static void want_y(uint64_t i, uint16_t out[3])
 		out[k] = (uint16_t)(i * 3 + (uint64_t)k + 7);
 }
 
-static void write_dataset(const char *dir, int level)
+static void write_dataset(const char *dir, int level, uint64_t n,
+			  uint64_t block_size)
 {
 	struct sluice_field f[2];
 	struct sluice_writer_config wc;
@@ -53,12 +54,12 @@ static void write_dataset(const char *dir, int level)
 	f[1].ndim = 1;
 	f[1].shape[0] = 3;
 	sluice_writer_config_init(&wc);
-	wc.block_size = 1400;           /* about 63 records a block */
+	wc.block_size = block_size;
 	wc.compression_level = level;
 	wc.records_per_shard = 1100;    /* three shards */
 	wc.threads = 2;
 	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
-	for (uint64_t i = 0; i < N; i++) {
+	for (uint64_t i = 0; i < n; i++) {
 		const void *vals[2] = { x, y };
 		uint64_t lens[2] = { sizeof(x), sizeof(y) };
 
@@ -262,6 +263,68 @@ static void check_writes_do_not_leak(sluice_dataset *ds, int shuffle)
 	free(seen);
 }
 
+/*
+ * Shuffle block, 13 blocks of one batch each: now and then an epoch ends
+ * with the block the next begins with.  The consumer writes into the last
+ * batch of each epoch and holds it while it takes the whole next epoch,
+ * which must still see the file's bytes.
+ */
+static void check_held_across_epochs(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	struct held last = { 0 };
+	uint32_t seen[13 * BATCH];
+	uint64_t viewed_last = 0;
+
+	write_dataset(dir, 0, 13 * BATCH, BATCH * 22);
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_EQ(sluice_dataset_blocks(ds), 13);
+	ld = open_loader(ds, SLUICE_SHUFFLE_BLOCK, 64ull << 20);
+	for (int epoch = 0; epoch < 60; epoch++) {
+		struct held prev = last;
+		struct sluice_stats st0, st1;
+		sluice_batch *b;
+		int r;
+
+		memset(&last, 0, sizeof(last));
+		memset(seen, 0, sizeof(seen));
+		T_OK(sluice_loader_stats(ld, &st0));
+		for (uint32_t k = 0; (r = sluice_loader_next(ld, &b)) == 0; k++) {
+			struct held h;
+
+			take(b, &h, seen);
+			T_OK(sluice_loader_stats(ld, &st1));
+			if (k != 12) {
+				let_go(&h, k);
+				st0 = st1;
+				continue;
+			}
+			last = h;
+			viewed_last += st1.batches_viewed - st0.batches_viewed;
+			memset(last.tx->dl_tensor.data, 0xee, last.n * 16u);
+			memset(last.ty->dl_tensor.data, 0xee, last.n * 6u);
+		}
+		T_EQ(r, SLUICE_EOF);
+		for (uint32_t i = 0; i < 13 * BATCH; i++)
+			T_EQ(seen[i], 1);
+		if (prev.b) {
+			prev.tx->deleter(prev.tx);
+			prev.ty->deleter(prev.ty);
+			sluice_batch_release(prev.b);
+		}
+	}
+	if (last.b) {
+		last.tx->deleter(last.tx);
+		last.ty->deleter(last.ty);
+		sluice_batch_release(last.b);
+	}
+	printf("ok: %llu of 60 last batches, written into and held across the next epoch of the same block, were views\n",
+	       (unsigned long long)viewed_last);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 int main(void)
 {
 	static const char *names[] = { "none", "block", "window", "full" };
@@ -272,7 +335,7 @@ int main(void)
 		sluice_dataset *ds = NULL;
 
 		snprintf(sub, sizeof(sub), "%s/%s", dir, level ? "zstd" : "raw");
-		write_dataset(sub, level);
+		write_dataset(sub, level, N, 1400); /* ~63 records a block */
 		T_OK(sluice_dataset_open(sub, &ds));
 		for (int sh = SLUICE_SHUFFLE_NONE; sh <= SLUICE_SHUFFLE_FULL;
 		     sh++) {
@@ -297,6 +360,8 @@ int main(void)
 		       level ? "zstd" : "raw");
 		sluice_dataset_close(ds);
 	}
+	snprintf(sub, sizeof(sub), "%s/one", dir);
+	check_held_across_epochs(sub);
 	snprintf(sub, sizeof(sub), "rm -rf '%s'", dir);
 	T_EQ(system(sub), 0);
 	free(dir);
