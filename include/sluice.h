@@ -533,7 +533,9 @@ struct sluice_stats {
 	uint64_t cpu_assemble_ns;
 	uint64_t batches_viewed;           /* delivered as views of decoded
 					      blocks, without a copy */
-	uint64_t reserved[3];              /* zero: room to grow */
+	uint64_t blocks_direct;            /* zstd blocks decompressed
+					      straight into their batch */
+	uint64_t reserved[2];              /* zero: room to grow */
 };
 
 /**

@@ -119,6 +119,8 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 		e->state = ENTRY_EMPTY;
 		e->forget = 0;
 	e->claim_epoch = c->plan_epoch;
+	e->direct = NULL;
+	e->direct_slot = NULL;
 	}
 	cache_lru_push(c, i);
 }
@@ -196,7 +198,8 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	/* Batches of another epoch viewed it and may have written their
 	 * records: this epoch reads the block again, into another entry. */
 	if (have >= 0 && c->entries[have].forget &&
-	    c->entries[have].view_epoch != c->plan_epoch) {
+	    (c->entries[have].view_epoch != c->plan_epoch ||
+	     c->entries[have].direct)) {
 		c->block_entry[block] = -1;
 		have = -1;
 	}

@@ -202,6 +202,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		if (!s->error)
 			s->error = r;
 		s->state = SLOT_ASSEMBLING;
+		batch_memory_free_locked(c, s);   /* direct.c's, if any */
 		s->has_mem = 1;
 		s->host = NULL;
 		s->parts_left = 1;
@@ -210,6 +211,11 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 	}
 	if (slot_view_locked(c, s))
 		return;
+	if (s->has_mem) {
+		/* direct.c took its memory when it was planned */
+		slot_continue_assembly_locked(c, s);
+		return;
+	}
 	s->state = SLOT_MEMORY;
 	batch_memory_grant_locked(c);
 	/* Still waiting: if the consumer holds all the memory, only next()
@@ -263,15 +269,20 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const void *raw = NULL;
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
 	int r = 0, ahead;
+	uint8_t *into;
 
+	/* direct.c set it before the read; nothing else touches it now */
+	pthread_mutex_lock(&c->mu);
+	into = e->direct ? e->direct : e->scratch;
+	pthread_mutex_unlock(&c->mu);
 	if (c->cfg.verify) {
 		r = block_verify(blk, stored);
 		cpu1 = thread_cpu_ns();
 		atomic_fetch_add(&c->cpu_verify_ns, cpu1 - cpu0);
 	}
 	if (!r)
-		r = block_decode(dctx, blk, stored, 0, e->scratch,
-				 e->scratch ? blk->raw_size : 0, &raw);
+		r = block_decode(dctx, blk, stored, 0, into,
+				 into ? blk->raw_size : 0, &raw);
 	if (!r)
 		r = block_view_init(&c->ds->shards[shard].schema, raw,
 				    blk->raw_size, blk->record_count, &e->view);
@@ -302,6 +313,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	} else {
 		e->raw = raw;
 		e->state = ENTRY_READY;
+		if (e->direct)
+			atomic_fetch_add(&c->blocks_direct, 1);
 	}
 	ahead = e->ahead;
 	entry_ready_locked(c, i);
@@ -337,8 +350,12 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 					run++;
 				block_view_get(sc, &c->entries[e].view, f,
 					       s->rec_in_block[r], &p, &len);
-				memcpy(dst + (uint64_t)r * rb, p, rb * run);
-				bytes += rb * run;
+				/* decoded in place (direct.c) */
+				if (p != dst + (uint64_t)r * rb) {
+					memcpy(dst + (uint64_t)r * rb, p,
+					       rb * run);
+					bytes += rb * run;
+				}
 				r += run;
 			}
 			continue;

@@ -163,6 +163,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		s->entries[s->nentries++] = e;
 		s->rec_entry[r] = e;
 	}
+	s->count = count;
+	direct_plan_locked(c, s);
 	/* Every block is pinned: read the new ones, wait for those on
 	 * their way. */
 	for (uint32_t k = 0; k < s->nentries; k++) {
@@ -225,7 +227,13 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 			c->ahead_rec = 0;
 			continue;
 		}
-		g = block_of(c, recs[c->ahead_rec++]);
+		g = block_of(c, recs[c->ahead_rec]);
+		if (direct_would_take(c, recs, count, c->ahead_rec, g)) {
+			c->ahead_rec += (uint32_t)(c->block_first[g + 1] -
+						   c->block_first[g]);
+			continue;
+		}
+		c->ahead_rec++;
 		if (c->block_entry[g] >= 0 ||
 		    cache_claim(c, g, c->io_need_bytes, &e) != 1)
 			continue;

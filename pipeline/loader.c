@@ -350,6 +350,7 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
 	views_init(c);
+	direct_init(c);
 	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
@@ -689,6 +690,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
 	st->batches_viewed = atomic_load(&c->batches_viewed);
+	st->blocks_direct = atomic_load(&c->blocks_direct);
 	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);
 	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
 	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);

@@ -59,6 +59,9 @@ struct cache_entry {
 	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
 	uint64_t view_epoch;    /* their epoch [mu] */
 	uint64_t claim_epoch;   /* epoch of its latest claim [mu] */
+	struct slot *direct_slot; /* decode into this batch (direct.c) [mu] */
+	uint32_t direct_row;    /* at this row of its tensor [mu] */
+	uint8_t *direct;        /* there; NULL: into scratch [mu] */
 	int forget;             /* viewed: drop the block once unpinned [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
@@ -160,6 +163,8 @@ struct loader_core {
 				       read-ahead leaves it reclaimable */
 	_Atomic uint64_t over_budget; /* batches given own memory */
 	int views;                  /* batches may view blocks (view.c) */
+	int direct;                 /* blocks may decode into batches
+				       (direct.c) */
 	uint32_t view_entries;      /* entries viewed by batches [mu] */
 	uint64_t view_bytes;        /* their io memory [mu] */
 
@@ -223,7 +228,7 @@ struct loader_core {
 	_Atomic uint64_t cpu_read_ns, cpu_verify_ns, cpu_decompress_ns,
 		cpu_assemble_ns;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
-		batches_viewed,
+		batches_viewed, blocks_direct,
 		blocks_read, cache_hits, occupancy_sum;
 
 	char err[512];              /* [mu] */
@@ -299,6 +304,12 @@ void slot_release_ref(struct loader_core *c, struct slot *s);
 void views_init(struct loader_core *c);
 int slot_view_locked(struct loader_core *c, struct slot *s);
 void slot_unview_locked(struct loader_core *c, struct slot *s);
+
+/* direct.c */
+void direct_init(struct loader_core *c);
+void direct_plan_locked(struct loader_core *c, struct slot *s);
+int direct_would_take(const struct loader_core *c, const uint64_t *recs,
+		      uint32_t count, uint32_t r, uint64_t g);
 
 /* budget.c */
 uint64_t block_io_bytes(const struct shard_block *blk);

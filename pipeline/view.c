@@ -69,7 +69,7 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	uint8_t *base;
 
 	if (!c->views || s->nentries != 1 || s->count == 0 ||
-	    s->delivered != s->count)
+	    s->delivered != s->count || s->has_mem)
 		return 0;
 	e = &c->entries[s->entries[0]];
 	/* A batch of another epoch may hold the block too (and read the
