@@ -486,7 +486,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsIsKsKsKsisisisisisssKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsIsKsKsKsisisisisisssKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -510,7 +510,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.cpu_verify_ns, "cpu_decompress_ns",
 		(unsigned long long)s.cpu_decompress_ns, "cpu_assemble_ns",
 		(unsigned long long)s.cpu_assemble_ns, "batches_viewed",
-		(unsigned long long)s.batches_viewed);
+		(unsigned long long)s.batches_viewed, "blocks_direct",
+		(unsigned long long)s.blocks_direct);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)
