@@ -5,7 +5,7 @@
 # Usage: BASE=/path/to/old/sluice sh bench/ab_builds.sh RUNS
 set -eu
 RUNS=${1:-3}
-BASE=${BASE:?set BASE to the other build's sluice}
+BASE=${BASE:?set BASE to the sluice of the other build}
 D=bench/data/limits
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 for i in $(seq 1 "$RUNS"); do
