@@ -86,6 +86,8 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 
 	if (!c->direct || s->count == 0 || !earlier_batches_have_memory(c))
 		return;
+	for (uint32_t k = 0; k < s->nentries; k++)
+		c->entries[s->entries[k]].direct_slot = NULL;
 	for (uint32_t r = 0; r < s->count;) {
 		uint32_t i = s->rec_entry[r], n = 1, shard;
 		struct cache_entry *e = &c->entries[i];
