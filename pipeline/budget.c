@@ -262,6 +262,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		.slots = c->cfg.prefetch_depth,
 		.mirror_offset = c->io_bytes,
 		.mirror_bytes = c->batch_bytes,
+		.pageable = c->cfg.pageable_copies,
 	};
 	r = device_open(&dc, &c->dev, err, errlen);
 	if (r)

@@ -198,6 +198,7 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 		.queue_depth = c->cfg.queue_depth,
 		.direct = c->cfg.direct_io,
 		.sqpoll = c->cfg.sqpoll,
+		.plain_reads = c->cfg.plain_reads,
 	};
 	int r;
 

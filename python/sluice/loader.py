@@ -53,7 +53,13 @@ class Loader:
     device: None (the GPU of $LOCAL_RANK when one is usable, else host
         memory), "cpu", "cuda" ($LOCAL_RANK's GPU), "cuda:N" or N.
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
-    prefetch: batch slots the loader fills ahead of the consumer.
+    prefetch: batches the loader fills ahead of the consumer.
+    memory_bytes: the loader's memory budget (io buffers and batches);
+        0: what the dataset needs, at most min(1 GiB, 5% of RAM).  A
+        batch or block that cannot fit raises naming memory_bytes.
+    plain_reads, pageable_copies: force the fallbacks (no io_uring
+        registered buffers; no cudaHostRegister, so pageable copies to
+        the GPU); slower, same data; stats()["fallbacks"] says so.
     state: a state_dict() to resume from; the next batch is the one the
         uninterrupted run would have given.
 
@@ -74,7 +80,8 @@ class Loader:
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io=None,
-                 sqpoll=False, cache_bytes=0, memory_bytes=0, state=None):
+                 sqpoll=False, cache_bytes=0, memory_bytes=0,
+                 plain_reads=False, pageable_copies=False, state=None):
         self.dataset = path if isinstance(path, Dataset) else Dataset(path)
         kind, device_id = _parse_device(device)
         self.batch_size = batch_size
@@ -98,6 +105,8 @@ class Loader:
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
             "memory_bytes": memory_bytes,
+            "plain_reads": int(bool(plain_reads)),
+            "pageable_copies": int(bool(pageable_copies)),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state)
 
