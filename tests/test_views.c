@@ -527,7 +527,6 @@ int main(void)
 	snprintf(sub, sizeof(sub), "%s/tokens", dir);
 	write_tokens(sub);
 	{
-		static const char *names[] = { "none", "block", "window", "full" };
 		sluice_dataset *ds = NULL;
 
 		T_OK(sluice_dataset_open(sub, &ds));
