@@ -139,8 +139,14 @@ typedef struct sluice_dataset sluice_dataset;
  *	carries the error message (read it with sluice_dataset_error(),
  *	then close it), or NULL when even that could not be allocated.
  * Every header and index is parsed and bounds-checked; blocks are not read.
- * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT,
- *	-SLUICE_ESCHEMA (shards disagree).
+ * Shards are checked against their dataset (format v2): by dataset.json
+ * (each name's dataset id, index and content checksum) for a directory;
+ * for a list or glob, each dataset's shards must form one whole run, in
+ * order (a glob otherwise trusts the caller).  A shard of a write that
+ * did not finish is refused.  v1 shards carry no identity and are not.
+ * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT
+ *	(also: a duplicated, swapped, foreign, missing or uncommitted
+ *	shard), -SLUICE_ESCHEMA (shards disagree).
  * Thread-safety: the handle may be read from many threads at once.
  */
 SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out);
@@ -214,15 +220,24 @@ SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg);
 
 /**
  * sluice_writer_open - start writing a dataset into directory @out_dir
- * (created when missing).
+ * (created when missing; it must not hold a dataset.json or *.dls).
  * @fields, @nfields: the schema, copied.
- * Shards are written under temporary names (".NAME.tmp"), fsynced and
- * renamed when complete; dataset.json is written last, atomically.
+ * The writer holds an exclusive lock on @out_dir (OUT/.sluice.lock)
+ * until it is closed or aborted: a second writer or merge into the same
+ * folder fails at once with -EBUSY.  Every shard is written under a
+ * temporary name unique to this writer (".NAME.ID.tmp") with a header
+ * marked uncommitted; only when the whole dataset is written (close)
+ * are the headers committed (each gets the dataset's shard count),
+ * synced and the shards renamed, then dataset.json is written,
+ * atomically.  So what a failed or killed write leaves is refused by
+ * every reader, by dataset.json or by glob.  Each dataset gets a random
+ * 128-bit id, recorded with each shard's index in its header.
  * Memory stays bounded by a few blocks per worker thread.
  * @out_dir, @cfg: borrowed for the call.
  * @out: the writer; on failure a writer carrying only the message
  *	(sluice_writer_error(), then sluice_writer_abort()), or NULL.
- * @return: 0; -EINVAL, -SLUICE_ESCHEMA, -errno from mkdir/open.
+ * @return: 0; -EINVAL, -SLUICE_ESCHEMA, -EBUSY (another writer holds
+ *	@out_dir), -EEXIST (@out_dir holds a dataset), -errno.
  * Thread-safety: one thread at a time per writer (the writer runs its
  *	own compression threads).
  */
@@ -255,17 +270,19 @@ struct sluice_writer_summary {
 };
 
 /**
- * sluice_writer_close - flush, finish the last shard, write dataset.json
- * and free @w (in every case: @w is invalid afterwards).
+ * sluice_writer_close - flush, finish the last shard, commit the shards
+ * (see sluice_writer_open), write dataset.json and free @w (in every
+ * case: @w is invalid afterwards).
  * @summary: filled on success; may be NULL.
- * @return: 0, or a negative code (the temporary files are then removed).
+ * @return: 0, or a negative code (every shard of this writer is then
+ *	removed: nothing of a dataset that did not complete remains).
  * Thread-safety: no other call on @w may run or follow.
  */
 SLUICE_API int sluice_writer_close(sluice_writer *w,
 				   struct sluice_writer_summary *summary);
 
-/** sluice_writer_abort - stop, remove temporary files, free @w (NULL ok).
- * Shards already renamed stay; no dataset.json is written.
+/** sluice_writer_abort - stop, remove every shard this writer wrote
+ * (all are still uncommitted), release the folder, free @w (NULL ok).
  * Thread-safety: no other call on @w may run or follow. */
 SLUICE_API void sluice_writer_abort(sluice_writer *w);
 
@@ -281,17 +298,32 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
 				       uint64_t *records, uint64_t *raw_bytes,
 				       uint64_t *stored_bytes);
 
+/* sluice_merge flags */
+#define SLUICE_MERGE_VERIFY 1u  /* check every block checksum first */
+
 /**
- * sluice_merge - join datasets written as parts into one dataset at
- * @out_dir, without rewriting block data (shards are hard-linked, or
- * copied when the link fails), in the order given.
+ * sluice_merge - join datasets written as parts (folders with a
+ * dataset.json) into one new dataset at @out_dir, in the order given,
+ * without rewriting block data: shards are hard-linked, or copied when
+ * the link fails.  No source file is ever removed or written.
+ * Every part is loaded and checked first (each shard's records, blocks,
+ * size and identity against its dataset.json); with SLUICE_MERGE_VERIFY
+ * every block's checksum and layout too, before anything is written.
+ * @out_dir must not be one of the parts and must be new or empty; it is
+ * locked as a writer locks it.  The merged dataset.json gets a new
+ * dataset id and records each shard's own (its part's) identity.
+ * On failure, what the merge created in @out_dir is removed.
  * @parts, @out_dir: borrowed for the call.  @summary may be NULL.
+ * @flags: 0 or SLUICE_MERGE_VERIFY.
  * @err, @errlen: receive a message on failure (may be NULL).
- * @return: 0; -SLUICE_ESCHEMA when the parts' schemas differ; -errno.
- * Thread-safety: any thread (no shared state).
+ * @return: 0; -EINVAL (no parts, @out_dir is a part, or the parts hold
+ *	a shard twice); -ENOTEMPTY; -EBUSY (another writer holds
+ *	@out_dir); -SLUICE_ESCHEMA (schemas differ); -SLUICE_ECORRUPT (a
+ *	part fails its checks); -errno.
+ * Thread-safety: any thread (no shared state); parts are only read.
  */
 SLUICE_API int sluice_merge(const char *const *parts, int nparts,
-			    const char *out_dir,
+			    const char *out_dir, unsigned flags,
 			    struct sluice_writer_summary *summary, char *err,
 			    size_t errlen);
 
