@@ -123,7 +123,7 @@ lines = [
   "| raw, shuffle none vs fio io_uring O_DIRECT bs=%s QD%s | %.3f GB/s | %.3f GB/s | %.2f | %.3f |" % (block, qd, med(raw_gbps), med(fio), med(raw_gbps) / med(fio), med(raw_cpu)),
   "| zstd:3 tokens, decoded vs min(%d x zstd -b3 %.3f GB/s, disk) | %.3f GB/s | %.3f GB/s | %.2f | %.3f |" % (threads, med(zs), med(tok_dec), lim, med(tok_dec) / lim, med(tok_cpu)),
   "",
-  "CPU seconds per GB delivered, by stage (medians; `other`: the consumer and the rest of the process; viewed: batches that viewed their block, no copy):",
+  "CPU seconds per GB decoded (here: delivered), by stage (medians; `other`: the consumer and the rest of the process; viewed: batches that viewed their block, no copy):",
   "",
   "| data | verify | GB/s | read | verify | decompress | assemble | other | total | viewed |",
   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",

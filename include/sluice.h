@@ -562,8 +562,10 @@ struct sluice_stats {
 	char fallbacks[528];               /* why each fallback is active */
 	/* CPU time the loader's threads spent per stage (thread CPU clocks,
 	 * not wall time): planning and io_uring submit/reap; checksums;
-	 * zstd; copying records into batches.  Divided by the GB delivered
-	 * (decode.bytes) they say where the CPU per GB goes. */
+	 * zstd; copying records into batches.  Divided by the GB decoded
+	 * (decode.bytes: what is delivered, unless shuffle full decodes a
+	 * block for each batch that needs it) they say where the CPU per GB
+	 * goes. */
 	uint64_t cpu_read_ns;
 	uint64_t cpu_verify_ns;
 	uint64_t cpu_decompress_ns;

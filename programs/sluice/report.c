@@ -27,7 +27,7 @@ struct figures {
 	double wall_s, open_s, samples_s;
 	double read_gbps, decoded_gbps, assembled_gbps;
 	double cpu_s_per_gb, occupancy, wait_frac;
-	/* CPU s per GB delivered, by stage: the loader's threads' own CPU
+	/* CPU s per GB decoded, by stage: the loader's threads' own CPU
 	 * clocks; other is the rest of the process (the consumer, copies
 	 * to the device, page faults outside the stages). */
 	double cpu_read, cpu_verify, cpu_decompress, cpu_assemble, cpu_other;
