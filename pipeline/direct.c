@@ -15,6 +15,8 @@
  * (cache.c).  With on_error=skip a batch may lose records and its rows
  * move, so direct decoding is off then.
  */
+#include <stdlib.h>
+
 #include "loader.h"
 
 void direct_init(struct loader_core *c)
@@ -24,24 +26,41 @@ void direct_init(struct loader_core *c)
 	c->direct = c->has_zstd && sc->nfields == 1 &&
 		    !sc->fields[0].variable &&
 		    c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
+	if (c->direct) {
+		/* without it, no direct decoding: nothing fails */
+		c->ahead_recs = malloc(c->cfg.batch_size *
+				       sizeof(*c->ahead_recs));
+		c->direct = c->ahead_recs != NULL;
+	}
 }
 
 /*
- * Records recs[@r, @r + n) of a batch not planned yet are the whole of
- * block @g, in order, so that direct_plan_locked() will decode it into
- * that batch: the read-ahead leaves such blocks to the planner.
+ * Block @g starts at record @r of batch @batch (not planned yet), which
+ * takes it whole, in order, so that direct_plan_locked() will decode it
+ * into that batch: the read-ahead leaves such blocks to the planner.
+ * The batch's records are computed once per batch (c->ahead_recs).
  */
-int direct_would_take(const struct loader_core *c, const uint64_t *recs,
-		      uint32_t count, uint32_t r, uint64_t g)
+int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
+		      uint64_t g)
 {
 	uint64_t first = c->block_first[g], n = c->block_first[g + 1] - first;
 	uint32_t shard;
 
-	if (!c->direct || recs[r] != first || r + n > count ||
+	if (!c->direct || c->cfg.shuffle > SLUICE_SHUFFLE_BLOCK ||
 	    loader_block(c, g, &shard)->codec != DLS_CODEC_ZSTD)
 		return 0;
-	for (uint64_t k = 1; k < n; k++)
-		if (recs[r + k] != first + k)
+	if (!c->ahead_recs_valid || c->ahead_recs_epoch != c->plan_epoch ||
+	    c->ahead_recs_batch != batch) {
+		c->ahead_recs_count = sampler_batch(&c->sampler, batch,
+						    c->ahead_recs);
+		c->ahead_recs_epoch = c->plan_epoch;
+		c->ahead_recs_batch = batch;
+		c->ahead_recs_valid = 1;
+	}
+	if (r + n > c->ahead_recs_count)
+		return 0;
+	for (uint64_t k = 0; k < n; k++)
+		if (c->ahead_recs[r + k] != first + k)
 			return 0;
 	return 1;
 }
