@@ -82,6 +82,12 @@ DLPACK_SHARD := $(BUILD)/dlpack-shard
 SLUICE := $(BUILD)/sluice
 TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
+# The fuzz build mode (datasets/fuzzing.h): the library and the importers
+# the fuzz targets reach, built to accept any checksum.
+FLIB_OBJS := $(patsubst %.c,$(BUILD)/fobj/%.o,$(LIB_SRCS) $(IMPORT_SRCS))
+FSTATIC := $(BUILD)/libsluice-fuzz.a
+FUZZ_CFLAGS := -DSLUICE_TESTING=1 -DSLUICE_FUZZING=1 -Idatasets \
+	-Iprograms/dlpack-shard/import
 
 .PHONY: all test test-gpu demo deps install clean fuzz python bench-data bench-scale
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
@@ -89,6 +95,7 @@ all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 # The programs see the public API, include/sluice_tools.h and their own
 # headers; never the library's folders.
 $(BUILD)/obj/programs/%.o: INC := -Iprograms
+$(BUILD)/fobj/programs/%.o: INC := -Iprograms
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -100,6 +107,11 @@ $(BUILD)/tobj/%.o: %.c
 	@$(if $(Q),echo "  CC      $< (test)")
 	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -c $< -o $@
 
+$(BUILD)/fobj/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $< (fuzz mode)")
+	$(Q)$(CC) $(CFLAGS) $(INC) $(FUZZ_CFLAGS) -c $< -o $@
+
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVCC    $<")
@@ -110,6 +122,9 @@ $(STATIC): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(TSTATIC): $(TLIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(FSTATIC): $(FLIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(SHARED): $(LIB_OBJS)
@@ -143,22 +158,37 @@ $(BUILD)/tests/test_header_example: $(BUILD)/tests/header_example.inc
 # Tests of program code link that code too.
 $(BUILD)/tests/test_import_parse: $(IMPORT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-# Fuzz targets, replayed over their corpus by a plain driver in `make test`.
-$(BUILD)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(TSTATIC)
+# Fuzz targets, replayed over their corpus by a plain driver in `make test`
+# (in the fuzz build mode, as the fuzzers found them).
+$(BUILD)/tests/%_replay: tests/fuzz/%.c tests/fuzz/replay.c $(FSTATIC)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CFLAGS) -DSLUICE_TESTING=1 -Idatasets $(LDFLAGS) \
-		tests/fuzz/$*.c tests/fuzz/replay.c $(TSTATIC) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(FUZZ_CFLAGS) $(LDFLAGS) \
+		tests/fuzz/$*.c tests/fuzz/replay.c $(FSTATIC) $(LIBS) -o $@
 
+# libFuzzer builds (clang): `make fuzz FUZZ_TIME=S` runs each target for S
+# seconds over its corpus; `make fuzz-replay` only replays the corpora.
 FUZZ_TIME ?= 60
-fuzz:
-	$(MAKE) BUILD=build/fuzz CC=clang CUDA=0 SAN=fuzzer,address,undefined build/fuzz/libsluice-test.a
-	@mkdir -p build/fuzz/tests
-	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
-	  clang $(filter-out -Werror,$(CFLAGS)) -fsanitize=fuzzer,address,undefined -DSLUICE_TESTING=1 -Idatasets \
-	    $$f build/fuzz/libsluice-test.a $(LIBS) -o build/fuzz/tests/$$n || exit 1; \
-	  mkdir -p tests/fuzz/corpus/$$n; \
-	  build/fuzz/tests/$$n -max_total_time=$(FUZZ_TIME) tests/fuzz/corpus/$$n || exit 1; done
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/tests/%)
+FUZZ_SAN := fuzzer,address,undefined
+.PHONY: fuzz-targets fuzz-replay
+fuzz-targets:
+	$(MAKE) BUILD=build/fuzz CC=clang CUDA=0 SAN=$(FUZZ_SAN) $(FUZZ_BINS)
+
+build/fuzz/tests/fuzz_%: tests/fuzz/fuzz_%.c $(FSTATIC)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@ (libFuzzer)")
+	$(Q)$(CC) $(CFLAGS) $(FUZZ_CFLAGS) $(LDFLAGS) $< $(FSTATIC) \
+		$(LIBS) -o $@
+
+fuzz: fuzz-targets
+	@for n in $(notdir $(FUZZ_BINS)); do mkdir -p tests/fuzz/corpus/$$n; \
+	  build/fuzz/tests/$$n -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+	    tests/fuzz/corpus/$$n || exit 1; done
+
+fuzz-replay: fuzz-targets
+	@for n in $(notdir $(FUZZ_BINS)); do \
+	  build/fuzz/tests/$$n -runs=0 tests/fuzz/corpus/$$n || exit 1; done
 
 test: all $(TESTS) $(FUZZ_REPLAYS)
 	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) WERROR=$(WERROR) sh tests/run.sh $(T)

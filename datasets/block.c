@@ -10,6 +10,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "fuzzing.h"
 #include "shard_internal.h"
 
 uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
@@ -98,6 +99,8 @@ int block_view_init(const struct shard_schema *s, const void *raw,
 
 int block_verify(const struct shard_block *blk, const void *stored)
 {
+	if (FUZZING_SKIPS_CHECKSUMS)
+		return 0;
 	return XXH3_64bits(stored, blk->stored_size) == blk->checksum
 		? 0 : -SLUICE_ECORRUPT;
 }

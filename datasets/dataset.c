@@ -137,6 +137,33 @@ static int open_shards(struct dataset *ds, char *const *paths, size_t n,
 	return 0;
 }
 
+/* The manifest's byte totals must be the shards' (info and tools report
+ * them as the dataset's size). */
+static int check_byte_totals(const struct dataset *ds,
+			     const struct manifest *m, const char *dir,
+			     char *err, size_t errlen)
+{
+	uint64_t raw = 0, stored = 0;
+	int overflow = 0;
+
+	for (uint32_t i = 0; i < ds->nshards; i++) {
+		overflow |= __builtin_add_overflow(raw, ds->shards[i].raw_bytes,
+						   &raw);
+		overflow |= __builtin_add_overflow(
+			stored, ds->shards[i].stored_bytes, &stored);
+	}
+	if (overflow || raw != m->raw_bytes || stored != m->stored_bytes) {
+		errf(err, errlen,
+		     "%s/%s: says raw_bytes %llu and stored_bytes %llu, the "
+		     "shards hold %llu and %llu",
+		     dir, DLS_MANIFEST_NAME, (unsigned long long)m->raw_bytes,
+		     (unsigned long long)m->stored_bytes,
+		     (unsigned long long)raw, (unsigned long long)stored);
+		return -SLUICE_ECORRUPT;
+	}
+	return 0;
+}
+
 /* Keeps the first problem an identity check reports as the error. */
 struct first_problem {
 	char *err;
@@ -245,6 +272,8 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 		     dir, DLS_MANIFEST_NAME, (unsigned long long)m.records,
 		     (unsigned long long)ds->record_count);
 	}
+	if (r == 0)
+		r = check_byte_totals(ds, &m, dir, err, errlen);
 out:
 	path_list_free(&l);
 	manifest_free(&m);

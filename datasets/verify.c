@@ -199,7 +199,8 @@ static long verify_dir(struct verifier *v, const char *dir)
 	closedir(d);
 	{
 		struct seen_shards seen = { 0 };
-		uint64_t records = 0;
+		uint64_t records = 0, raw = 0, stored = 0;
+		int whole = 1;  /* every shard parsed: its byte sums count */
 
 		for (uint32_t i = 0; i < m.nshards; i++) {
 			const struct manifest_shard *ms = &m.shards[i];
@@ -220,9 +221,23 @@ static long verify_dir(struct verifier *v, const char *dir)
 					(unsigned long long)ms->blocks,
 					(unsigned long long)ms->bytes);
 			records += ms->records;
+			if (sf.path) {
+				raw += sf.raw_bytes;
+				stored += sf.stored_bytes;
+			} else {
+				whole = 0;
+			}
 			seen_add(v, &seen, &sf);
 			shard_file_free(&sf);
 		}
+		if (whole && (raw != m.raw_bytes || stored != m.stored_bytes))
+			problem(v, "%s/%s: says raw_bytes %llu and "
+				"stored_bytes %llu, its shards hold %llu and "
+				"%llu", dir, DLS_MANIFEST_NAME,
+				(unsigned long long)m.raw_bytes,
+				(unsigned long long)m.stored_bytes,
+				(unsigned long long)raw,
+				(unsigned long long)stored);
 		snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
 		if (seen.n == m.nshards)
 			(void)identity_check_manifest(

@@ -477,6 +477,18 @@ SLUICE_API int sluice_loader_open_streams(const struct sluice_stream *streams,
 					  sluice_loader **out);
 
 /**
+ * sluice_loader_skipped - what on_error=skip has left out so far.
+ * @buf, @len: out, may be NULL: the first skipped block's message (file,
+ *	block, offset, why), "" when none was skipped.
+ * @return: the number of corrupt block reads skipped (a block read again
+ *	in a later epoch counts again; sluice_stats.records_skipped counts
+ *	the records left out of delivered batches), or -EINVAL.
+ * Thread-safety: any thread.
+ */
+SLUICE_API int64_t sluice_loader_skipped(const sluice_loader *ld, char *buf,
+					 size_t len);
+
+/**
  * sluice_loader_close - stop and free @ld (NULL ok), also mid-epoch with
  * reads and decodes in flight.  Batches and tensors still held by the
  * user stay valid until released; the memory is freed with the last.

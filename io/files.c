@@ -68,11 +68,13 @@ static uint32_t dio_alignment(int fd)
 
 static int open_error(const char *path, int e, char *err, size_t errlen)
 {
-	char eb[128];
+	char eb[128], hint[96] = "";
 
 	if (err && errlen)
-		snprintf(err, errlen, "cannot open %s: %s", path,
-			 strerror_r(e, eb, sizeof(eb)));
+		snprintf(err, errlen, "cannot open %s: %s%s", path,
+			 strerror_r(e, eb, sizeof(eb)),
+			 e == EMFILE ? ring_nofile_hint(hint, sizeof(hint)) :
+				       "");
 	return -e;
 }
 
@@ -82,7 +84,11 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 	const int flags = O_RDONLY | O_CLOEXEC;
 	uint32_t align = 0, refused = 0;
 	char first[200] = "";
+	int64_t max_open = ring_reserve_fds(r, nfiles, err, errlen);
+	int ret;
 
+	if (max_open < 0)
+		return (int)max_open;
 	r->fds = malloc((nfiles ? nfiles : 1) * sizeof(*r->fds));
 	r->file_direct = calloc(nfiles ? nfiles : 1, sizeof(*r->file_direct));
 	if (!r->fds || !r->file_direct)
@@ -90,6 +96,19 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 	for (uint32_t i = 0; i < nfiles; i++)
 		r->fds[i] = -1;
 	r->nfiles = nfiles;
+	ret = ring_file_set_init(r, (uint32_t)max_open);
+	if (ret < 0)
+		return ret;
+	if (r->max_open < nfiles) {
+		/* Reopened later, perhaps after the caller's strings are
+		 * gone. */
+		r->paths = calloc(nfiles, sizeof(*r->paths));
+		if (!r->paths)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < nfiles; i++)
+			if (paths[i] && !(r->paths[i] = strdup(paths[i])))
+				return -ENOMEM;
+	}
 
 	for (uint32_t i = 0; i < nfiles; i++) {
 		const char *path = paths[i];
@@ -147,6 +166,11 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 			return open_error(path, errno, err, errlen);
 		if (S_ISDIR(st.st_mode))
 			return open_error(path, EISDIR, err, errlen);
+		/* Checked like the others; opened again when read. */
+		if (i >= r->max_open) {
+			close(fd);
+			r->fds[i] = -1;
+		}
 	}
 	if (refused == 1)
 		ring_note(r, "%s: buffered reads", first);
@@ -159,15 +183,16 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 	return 0;
 }
 
-/* A table of @n empty slots filled in chunks: no limit on one call. */
+/* A table of max_open empty slots filled in chunks: no limit on one
+ * call. */
 static int register_sparse(struct io_ring *r)
 {
-	int ret = io_uring_register_files_sparse(&r->uring, r->nfiles);
+	int ret = io_uring_register_files_sparse(&r->uring, r->max_open);
 
-	for (uint32_t i = 0; ret >= 0 && i < r->nfiles;
+	for (uint32_t i = 0; ret >= 0 && i < r->max_open;
 	     i += FILES_UPDATE_CHUNK) {
-		uint32_t n = r->nfiles - i < FILES_UPDATE_CHUNK
-				     ? r->nfiles - i
+		uint32_t n = r->max_open - i < FILES_UPDATE_CHUNK
+				     ? r->max_open - i
 				     : FILES_UPDATE_CHUNK;
 
 		ret = io_uring_register_files_update(&r->uring, i, r->fds + i,
@@ -187,8 +212,9 @@ void ring_register_files(struct io_ring *r)
 
 	if (r->nfiles == 0)
 		return;
-	if (r->nfiles <= FILES_DENSE_MAX)
-		ret = io_uring_register_files(&r->uring, r->fds, r->nfiles);
+	/* Slot s holds file s: the open files are [0, max_open). */
+	if (r->max_open <= FILES_DENSE_MAX)
+		ret = io_uring_register_files(&r->uring, r->fds, r->max_open);
 	if (ret < 0)
 		ret = register_sparse(r);
 	if (ret < 0) {
@@ -209,4 +235,10 @@ void ring_close_files(struct io_ring *r)
 	free(r->file_direct);
 	r->fds = NULL;
 	r->file_direct = NULL;
+	if (r->paths)
+		for (uint32_t i = 0; i < r->nfiles; i++)
+			free(r->paths[i]);
+	free(r->paths);
+	r->paths = NULL;
+	ring_file_set_free(r);
 }

@@ -89,6 +89,7 @@ static void drain_cqes(struct io_ring *r, bool *woken)
 			continue;
 		}
 		r->in_kernel--;
+		r->busy[((struct ring_op *)(uintptr_t)tag)->file]--;
 		op_completed(r, (struct ring_op *)(uintptr_t)tag, res);
 	}
 }

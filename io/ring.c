@@ -131,12 +131,11 @@ static uint64_t align_down(uint64_t x, uint64_t a)
 	return x - x % a;
 }
 
-/* One SQE for what @op still has to read. */
-static bool prep_op(struct io_ring *r, struct ring_op *op)
+/* One SQE for what @op still has to read; @fd: ring_file_handle's. */
+static bool prep_op(struct io_ring *r, struct ring_op *op, int fd)
 {
 	struct io_uring_sqe *sqe = get_sqe(r);
 	uint64_t start = op->done, len;
-	int fd = r->fds[op->file];
 
 	if (!sqe)
 		return false;
@@ -147,8 +146,6 @@ static bool prep_op(struct io_ring *r, struct ring_op *op)
 	len = op->length - start;
 	if (len > RING_SQE_MAX)
 		len = RING_SQE_MAX;
-	if (r->info.fixed_files)
-		fd = (int)op->file;
 	if (op->buf_index >= 0)
 		io_uring_prep_read_fixed(sqe, fd, op->buf + start,
 					 (unsigned)len, op->offset + start,
@@ -172,10 +169,21 @@ int ring_fill(struct io_ring *r)
 		return r->fatal;
 	arm_wake(r);
 	while (r->pending.head && r->in_kernel < r->max_in_kernel) {
-		if (!prep_op(r, r->pending.head))
+		struct ring_op *op = r->pending.head;
+		int fd = ring_file_handle(r, op->file);
+
+		if (fd == -EBUSY)
+			break;  /* every open file is being read: wait */
+		if (fd < 0) {
+			ring_queue_pop(&r->pending);
+			ring_op_finish(r, op, fd);
+			continue;
+		}
+		if (!prep_op(r, op, fd))
 			break;
 		ring_queue_pop(&r->pending);
 		r->in_kernel++;
+		r->busy[op->file]++;
 	}
 	return r->fatal;
 }
@@ -351,5 +359,10 @@ void io_ring_wake(struct io_ring *r)
 uint64_t io_ring_test_sqes(const struct io_ring *r)
 {
 	return r->sqes;
+}
+
+uint64_t io_ring_test_reopens(const struct io_ring *r)
+{
+	return r->reopens;
 }
 #endif

@@ -56,6 +56,16 @@ struct io_ring {
 	bool *file_direct;         /* opened with O_DIRECT */
 	uint32_t nfiles;
 
+	/* file_set.c: at most max_open files open, in table slots */
+	uint32_t max_open;         /* nfiles when every file stays open */
+	char **paths;              /* owned copies, for reopening (or NULL) */
+	int32_t *slot_of;          /* per file: its slot, -1 when closed */
+	uint32_t *file_of;         /* per slot: its file */
+	uint32_t *busy;            /* per file: SQEs prepared, not completed */
+	uint8_t *referenced;       /* per slot: CLOCK's second-chance bit */
+	uint32_t hand;
+	uint64_t reopens;          /* files opened on demand (tests look) */
+
 	char *arena;               /* registered buffers, when fixed */
 	size_t arena_len;
 	size_t iovec_len;          /* each registered iovec but the last */
@@ -94,6 +104,23 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 		    uint32_t nfiles, int direct, char *err, size_t errlen);
 void ring_register_files(struct io_ring *r);
 void ring_close_files(struct io_ring *r);
+
+/* file_set.c: files [0, @max_open) are open in slots [0, @max_open). */
+int ring_file_set_init(struct io_ring *r, uint32_t max_open);
+void ring_file_set_free(struct io_ring *r);
+/* The descriptor (or fixed-table slot) for a read of @file, opening it in
+ * place of an idle file when it is closed.  -EBUSY: every open file has
+ * reads in the kernel (wait for one); -errno: it cannot be opened. */
+int ring_file_handle(struct io_ring *r, uint32_t file);
+
+/* nofile.c: raise RLIMIT_NOFILE's soft limit (toward the hard one) so
+ * that @nfiles more descriptors fit.  @return: how many of them may be
+ * open at once (@nfiles, or fewer when the hard limit is lower), or
+ * -EMFILE with both limits in @err when not even a few fit.
+ * ring_nofile_hint: " (RLIMIT_NOFILE soft S, hard H)" for messages. */
+int64_t ring_reserve_fds(struct io_ring *r, uint32_t nfiles, char *err,
+			 size_t errlen);
+const char *ring_nofile_hint(char *buf, size_t len);
 
 /* buffers.c: the arena as registered iovecs. */
 void ring_register_buffers(struct io_ring *r, void *arena, size_t len);

@@ -12,6 +12,8 @@
 
 /* Data SQEs this ring has prepared (resubmissions included). */
 uint64_t io_ring_test_sqes(const struct io_ring *r);
+/* Files opened on demand (more shards than RLIMIT_NOFILE allows). */
+uint64_t io_ring_test_reopens(const struct io_ring *r);
 
 /* Register the arena in iovecs of @bytes (0: the 1 GiB default), for
  * rings created after the call: lets a small arena span several. */

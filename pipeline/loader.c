@@ -34,6 +34,8 @@ uint64_t thread_cpu_ns(void)
 /* The first failure wins; it stays until the loader is closed. */
 __attribute__((format(printf, 3, 0)))
 static void vfail_locked(struct loader_core *c, int code, const char *fmt,
+			 va_list ap) __attribute__((format(printf, 3, 0)));
+static void vfail_locked(struct loader_core *c, int code, const char *fmt,
 			 va_list ap)
 {
 	if (c->failed)
@@ -50,6 +52,38 @@ void loader_fail_locked(struct loader_core *c, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfail_locked(c, code, fmt, ap);
 	va_end(ap);
+}
+
+void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
+				const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (corrupt && c->cfg.on_error == SLUICE_ON_ERROR_SKIP) {
+		if (c->skipped_blocks++ == 0)
+			vsnprintf(c->skip_err, sizeof(c->skip_err), fmt, ap);
+	} else {
+		vfail_locked(c, code, fmt, ap);
+	}
+	va_end(ap);
+}
+
+SLUICE_API int64_t sluice_loader_skipped(const sluice_loader *ld, char *buf,
+					 size_t len)
+{
+	struct loader_core *c;
+	int64_t n;
+
+	if (!ld || !ld->core)
+		return -EINVAL;
+	c = ld->core;
+	pthread_mutex_lock(&c->mu);
+	n = (int64_t)c->skipped_blocks;
+	if (buf && len)
+		snprintf(buf, len, "%s", c->skip_err);
+	pthread_mutex_unlock(&c->mu);
+	return n;
 }
 
 SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg)

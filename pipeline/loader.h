@@ -245,6 +245,8 @@ struct loader_core {
 		blocks_read, cache_hits, occupancy_sum;
 
 	char err[512];              /* [mu] */
+	uint64_t skipped_blocks;    /* [mu] corrupt block reads skipped */
+	char skip_err[512];         /* [mu] the first one's message */
 };
 
 struct sluice_loader {
@@ -288,6 +290,12 @@ void mixture_free(struct dataset *d);
 
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
+/* A block is unusable: with on_error=skip and @corrupt set it is counted
+ * and its message kept (the first one) for sluice_loader_skipped(); else
+ * the loader fails as loader_fail_locked(). */
+void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
+				const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 void core_unref(struct loader_core *c);
 uint64_t now_ns(void);
 

@@ -12,11 +12,31 @@
 /* Set once by cli_main, before any command runs. */
 static const char *program_name = "sluice";
 
+/* Messages quote names from the input (tar members, file names), which
+ * may hold terminal control sequences: C0 controls, DEL and UTF-8 C1
+ * controls are written as \xNN instead. */
+static void put_escaped(const char *s, FILE *f)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\x%02x", *p);
+		} else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+			fprintf(f, "\\xc2\\x%02x", p[1]);
+			p++;
+		} else {
+			fputc(*p, f);
+		}
+	}
+}
+
 __attribute__((format(printf, 1, 0)))
 static void vreport(const char *fmt, va_list ap)
 {
+	char msg[4096];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	fprintf(stderr, "%s: ", program_name);
-	vfprintf(stderr, fmt, ap);
+	put_escaped(msg, stderr);
 	fputc('\n', stderr);
 }
 

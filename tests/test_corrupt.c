@@ -378,6 +378,40 @@ static void test_manifests(const char *root)
 	T_CONTAINS(l.text, "incomplete");
 }
 
+/* A manifest whose byte totals are not its shards' is refused by open and
+ * by verify, each naming both numbers. */
+static void test_manifest_totals(const char *root)
+{
+	static const char *keys[] = { "\"raw_bytes\":", "\"stored_bytes\":" };
+
+	for (int k = 0; k < 2; k++) {
+		struct lines l = { { 0 }, 0 };
+		char path[1200], edited[8192], *text, *at;
+		unsigned long long v;
+		size_t n, mn;
+		int used;
+
+		free(fresh_copy(root, &n));
+		TU_FMT(path, "%s/dataset.json", work);
+		text = (char *)tu_slurp(path, &mn);
+		T_ASSERT(mn < sizeof(edited) - 32);
+		text[mn] = '\0';
+		at = strstr(text, keys[k]);
+		T_ASSERT(at);
+		at += strlen(keys[k]);
+		v = strtoull(at, NULL, 10);
+		used = snprintf(edited, sizeof(edited), "%.*s%llu%s",
+				(int)(at - text), text, v + 4096,
+				at + strspn(at, "0123456789"));
+		T_ASSERT(used > 0 && (size_t)used < sizeof(edited));
+		spit(path, edited, (size_t)used);
+		free(text);
+		expect_open_fails(work, -SLUICE_ECORRUPT, "stored_bytes");
+		T_EQ(dataset_verify(work, collect, &l), 1);
+		T_CONTAINS(l.text, "its shards hold");
+	}
+}
+
 int main(void)
 {
 	struct sluice_writer_config cfg;
@@ -404,6 +438,7 @@ int main(void)
 	test_block_flip(root);
 	test_bad_layout(root);
 	test_manifests(root);
+	test_manifest_totals(root);
 
 	/* The same block flip on zstd blocks. */
 	cfg.compression_level = 3;

@@ -634,6 +634,55 @@ static void test_many_files(void)
 	io_ring_destroy(r);
 }
 
+/*
+ * More files than the hard RLIMIT_NOFILE allows (lowered for the rest of
+ * the process: run last): at most a few are open at once, the others are
+ * opened on demand into the registered table; reads of every file, in an
+ * order that keeps evicting, all return the right bytes, with the
+ * maximum of reads in flight (every open file busy at times).
+ */
+static void test_files_on_demand(int direct)
+{
+	enum { N = 300 };
+	static const char *p[N];
+	struct rlimit rl;
+	struct io_ring_info info;
+	struct io_ring *r;
+	unsigned order[N];
+
+	T_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 110) {
+		printf("note: RLIMIT_NOFILE hard %llu: on-demand test skipped\n",
+		       (unsigned long long)rl.rlim_max);
+		return;
+	}
+	/* A few descriptors in use + 64 headroom + about 40 shards. */
+	rl.rlim_cur = rl.rlim_max = 110;
+	T_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (unsigned i = 0; i < N; i++)
+		p[i] = paths[i % 3];
+	r = ring_open(p, N, direct, 16, 0, &info);
+	printf("%u files under hard limit 110: fixed_files %d, %s\n", N,
+	       info.fixed_files, info.fallbacks);
+	T_CONTAINS(info.fallbacks, "opened on demand");
+	for (unsigned round = 0; round < 3; round++) {
+		for (unsigned i = 0; i < N; i++) {
+			uint32_t f = (i * 7 + round * 31) % N;
+			uint64_t blk = (f * 5u + round) % (sizes[f % 3] / BLK);
+
+			set_read(i, f, blk * BLK, BLK, BLK,
+				 arena + (size_t)i * BLK);
+			order[i] = (i * 101 + round) % N;
+		}
+		submit(r, N, order);
+		reap_all(r, N);
+		for (unsigned i = 0; i < N; i++)
+			check_read(i, reads[i].file % 3);
+	}
+	T_LT(N, io_ring_test_reopens(r));
+	io_ring_destroy(r);
+}
+
 /* A file that refuses O_DIRECT: /proc/version (procfs: EINVAL). */
 static void test_direct_refused(void)
 {
@@ -838,6 +887,8 @@ int main(void)
 	test_many_files();
 	test_direct_refused();
 	test_tmpfs();
+	test_files_on_demand(-1);  /* lowers RLIMIT_NOFILE: last */
+	test_files_on_demand(0);
 
 	munmap(arena, ARENA_LEN);
 	for (unsigned i = 0; i < 3; i++)

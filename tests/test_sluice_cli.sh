@@ -219,7 +219,7 @@ grep -q 'decompression n/a (raw)' "$T/bench.txt" && grep -q '^binding ' "$T/benc
 "$SLUICE" stream "$D" --state-out "$T/s" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--state-out without --stop-after-batches: exit $rc, want 2"
 
-# 10. memory budget: a small one still delivers every record once; one
+# 11. memory budget: a small one still delivers every record once; one
 # too small for a batch fails naming the option; a bad size is usage.
 "$SLUICE" stream "$D" --hash --shuffle full --seed 3 --batch-size 32 \
 	--memory 2M | cut -d' ' -f2- | sort | cmp -s - "$T/zst.sorted" &&
@@ -231,6 +231,32 @@ grep -q 'decompression n/a (raw)' "$T/bench.txt" && grep -q '^binding ' "$T/benc
 	fail "--memory 64K, batch 500: exit $rc, '$(cat "$T/err")'"
 "$SLUICE" stream "$D" --memory 1x > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--memory 1x: exit $rc, want 2"
+
+# 10. --on-error skip says what it left out (stderr, also with --hash);
+# the default fails on the same byte flip.
+cp -r "$T/raw" "$T/flip"
+python3 - "$T/flip/data-00000.dls" <<'EOF'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(4096 + 100)  # inside block 0, right after the header
+    b = f.read(1)
+    f.seek(4096 + 100)
+    f.write(bytes([b[0] ^ 0xff]))
+EOF
+"$SLUICE" stream "$T/flip" --shuffle none > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'data-00000.dls: block 0' "$T/err" ||
+	fail "flipped block without skip: exit $rc, '$(cat "$T/err")'"
+"$SLUICE" stream "$T/flip" --shuffle none --on-error skip --hash \
+	> "$T/skip.hash" 2> "$T/err"; rc=$?
+n=$(wc -l < "$T/skip.hash")
+if [ $rc -eq 0 ] && [ "$n" -lt 1500 ] && [ "$n" -gt 0 ] &&
+   grep -q "^sluice: --on-error skip: $(( (1500 - n) / 3 )) records left out ([0-9]* corrupt block reads); first: .*data-00000.dls: block 0: offset 4096" "$T/err"; then
+	ok "--on-error skip: $(cat "$T/err")"
+else
+	fail "--on-error skip: exit $rc, $n hash lines, '$(cat "$T/err")'"
+fi
+"$SLUICE" stream "$T/raw" --on-error skip > /dev/null 2> "$T/err" &&
+	[ ! -s "$T/err" ] || fail "--on-error skip on clean data: '$(cat "$T/err")'"
 
 if [ $failures -ne 0 ]; then
 	echo "$failures failure(s)"

@@ -201,6 +201,14 @@ int cmd_stream(int argc, char **argv)
 				&res);
 	if (!rc && !o.hash)
 		report_stream_line(stdout, &res);
+	/* What --on-error skip left out goes to stderr: with --hash, stdout
+	 * is data. */
+	if (!rc && (res.stats.records_skipped || res.skipped_blocks > 0))
+		fprintf(stderr,
+			CLI_NAME ": --on-error skip: %llu records left out "
+			"(%lld corrupt block reads); first: %s\n",
+			(unsigned long long)res.stats.records_skipped,
+			(long long)res.skipped_blocks, res.skip_first);
 	if (fflush(stdout) && !rc)
 		rc = cli_error("write error on stdout");
 	sluice_dataset_close(ds);

@@ -261,6 +261,8 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	getrusage(RUSAGE_SELF, &ru1);
 	res->cpu_s = rusage_cpu_s(&ru1) - rusage_cpu_s(&ru0);
 	sluice_loader_stats(ld, &res->stats);
+	res->skipped_blocks = sluice_loader_skipped(ld, res->skip_first,
+						    sizeof(res->skip_first));
 	if (!rc && o->measure_h2d)
 		measure_h2d(ld, res);
 	if (o->progress)

@@ -119,6 +119,8 @@ struct run_result {
 	DLDevice device;
 	uint64_t batches_per_epoch;
 	struct sluice_stats stats;
+	int64_t skipped_blocks;  /* sluice_loader_skipped() */
+	char skip_first[512];    /* its first message */
 	double h2d_bps;          /* sluice_loader_measure_h2d; 0: none */
 	uint64_t h2d_bytes;      /* bytes per probe copy */
 	char h2d_note[256];      /* why h2d_bps is 0 */

@@ -210,11 +210,17 @@ int import_read_file(const char *path, struct import_buf *b)
 	int fd, r = 0;
 
 	b->len = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put where a file was is refused, not waited on
+	 * (regular files ignore the flag). */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -SLUICE_EINPUT;
 		goto out;
 	}
 	/* The size is a hint: the file may grow or shrink while we read, so

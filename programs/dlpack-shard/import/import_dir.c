@@ -95,7 +95,8 @@ static int list_entries(const char *path, mode_t want, struct name_list *out,
 				strerror(errno));
 		goto out;
 	}
-	qsort(out->v, out->n, sizeof(*out->v), cmp_names);
+	if (out->n > 1)  /* an empty class has no array: qsort(NULL) is UB */
+		qsort(out->v, out->n, sizeof(*out->v), cmp_names);
 out:
 	closedir(d);
 	return r;
@@ -205,7 +206,9 @@ int import_dir(const struct import_options *o,
 			r = import_read_file(path, &buf);
 			if (r < 0) {
 				import_fail(err, errlen, r, "%s: %s", path,
-					    strerror(-r));
+					    r == -SLUICE_EINPUT ?
+						    "not a regular file" :
+						    strerror(-r));
 				goto out;
 			}
 			values[0] = buf.p;

@@ -62,13 +62,14 @@ static int npy_open(struct npy_file *nf, struct sluice_field *f, char *err,
 {
 	uint8_t pre[NPY_PREAMBLE_MAX];
 	char msg[256], *text = NULL;
-	uint64_t hdr_start, data_bytes, file_size;
+	uint64_t hdr_start, file_size;
 	uint32_t hdr_len;
 	struct stat st;
 	long long n;
 	int r;
 
-	nf->fd = open(nf->path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO is refused below instead of hanging in open. */
+	nf->fd = open(nf->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (nf->fd < 0 || fstat(nf->fd, &st) < 0)
 		return npy_fail(err, errlen, -errno, nf->path,
 				strerror(errno));
@@ -104,38 +105,10 @@ static int npy_open(struct npy_file *nf, struct sluice_field *f, char *err,
 		return npy_fail(err, errlen, r, nf->path, msg);
 	nf->h.data_offset = hdr_start + hdr_len;
 
-	if (nf->h.ndim == 0)
-		return npy_fail(err, errlen, -SLUICE_EINPUT, nf->path,
-				"a 0-d array has no rows");
-	if (nf->h.ndim - 1 > SLUICE_MAX_NDIM)
-		return import_fail(err, errlen, -SLUICE_EINPUT,
-				   "%s: %d trailing dimensions (at most %d)",
-				   nf->path, nf->h.ndim - 1, SLUICE_MAX_NDIM);
-	nf->rows = nf->h.shape[0];
-	nf->row_bytes = nf->h.item_bytes;
-	for (int i = 1; i < nf->h.ndim; i++) {
-		uint64_t d = nf->h.shape[i];
-
-		if (d == 0)
-			return npy_fail(err, errlen, -SLUICE_EINPUT, nf->path,
-					"a trailing dimension is 0 (rows "
-					"would be empty)");
-		if (d > INT64_MAX || nf->row_bytes > UINT64_MAX / d)
-			return npy_fail(err, errlen, -SLUICE_EINPUT, nf->path,
-					"shape overflows");
-		nf->row_bytes *= d;
-	}
-	if (nf->rows && nf->row_bytes > UINT64_MAX / nf->rows)
-		return npy_fail(err, errlen, -SLUICE_EINPUT, nf->path,
-				"shape overflows");
-	data_bytes = nf->rows * nf->row_bytes;
-	if (file_size - nf->h.data_offset != data_bytes)
-		return import_fail(err, errlen, -SLUICE_EINPUT,
-				   "%s: the shape needs %llu data bytes, the "
-				   "file has %llu",
-				   nf->path, (unsigned long long)data_bytes,
-				   (unsigned long long)(file_size -
-							nf->h.data_offset));
+	r = npy_check_shape(&nf->h, file_size - nf->h.data_offset, &nf->rows,
+			    &nf->row_bytes, msg, sizeof(msg));
+	if (r < 0)
+		return npy_fail(err, errlen, r, nf->path, msg);
 	if (nf->row_bytes > SIZE_MAX / 2)
 		return npy_fail(err, errlen, -ENOMEM, nf->path,
 				"rows too large");
@@ -152,6 +125,10 @@ static int npy_open(struct npy_file *nf, struct sluice_field *f, char *err,
 	nf->chunk_rows = CHUNK_BYTES / nf->row_bytes;
 	if (nf->chunk_rows == 0)
 		nf->chunk_rows = 1;
+	if (nf->rows == 0)  /* nothing will be read */
+		return 0;
+	if (nf->chunk_rows > nf->rows)
+		nf->chunk_rows = nf->rows;
 	nf->chunk = malloc((size_t)(nf->chunk_rows * nf->row_bytes));
 	if (!nf->chunk)
 		return npy_fail(err, errlen, -ENOMEM, nf->path,

@@ -275,3 +275,49 @@ int npy_parse_dict(const char *text, size_t len, struct npy_header *out,
 				   "(save with np.ascontiguousarray)");
 	return parse_descr(descr, descr_len, out, err, errlen);
 }
+
+int npy_check_shape(const struct npy_header *h, uint64_t data_bytes,
+		    uint64_t *rows, uint64_t *row_bytes, char *err,
+		    size_t errlen)
+{
+	uint64_t rb = h->item_bytes;
+
+	if (h->ndim == 0)
+		return import_fail(err, errlen, -SLUICE_EINPUT,
+				   "a 0-d array has no rows");
+	if (h->ndim - 1 > SLUICE_MAX_NDIM)
+		return import_fail(err, errlen, -SLUICE_EINPUT,
+				   "%d trailing dimensions (at most %d)",
+				   h->ndim - 1, SLUICE_MAX_NDIM);
+	for (int i = 1; i < h->ndim; i++) {
+		uint64_t d = h->shape[i];
+
+		if (d == 0)
+			return import_fail(err, errlen, -SLUICE_EINPUT,
+					   "a trailing dimension is 0 (rows "
+					   "would be empty)");
+		if (d > INT64_MAX || rb > UINT64_MAX / d)
+			return import_fail(err, errlen, -SLUICE_EINPUT,
+					   "shape overflows");
+		rb *= d;
+	}
+	/* The data proves a row's size only when there is a row. */
+	if (h->shape[0] == 0 && rb > NPY_MAX_EMPTY_ROW)
+		return import_fail(err, errlen, -SLUICE_EINPUT,
+				   "an empty array with rows of %llu bytes "
+				   "(over %u): refused, it holds no data to "
+				   "show such rows are real",
+				   (unsigned long long)rb, NPY_MAX_EMPTY_ROW);
+	if (h->shape[0] && rb > UINT64_MAX / h->shape[0])
+		return import_fail(err, errlen, -SLUICE_EINPUT,
+				   "shape overflows");
+	if (h->shape[0] * rb != data_bytes)
+		return import_fail(err, errlen, -SLUICE_EINPUT,
+				   "the shape needs %llu data bytes, the file "
+				   "has %llu",
+				   (unsigned long long)(h->shape[0] * rb),
+				   (unsigned long long)data_bytes);
+	*rows = h->shape[0];
+	*row_bytes = rb;
+	return 0;
+}

@@ -41,4 +41,20 @@ int npy_preamble(const uint8_t *p, size_t len, uint64_t *hdr_start,
 int npy_parse_dict(const char *text, size_t len, struct npy_header *out,
 		   char *err, size_t errlen);
 
+/* An empty array's rows may claim no more than this many bytes. */
+#define NPY_MAX_EMPTY_ROW (1u << 30)
+
+/*
+ * npy_check_shape - rows and row size of the parsed header @h, checked
+ * against @data_bytes (what the file holds after the header): the shape
+ * must need exactly that many bytes, without overflow; a 0-d array, a
+ * zero trailing dimension and an empty array whose rows claim more than
+ * NPY_MAX_EMPTY_ROW bytes are refused.
+ * @return: 0 with *@rows and *@row_bytes set, or -SLUICE_EINPUT with a
+ *	message (no file name) in @err.
+ */
+int npy_check_shape(const struct npy_header *h, uint64_t data_bytes,
+		    uint64_t *rows, uint64_t *row_bytes, char *err,
+		    size_t errlen);
+
 #endif /* SLUICE_DATASETS_IMPORT_NPY_HEADER_H */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "import_common.h"
 #include "import_tar_reader.h"
@@ -231,6 +232,17 @@ int import_tar(const struct import_options *o,
 	t.lo = 0;
 	t.hi = UINT64_MAX;
 	if (o->part_count > 1) {
+		struct stat st;
+
+		if (stat(o->src, &st) == 0 && !S_ISREG(st.st_mode)) {
+			r = import_fail(err, errlen, -SLUICE_EINPUT,
+					"%s: --part needs a regular file: it "
+					"reads the tar twice (a first pass "
+					"counts samples), and a pipe cannot be "
+					"read twice",
+					o->src);
+			goto out;
+		}
 		r = walk(&t, err, errlen);
 		if (r < 0)
 			goto out;

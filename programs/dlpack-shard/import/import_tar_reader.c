@@ -15,6 +15,14 @@
 
 #include "import_tar_reader.h"
 
+/* The fuzz build mode (datasets/fuzzing.h) accepts any header checksum,
+ * so mutations reach the parser behind it. */
+#ifdef SLUICE_FUZZING
+#define FUZZING_SKIPS_CHECKSUMS 1
+#else
+#define FUZZING_SKIPS_CHECKSUMS 0
+#endif
+
 #define TAR_BLOCK 512u
 /* Sizes beyond this are nonsense for one member (and keep the padding
  * arithmetic far from overflow). */
@@ -34,18 +42,32 @@
 #define H_PREFIX 345
 #define H_PREFIX_LEN 155
 
+/* From a pipe a member's size is only a claim: its buffer grows by at most
+ * this much beyond the bytes that have arrived. */
+#define TAR_PIPE_STEP (1u << 20)
+
 int tar_open(struct tar_reader *r, const char *path, size_t buf_size,
 	     char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		memset(r, 0, sizeof(*r));
+		r->fd = -1;
+		return import_fail(err, errlen, -errno, "%s: %s", path,
+				   strerror(errno));
+	}
+	return tar_open_fd(r, fd, path, buf_size, err, errlen);
+}
+
+int tar_open_fd(struct tar_reader *r, int fd, const char *path,
+		size_t buf_size, char *err, size_t errlen)
 {
 	struct stat st;
 
 	memset(r, 0, sizeof(*r));
-	r->fd = -1;
 	r->path = path;
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (r->fd < 0)
-		return import_fail(err, errlen, -errno, "%s: %s", path,
-				   strerror(errno));
+	r->fd = fd;
 	if (fstat(r->fd, &st) < 0)
 		return import_fail(err, errlen, -errno, "%s: %s", path,
 				   strerror(errno));
@@ -209,6 +231,8 @@ static int checksum_ok(const uint8_t *h)
 
 	if (parse_number(h + H_CHKSUM, H_CHKSUM_LEN, &want) < 0)
 		return 0;
+	if (FUZZING_SKIPS_CHECKSUMS)
+		return 1;
 	for (unsigned i = 0; i < TAR_BLOCK; i++) {
 		int in_field = i >= H_CHKSUM && i < H_CHKSUM + H_CHKSUM_LEN;
 		uint8_t c = in_field ? ' ' : h[i];
@@ -503,7 +527,8 @@ int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
 int tar_read_data(struct tar_reader *r, const struct tar_member *m,
 		  struct import_buf *b, char *err, size_t errlen)
 {
-	long long n;
+	long long n = 0;
+	uint64_t got;
 	int rc;
 
 	if (r->off != m->data_offset || r->pending != padded(m->size))
@@ -512,18 +537,27 @@ int tar_read_data(struct tar_reader *r, const struct tar_member *m,
 	if (m->size > SIZE_MAX - 1)
 		return import_fail(err, errlen, -ENOMEM, "%s: out of memory",
 				   r->path);
-	rc = import_buf_reserve(b, (size_t)m->size);
-	if (rc < 0)
-		return import_fail(err, errlen, rc,
-				   "%s: %s: out of memory for %llu bytes",
-				   r->path, m->path,
-				   (unsigned long long)m->size);
-	n = rd_read(r, b->p, (size_t)m->size);
-	if (n < 0)
-		return import_fail(err, errlen, (int)n, "%s: %s", r->path,
-				   strerror((int)-n));
-	if ((uint64_t)n < m->size)
-		return truncated(r, r->off, m->path, err, errlen);
+	/* A regular file's size was checked against the file in tar_next();
+	 * a pipe's is only believed as far as its bytes arrive. */
+	for (got = 0; got < m->size; got += (uint64_t)n) {
+		uint64_t room = m->size;
+
+		if (!r->seekable && room - got > got + TAR_PIPE_STEP)
+			room = 2 * got + TAR_PIPE_STEP;
+		rc = import_buf_reserve(b, (size_t)room);
+		if (rc < 0)
+			return import_fail(err, errlen, rc,
+					   "%s: %s: out of memory for %llu "
+					   "bytes",
+					   r->path, m->path,
+					   (unsigned long long)m->size);
+		n = rd_read(r, b->p + got, (size_t)(room - got));
+		if (n < 0)
+			return import_fail(err, errlen, (int)n, "%s: %s",
+					   r->path, strerror((int)-n));
+		if ((uint64_t)n < room - got)
+			return truncated(r, r->off, m->path, err, errlen);
+	}
 	b->len = (size_t)m->size;
 	r->pending = padded(m->size) - m->size;
 	return 0;

@@ -38,6 +38,10 @@ struct tar_member {
 /* Open @path with a read-ahead buffer of @buf_size bytes. */
 int tar_open(struct tar_reader *r, const char *path, size_t buf_size,
 	     char *err, size_t errlen);
+/* The same over an open descriptor (owned by the reader from now on, even
+ * on failure); @path names it in messages. */
+int tar_open_fd(struct tar_reader *r, int fd, const char *path,
+		size_t buf_size, char *err, size_t errlen);
 void tar_close(struct tar_reader *r);
 
 /*
