@@ -5,6 +5,9 @@
 #   zstd data: sluice bench (shuffle none)  vs  decode_threads x the
 #              single-core decompression speed `zstd -b3` reports for the
 #              same bytes cut in blocks of the dataset's block size
+#   CPU s/GB by stage for each, with and without verification, also on
+#   the raw data written in VIEW_BLOCK blocks, which hold several batches
+#   so that batches view their block instead of copying it (issue 12)
 # RUNS alternating runs each, page cache dropped before every reader when
 # permitted; medians and ratios go to stdout and bench/results/.
 #
@@ -18,6 +21,7 @@ TOKEN_WINDOWS=${TOKEN_WINDOWS:-60000}    # x 8 KiB = 0.49 GB
 THREADS=${THREADS:-2}
 QD=${QD:-16}
 BLOCK=${BLOCK:-4M}
+VIEW_BLOCK=${VIEW_BLOCK:-64M}
 DATA=bench/data/limits
 SHARD="$BUILD/dlpack-shard"
 SLUICE="$BUILD/sluice"
@@ -33,6 +37,11 @@ if [ ! -f "$DATA/raw/dataset.json" ]; then
 	"$SHARD" convert --from synth --records "$RAW_RECORDS" \
 		--field image:uint8:3x224x224 --field label:int64 --seed 1 \
 		--compression none --block-size "$BLOCK" --out "$DATA/raw" --quiet
+fi
+if [ ! -f "$DATA/raw_big/dataset.json" ]; then
+	"$SHARD" convert --from synth --records "$RAW_RECORDS" \
+		--field image:uint8:3x224x224 --field label:int64 --seed 1 \
+		--compression none --block-size "$VIEW_BLOCK" --out "$DATA/raw_big" --quiet
 fi
 if [ ! -f "$DATA/tokens/dataset.json" ]; then
 	BENCH_DATA="$DATA/mk" TOKEN_WINDOWS=$TOKEN_WINDOWS IMAGES=20 SYNTH_RECORDS=20 \
@@ -61,13 +70,22 @@ while [ $i -lt "$RUNS" ]; do
 	drop >/dev/null
 	"$SLUICE" bench "$DATA/tokens" --shuffle none --batch-size 64 \
 		--decode-threads "$THREADS" --queue-depth "$QD" --json > "$tmp/tok.$i.json"
+	for v in verify no-verify; do
+		flag=; [ $v = verify ] || flag=--no-verify
+		drop >/dev/null
+		"$SLUICE" bench "$DATA/raw_big" --shuffle none --batch-size 64 $flag \
+			--decode-threads "$THREADS" --queue-depth "$QD" --json > "$tmp/big-$v.$i.json"
+		drop >/dev/null
+		"$SLUICE" bench "$DATA/tokens" --shuffle none --batch-size 64 $flag \
+			--decode-threads "$THREADS" --queue-depth "$QD" --json > "$tmp/tok-$v.$i.json"
+	done
 	zstd -b3 -e3 -B"$BLOCK" -i2 "$DATA/tokens.npy" > "$tmp/zstd.$i.txt" 2>&1
 	i=$((i + 1))
 done
 
-python3 - "$tmp" "$RUNS" "$THREADS" "$QD" "$BLOCK" "$cold" "$out" <<'EOF'
+python3 - "$tmp" "$RUNS" "$THREADS" "$QD" "$BLOCK" "$cold" "$out" "$VIEW_BLOCK" <<'EOF'
 import json, os, platform, re, statistics, subprocess, sys
-tmp, runs, threads, qd, block, cold, out = sys.argv[1:]
+tmp, runs, threads, qd, block, cold, out, view_block = sys.argv[1:]
 runs, threads = int(runs), int(threads)
 med = statistics.median
 def js(p): return json.load(open(os.path.join(tmp, p)))
@@ -84,6 +102,13 @@ raw_cpu = [r["cpu_s_per_gb"] for r in raw]
 tok_dec = [r["decoded_gbps"] for r in tok]
 tok_cpu = [r["cpu_s_per_gb"] for r in tok]
 tok_disk = [r["read_gbps"] for r in tok]
+def stage_row(name, verify, key):
+    rs = [js("%s.%d.json" % (key, i))["result"] for i in range(runs)]
+    st = lambda k: med([r["cpu_s_per_gb_by_stage"][k] for r in rs])
+    return "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %d of %d |" % (
+        name, verify, med([r["decoded_gbps"] for r in rs]), st("read"), st("verify"),
+        st("decompress"), st("assemble"), st("other"), med([r["cpu_s_per_gb"] for r in rs]),
+        rs[0]["batches_viewed"], rs[0]["batches"])
 lim = min(threads * med(zs), med(fio) * (med(tok_dec) / med(tok_disk)))
 cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"],
                      capture_output=True, text=True).stdout.strip()
@@ -97,6 +122,17 @@ lines = [
   "|---|---:|---:|---:|---:|",
   "| raw, shuffle none vs fio io_uring O_DIRECT bs=%s QD%s | %.3f GB/s | %.3f GB/s | %.2f | %.3f |" % (block, qd, med(raw_gbps), med(fio), med(raw_gbps) / med(fio), med(raw_cpu)),
   "| zstd:3 tokens, decoded vs min(%d x zstd -b3 %.3f GB/s, disk) | %.3f GB/s | %.3f GB/s | %.2f | %.3f |" % (threads, med(zs), med(tok_dec), lim, med(tok_dec) / lim, med(tok_cpu)),
+  "",
+  "CPU seconds per GB decoded (here: delivered), by stage (medians; `other`: the consumer and the rest of the process; viewed: batches that viewed their block, no copy):",
+  "",
+  "| data | verify | GB/s | read | verify | decompress | assemble | other | total | viewed |",
+  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+] + [stage_row(*a) for a in (
+  ("raw, %s blocks" % block, "on", "raw"),
+  ("raw, %s blocks" % view_block, "on", "big-verify"),
+  ("raw, %s blocks" % view_block, "off", "big-no-verify"),
+  ("zstd:3 tokens, %s blocks" % block, "on", "tok"),
+  ("zstd:3 tokens, %s blocks" % block, "off", "tok-no-verify"))] + [
   "",
   "Per run (GB/s): fio %s; sluice raw %s; zstd -b3 1-thread decompression %s; sluice zstd decoded %s." % (
       " ".join("%.3f" % x for x in fio), " ".join("%.3f" % x for x in raw_gbps),

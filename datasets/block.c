@@ -97,6 +97,14 @@ int block_view_init(const struct shard_schema *s, const void *raw,
 	return 0;
 }
 
+int block_verify(const struct shard_block *blk, const void *stored)
+{
+	if (FUZZING_SKIPS_CHECKSUMS)
+		return 0;
+	return XXH3_64bits(stored, blk->stored_size) == blk->checksum
+		? 0 : -SLUICE_ECORRUPT;
+}
+
 int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
 		 const void *stored, int verify, void *scratch,
 		 size_t scratch_cap, const void **raw)
@@ -106,8 +114,7 @@ int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
 	size_t got;
 
 	*raw = NULL;
-	if (verify && !FUZZING_SKIPS_CHECKSUMS &&
-	    XXH3_64bits(stored, blk->stored_size) != blk->checksum)
+	if (verify && block_verify(blk, stored))
 		return -SLUICE_ECORRUPT;
 	if (blk->codec == DLS_CODEC_RAW) {
 		if (blk->stored_size != blk->raw_size)

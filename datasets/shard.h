@@ -44,6 +44,10 @@ uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
 int block_view_init(const struct shard_schema *s, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out);
 
+/* block_verify - the XXH3-64 of @blk's stored bytes against its index
+ * entry.  @return: 0 or -SLUICE_ECORRUPT. */
+int block_verify(const struct shard_block *blk, const void *stored);
+
 /*
  * block_decode - verify (when @verify) and decode one block's stored
  * bytes.  Raw blocks are not copied: *@raw points into @stored.  zstd

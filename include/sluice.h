@@ -687,7 +687,21 @@ struct sluice_stats {
 	int sqpoll;
 	int device_pinned;                 /* 1: arena registered with CUDA */
 	char fallbacks[528];               /* why each fallback is active */
-	uint64_t reserved[8];              /* zero: room to grow */
+	/* CPU time the loader's threads spent per stage (thread CPU clocks,
+	 * not wall time): planning and io_uring submit/reap; checksums;
+	 * zstd; copying records into batches.  Divided by the GB decoded
+	 * (decode.bytes: what is delivered, unless shuffle full decodes a
+	 * block for each batch that needs it) they say where the CPU per GB
+	 * goes. */
+	uint64_t cpu_read_ns;
+	uint64_t cpu_verify_ns;
+	uint64_t cpu_decompress_ns;
+	uint64_t cpu_assemble_ns;
+	uint64_t batches_viewed;           /* delivered as views of decoded
+					      blocks, without a copy */
+	uint64_t blocks_direct;            /* zstd blocks decompressed
+					      straight into their batch */
+	uint64_t reserved[2];              /* zero: room to grow */
 };
 
 /**
@@ -767,7 +781,12 @@ SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b,
  * sluice_batch_tensor - export tensor @name ("data", "data.offsets", ...)
  * as DLPack.  The caller owns *@out and must call its deleter; the slot
  * returns to the loader only when the batch is released AND every
- * exported tensor is deleted (deleters may run on any thread).
+ * exported tensor is deleted (deleters may run on any thread).  On the
+ * host, when every field is fixed-shape and the batch's records are
+ * neighbours in one block (shuffle none or block), the tensors point into
+ * the decoded block itself (no copy; stats.batches_viewed): writing into
+ * them is allowed and changes only this batch's records, and the block is
+ * read again rather than served from the cache afterwards.
  * @stream: for CUDA batches, the consumer's cudaStream_t as an integer;
  *	the stream is made to wait on the batch's copy (no host blocking).
  *	0 means the legacy default stream; -1 means no synchronisation.

@@ -220,14 +220,14 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 	struct slot *s;
 	const struct tensor_desc *d = NULL;
 	struct export_ctx *x;
-	uint8_t *base;
+	uint8_t *data;
 	int r;
 
 	if (!b || !name || !out)
 		return -EINVAL;
 	c = b->core;
 	s = c->slots[b->slot];
-	for (uint32_t i = 0; i < c->tensors_per_batch; i++)
+	for (uint32_t i = 0; i < c->tensors_per_batch && !d; i++)
 		if (strcmp(s->tensors[i].name, name) == 0)
 			d = &s->tensors[i];
 	if (!d)
@@ -236,9 +236,13 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 		r = device_slot_export(c->dev, s->id, stream);
 		if (r)
 			return r;
-		base = device_mirror_ptr(c->dev, s->host);
+		data = (uint8_t *)device_mirror_ptr(c->dev, s->host) +
+		       d->offset;
+	} else if (s->viewed) {
+		/* fixed fields only: tensor k is field k (view.c) */
+		data = s->view[d - s->tensors];
 	} else {
-		base = s->host;
+		data = s->host + d->offset;
 	}
 	x = calloc(1, sizeof(*x));
 	if (!x)
@@ -249,7 +253,7 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 	*out = x;
 	atomic_fetch_add(&s->refs, 1);
 	*dl = (DLTensor){
-		.data = base + d->offset,
+		.data = data,
 		.device = c->dev_info.dl,
 		.ndim = d->ndim,
 		.dtype = d->dtype,

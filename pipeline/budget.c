@@ -339,7 +339,9 @@ void batch_memory_free_locked(struct loader_core *c, struct slot *s)
 {
 	if (!s->has_mem)
 		return;
-	if (s->own_host)
+	if (s->viewed)
+		slot_unview_locked(c, s);
+	else if (s->own_host)
 		free(s->host);
 	else if (s->host)
 		pool_free(&c->batch_pool, s->mem_off, s->host_bytes);

@@ -90,6 +90,16 @@ void cache_lru_push(struct loader_core *c, uint32_t i)
 	c->lru_bytes += e->mem_len;
 }
 
+/* Entry @i no longer serves its block.  A block viewed by batches may
+ * have been given a new entry meanwhile (cache_claim): leave that one. */
+static void forget_block(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+
+	if (c->block_entry[e->block] == (int32_t)i)
+		c->block_entry[e->block] = -1;
+}
+
 void cache_unpin(struct loader_core *c, uint32_t i)
 {
 	struct cache_entry *e = &c->entries[i];
@@ -100,8 +110,17 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 	 * batch retries the read instead of inheriting the error.  An EMPTY
 	 * one was claimed by a plan that was undone. */
 	if (e->state == ENTRY_FAILED || e->state == ENTRY_EMPTY) {
-		c->block_entry[e->block] = -1;
+		forget_block(c, i);
 		e->state = ENTRY_EMPTY;
+	}
+	/* Batches viewed it and may have written into it (view.c). */
+	if (e->forget) {
+		forget_block(c, i);
+		e->state = ENTRY_EMPTY;
+		e->forget = 0;
+	e->claim_epoch = c->plan_epoch;
+	e->direct = NULL;
+	e->direct_slot = NULL;
 	}
 	cache_lru_push(c, i);
 }
@@ -118,7 +137,7 @@ static void cache_evict(struct loader_core *c, uint32_t i)
 	struct cache_entry *e = &c->entries[i];
 
 	if (e->state != ENTRY_EMPTY)
-		c->block_entry[e->block] = -1;
+		forget_block(c, i);
 	e->state = ENTRY_EMPTY;
 	if (e->mem_len) {
 		if (e->in_lru)
@@ -176,10 +195,19 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	struct cache_entry *e;
 	uint32_t i, shard;
 
+	/* Batches of another epoch viewed it and may have written their
+	 * records: this epoch reads the block again, into another entry. */
+	if (have >= 0 && c->entries[have].forget &&
+	    (c->entries[have].view_epoch != c->plan_epoch ||
+	     c->entries[have].direct)) {
+		c->block_entry[block] = -1;
+		have = -1;
+	}
 	if (have >= 0) {
 		i = (uint32_t)have;
 		cache_lru_remove(c, i);
 		c->entries[i].refs++;
+		c->entries[i].claim_epoch = c->plan_epoch;
 		*entry = i;
 		return 0;
 	}
@@ -202,6 +230,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->nwaiters = 0;
 	e->error = 0;
 	e->corrupt = 0;
+	e->forget = 0;
 	c->block_entry[block] = (int32_t)i;
 	*entry = i;
 	return 1;

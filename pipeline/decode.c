@@ -202,10 +202,18 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		if (!s->error)
 			s->error = r;
 		s->state = SLOT_ASSEMBLING;
+		batch_memory_free_locked(c, s);   /* direct.c's, if any */
 		s->has_mem = 1;
 		s->host = NULL;
 		s->parts_left = 1;
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
+		return;
+	}
+	if (slot_view_locked(c, s))
+		return;
+	if (s->has_mem) {
+		/* direct.c took its memory when it was planned */
+		slot_continue_assembly_locked(c, s);
 		return;
 	}
 	s->state = SLOT_MEMORY;
@@ -259,15 +267,28 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
-	uint64_t t0 = now_ns();
-	int r, ahead;
+	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
+	int r = 0, ahead;
+	uint8_t *into;
 
-	r = block_decode(dctx, blk, stored, c->cfg.verify, e->scratch,
-			 e->scratch ? blk->raw_size : 0, &raw);
+	/* direct.c set it before the read; nothing else touches it now */
+	pthread_mutex_lock(&c->mu);
+	into = e->direct ? e->direct : e->scratch;
+	pthread_mutex_unlock(&c->mu);
+	if (c->cfg.verify) {
+		r = block_verify(blk, stored);
+		cpu1 = thread_cpu_ns();
+		atomic_fetch_add(&c->cpu_verify_ns, cpu1 - cpu0);
+	}
+	if (!r)
+		r = block_decode(dctx, blk, stored, 0, into,
+				 into ? blk->raw_size : 0, &raw);
 	if (!r)
 		r = block_view_init(&c->ds->shards[shard].schema, raw,
 				    blk->raw_size, blk->record_count, &e->view);
 	uint64_t t1 = now_ns();
+
+	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 
 	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
 	atomic_fetch_add(&c->st_decode.busy_ns, t1 - t0);
@@ -291,6 +312,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	} else {
 		e->raw = raw;
 		e->state = ENTRY_READY;
+		if (e->direct)
+			atomic_fetch_add(&c->blocks_direct, 1);
 	}
 	ahead = e->ahead;
 	entry_ready_locked(c, i);
@@ -326,8 +349,12 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 					run++;
 				block_view_get(sc, &c->entries[e].view, f,
 					       s->rec_in_block[r], &p, &len);
-				memcpy(dst + (uint64_t)r * rb, p, rb * run);
-				bytes += rb * run;
+				/* decoded in place (direct.c) */
+				if (p != dst + (uint64_t)r * rb) {
+					memcpy(dst + (uint64_t)r * rb, p,
+					       rb * run);
+					bytes += rb * run;
+				}
 				r += run;
 			}
 			continue;
@@ -415,10 +442,12 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t n = s->delivered;
 		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
-		uint64_t t0 = now_ns();
+		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
 		uint64_t bytes = assemble_part(c, s, lo, hi), t1 = now_ns();
+
+		atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
 
 		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);
 		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);

@@ -165,6 +165,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		s->entries[s->nentries++] = e;
 		s->rec_entry[r] = e;
 	}
+	s->count = count;
+	direct_plan_locked(c, s);
 	/* Every block is pinned: read the new ones, wait for those on
 	 * their way. */
 	for (uint32_t k = 0; k < s->nentries; k++) {
@@ -244,6 +246,9 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 				break;
 			}
 			if (c->block_entry[g] >= 0 ||
+			    (sp.nblocks == 1 &&
+			     direct_would_take(c, c->ahead_batch, c->ahead_rec,
+					       g)) ||
 			    cache_claim(c, g, c->io_need_bytes, &e) != 1)
 				continue;
 			c->entries[e].ahead = 1;
@@ -316,10 +321,16 @@ void *io_thread_main(void *arg)
 {
 	struct loader_core *c = arg;
 	unsigned max_reap = c->nentries;
+	uint64_t cpu = thread_cpu_ns();
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		unsigned nsubmit = 0;
+		uint64_t cpu_now = thread_cpu_ns();
+
+		/* Planning, submitting and reaping: all this thread does. */
+		atomic_fetch_add(&c->cpu_read_ns, cpu_now - cpu);
+		cpu = cpu_now;
 
 		while (!c->stop && !c->planning_paused && !c->failed) {
 			int planned = plan_one_locked(c, &nsubmit);
@@ -354,5 +365,6 @@ void *io_thread_main(void *arg)
 			read_done_locked(c, c->reaped[k]);
 	}
 	pthread_mutex_unlock(&c->mu);
+	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu);
 	return NULL;
 }

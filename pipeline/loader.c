@@ -22,6 +22,15 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The first failure wins; it stays until the loader is closed. */
 __attribute__((format(printf, 3, 0)))
 static void vfail_locked(struct loader_core *c, int code, const char *fmt,
@@ -131,6 +140,7 @@ static void free_core(struct loader_core *c)
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
+	free(c->ahead_recs);
 	free(c->block_first);
 	free(c->block_shard);
 	free(c->shard_block_base);
@@ -386,6 +396,8 @@ static int open_core(struct loader_core *c,
 	r = budget_open(c, entries, batch_fixed, err, errlen);
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
+	views_init(c);
+	direct_init(c);
 	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
@@ -642,6 +654,8 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				c->consumed++;
 				atomic_fetch_add(&c->batches, 1);
 				atomic_fetch_add(&c->records, s->delivered);
+				if (s->viewed)
+					atomic_fetch_add(&c->batches_viewed, 1);
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped,
 						 s->count - s->delivered);
@@ -704,6 +718,12 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
+	st->batches_viewed = atomic_load(&c->batches_viewed);
+	st->blocks_direct = atomic_load(&c->blocks_direct);
+	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);
+	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
+	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);
+	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
 	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s%s%s",
 		 c->ring_info.fallbacks,
 		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",

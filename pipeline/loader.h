@@ -56,6 +56,13 @@ struct cache_entry {
 	int corrupt;            /* FAILED for bad data (skippable) */
 	int ahead;              /* read ahead of any batch: pinned by the
 				   read-ahead until decoded */
+	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
+	uint64_t view_epoch;    /* their epoch [mu] */
+	uint64_t claim_epoch;   /* epoch of its latest claim [mu] */
+	struct slot *direct_slot; /* decode into this batch (direct.c) [mu] */
+	uint32_t direct_row;    /* at this row of its tensor [mu] */
+	uint8_t *direct;        /* there; NULL: into scratch [mu] */
+	int forget;             /* viewed: drop the block once unpinned [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
@@ -106,6 +113,9 @@ struct slot {
 	struct tensor_desc tensors[LOADER_MAX_TENSORS]; /* tensors_per_batch */
 	_Atomic uint32_t refs;  /* batch handle + exported tensors */
 	struct sluice_batch handle;
+	int viewed;             /* tensors view a decoded block (view.c):
+				   its entry stays pinned, no host memory */
+	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
 };
 
 enum job_kind { JOB_DECODE, JOB_ASSEMBLE };
@@ -119,6 +129,10 @@ struct job {
 struct stage_clock {
 	_Atomic uint64_t bytes, ops, busy_ns, wait_ns;
 };
+
+/* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), for the
+ * stats' CPU per stage: wall time would count waiting and preemption. */
+uint64_t thread_cpu_ns(void);
 
 struct loader_core {
 	pthread_mutex_t mu;
@@ -150,6 +164,16 @@ struct loader_core {
 	uint64_t io_need_bytes;     /* io memory the next batch may need:
 				       read-ahead leaves it reclaimable */
 	_Atomic uint64_t over_budget; /* batches given own memory */
+	int views;                  /* batches may view blocks (view.c) */
+	int direct;                 /* blocks may decode into batches
+				       (direct.c) */
+	uint64_t *ahead_recs;       /* records of one batch for the
+				       read-ahead (direct.c) [mu] */
+	uint64_t ahead_recs_epoch, ahead_recs_batch;
+	uint32_t ahead_recs_count;
+	int ahead_recs_valid;
+	uint32_t view_entries;      /* entries viewed by batches [mu] */
+	uint64_t view_bytes;        /* their io memory [mu] */
 
 	/* block cache [mu] */
 	struct cache_entry *entries;
@@ -214,7 +238,10 @@ struct loader_core {
 
 	/* stats */
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
+	_Atomic uint64_t cpu_read_ns, cpu_verify_ns, cpu_decompress_ns,
+		cpu_assemble_ns;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
+		batches_viewed, blocks_direct,
 		blocks_read, cache_hits, occupancy_sum;
 
 	char err[512];              /* [mu] */
@@ -310,6 +337,17 @@ int slot_layout(struct loader_core *c, uint64_t *fixed_bytes);
 uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s);
 int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_release_ref(struct loader_core *c, struct slot *s);
+
+/* view.c */
+void views_init(struct loader_core *c);
+int slot_view_locked(struct loader_core *c, struct slot *s);
+void slot_unview_locked(struct loader_core *c, struct slot *s);
+
+/* direct.c */
+void direct_init(struct loader_core *c);
+void direct_plan_locked(struct loader_core *c, struct slot *s);
+int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
+		      uint64_t g);
 
 /* budget.c */
 uint64_t block_io_bytes(const struct shard_block *blk);

@@ -149,6 +149,11 @@ if not 0 <= r["slot_occupancy"] <= b["config"]["prefetch_depth"]:
     bad.append("occupancy %r" % r["slot_occupancy"])
 if st["read"]["bytes"] != r["read_bytes"] or st["decode"]["bytes"] != r["decoded_bytes"]:
     bad.append("stages disagree with result")
+cs = r["cpu_s_per_gb_by_stage"]
+if sorted(cs) != ["assemble", "decompress", "other", "read", "verify"]:
+    bad.append("CPU by stage: keys %r" % sorted(cs))
+elif min(cs.values()) < 0 or min(cs["read"], cs["verify"], cs["decompress"]) <= 0:
+    bad.append("CPU by stage: read, verify (on), decompress (zstd) took no CPU: %r" % cs)
 if r["read_bytes"] <= 0 or r["decoded_bytes"] <= 0:
     bad.append("nothing read or decoded: %r" % r)
 if lim["binding"] not in ("disk", "decompression"):
@@ -196,6 +201,7 @@ EOF
 # 8. bench text on raw data names the copy limit and decompression n/a.
 "$SLUICE" bench "$T/raw" --batch-size 64 > "$T/bench.txt" 2>&1 || fail "bench text: $(cat "$T/bench.txt")"
 grep -q 'decompression n/a (raw)' "$T/bench.txt" && grep -q '^binding ' "$T/bench.txt" &&
+	grep -q 'CPU s/GB by stage: read [0-9.]*  verify [0-9.]*  decompress' "$T/bench.txt" &&
 	ok "bench text on raw data" || { fail "bench text:"; cat "$T/bench.txt"; }
 "$SLUICE" bench "$T/raw" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["limits"]["decompression"]["status"] == "n/a (raw)", d["limits"]' ||
 	fail "bench --json on raw data"

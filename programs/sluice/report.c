@@ -27,6 +27,10 @@ struct figures {
 	double wall_s, open_s, samples_s;
 	double read_gbps, decoded_gbps, assembled_gbps;
 	double cpu_s_per_gb, occupancy, wait_frac;
+	/* CPU s per GB decoded, by stage: the loader's threads' own CPU
+	 * clocks; other is the rest of the process (the consumer, copies
+	 * to the device, page faults outside the stages). */
+	double cpu_read, cpu_verify, cpu_decompress, cpu_assemble, cpu_other;
 	struct limit disk, cpu, pcie;
 	double copy_dev_gbps;    /* bytes copied to the device per second */
 	double h2d_fraction;     /* copy_dev_gbps over the PCIe probe */
@@ -118,6 +122,20 @@ static void derive(const struct bench_report *r, struct figures *x)
 	x->decoded_gbps = div0((double)st->decode.bytes, x->wall_s) / GB;
 	x->assembled_gbps = div0((double)st->assemble.bytes, x->wall_s) / GB;
 	x->cpu_s_per_gb = div0(run->cpu_s, (double)st->decode.bytes / GB);
+	x->cpu_read = div0((double)st->cpu_read_ns,
+			   (double)st->decode.bytes);
+	x->cpu_verify = div0((double)st->cpu_verify_ns,
+			     (double)st->decode.bytes);
+	x->cpu_decompress = div0((double)st->cpu_decompress_ns,
+				 (double)st->decode.bytes);
+	x->cpu_assemble = div0((double)st->cpu_assemble_ns,
+			       (double)st->decode.bytes);
+	/* The stages' clocks start at open, the process's after it: never
+	 * print a negative rest. */
+	x->cpu_other = x->cpu_s_per_gb - x->cpu_read - x->cpu_verify -
+		       x->cpu_decompress - x->cpu_assemble;
+	if (x->cpu_other < 0)
+		x->cpu_other = 0;
 	x->occupancy = div0((double)st->slot_occupancy_sum,
 			    (double)st->batches);
 	x->wait_frac = div0((double)st->consumer_wait_ns,
@@ -202,6 +220,13 @@ void report_text(FILE *f, const struct bench_report *r)
 	fprintf(f, "         CPU %.3f s = %.3f s/GB decoded   consumer wait %.1f%%   slot occupancy %.2f of %u\n",
 		run->cpu_s, x.cpu_s_per_gb, 100 * x.wait_frac, x.occupancy,
 		st->prefetch_depth);
+	fprintf(f, "         CPU s/GB by stage: read %.3f  verify %.3f  decompress %.3f  assemble %.3f  other %.3f\n",
+		x.cpu_read, x.cpu_verify, x.cpu_decompress, x.cpu_assemble,
+		x.cpu_other);
+	fprintf(f, "         no copy: %llu of %llu batches viewed their block, %llu blocks decompressed straight into their batch\n",
+		(unsigned long long)st->batches_viewed,
+		(unsigned long long)st->batches,
+		(unsigned long long)st->blocks_direct);
 	if (run->device.device_type == kDLCUDA) {
 		fprintf(f, "         to the device %.3f GB/s", x.copy_dev_gbps);
 		if (run->h2d_bps > 0)
@@ -370,6 +395,15 @@ static void json_result(FILE *f, const struct bench_report *r,
 	jnum(f, "assembled_gbps", x->assembled_gbps, 0);
 	jnum(f, "cpu_seconds", r->run->cpu_s, 0);
 	jnum(f, "cpu_s_per_gb", x->cpu_s_per_gb, 0);
+	fputs("\"cpu_s_per_gb_by_stage\":{", f);
+	jnum(f, "read", x->cpu_read, 0);
+	jnum(f, "verify", x->cpu_verify, 0);
+	jnum(f, "decompress", x->cpu_decompress, 0);
+	jnum(f, "assemble", x->cpu_assemble, 0);
+	jnum(f, "other", x->cpu_other, 1);
+	fputs("},", f);
+	jint(f, "batches_viewed", st->batches_viewed, 0);
+	jint(f, "blocks_direct", st->blocks_direct, 0);
 	jnum(f, "consumer_wait_seconds", (double)st->consumer_wait_ns / 1e9, 0);
 	jnum(f, "consumer_wait_fraction", x->wait_frac, 0);
 	jnum(f, "slot_occupancy", x->occupancy, 0);

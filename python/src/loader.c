@@ -651,7 +651,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsIsKsKsKsisisisisisssK}", "read",
+		"{sNsNsNsNsKsKsKsKsKsKsKsIsKsKsKsisisisisisssKsKsKsKsKsKsK}",
+		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
 		stage_dict(&s.copy), "consumer_wait_ns",
@@ -669,7 +670,13 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		"registered_buffers", s.registered_buffers,
 		"registered_files", s.registered_files, "sqpoll", s.sqpoll,
 		"device_pinned", s.device_pinned, "fallbacks", s.fallbacks,
-		"rollovers", self->rollovers);
+		"rollovers", self->rollovers, "cpu_read_ns",
+		(unsigned long long)s.cpu_read_ns, "cpu_verify_ns",
+		(unsigned long long)s.cpu_verify_ns, "cpu_decompress_ns",
+		(unsigned long long)s.cpu_decompress_ns, "cpu_assemble_ns",
+		(unsigned long long)s.cpu_assemble_ns, "batches_viewed",
+		(unsigned long long)s.batches_viewed, "blocks_direct",
+		(unsigned long long)s.blocks_direct);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)

@@ -1,0 +1,120 @@
+/*
+ * view.c - batches that view their decoded block instead of copying it
+ * (issue 12).
+ *
+ * When every field is fixed-shape and a batch's records are neighbours in
+ * one block (shuffle none or block, a batch that does not straddle two
+ * blocks), each field's records are one contiguous run of the decoded
+ * block, already laid out as the tensor [B, *shape]: the batch's tensors
+ * point there and nothing is copied.  The batch keeps its cache entry
+ * pinned until released, so the block's io memory is its memory, out of
+ * the planner's reach (budget.c).  To keep the planner able to plan the
+ * next batch whatever the consumer holds, views take at most the entries
+ * and io memory beyond two batches' worth; past that batches are copied
+ * as before.
+ *
+ * A viewed block is shared: the consumer may write into its batch's
+ * tensors.  Its records are the batch's own within an epoch; so that no
+ * other batch sees such writes, an entry is viewed only by batches of one
+ * epoch and only when no batch of a later epoch claimed it, a later
+ * epoch's claim reads the block again into another entry (cache.c), and
+ * the entry is dropped from the cache once its last pin goes.
+ *
+ * CUDA batches are copied to the device from the batch pool, which the
+ * device mirrors; views stay on the host device.
+ */
+#include "loader.h"
+
+void views_init(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+
+	c->views = !c->dev_info.is_cuda;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (sc->fields[f].variable)
+			c->views = 0;
+}
+
+/* The writable address of the decoded bytes (e->raw is the same, const). */
+static uint8_t *decoded_base(const struct loader_core *c,
+			     const struct cache_entry *e)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, e->block, &shard);
+
+	return e->scratch ? e->scratch
+			  : e->stored + (blk->offset - e->rd.offset);
+}
+
+static int room_for_view(const struct loader_core *c,
+			 const struct cache_entry *e)
+{
+	if (e->view_refs)
+		return 1;
+	return (uint64_t)c->view_entries + 1 + 2 * c->need <= c->nentries &&
+	       c->view_bytes + e->mem_len + 2 * c->io_need_bytes <=
+		       c->io_bytes;
+}
+
+/*
+ * The slot's blocks are decoded and sized: make it view its block when it
+ * can.  @return: 1 when the batch is a view (ready, its entry stays
+ * pinned), 0 when it must be copied.
+ */
+int slot_view_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	struct cache_entry *e;
+	uint32_t first;
+	uint8_t *base;
+
+	if (!c->views || s->nentries != 1 || s->count == 0 ||
+	    s->delivered != s->count || s->has_mem)
+		return 0;
+	e = &c->entries[s->entries[0]];
+	/* A batch of another epoch may hold the block too (and read the
+	 * records this one's consumer could write into). */
+	if (e->state != ENTRY_READY || !room_for_view(c, e) ||
+	    e->claim_epoch != s->epoch ||
+	    (e->view_refs && e->view_epoch != s->epoch))
+		return 0;
+	first = s->rec_in_block[0];
+	for (uint32_t r = 1; r < s->count; r++)
+		if (s->rec_in_block[r] != first + r)
+			return 0;
+
+	base = decoded_base(c, e);
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		s->view[f] = base + (e->view.data[f] - e->raw) +
+			     (uint64_t)first * sc->fields[f].record_bytes;
+	if (e->view_refs++ == 0) {
+		c->view_entries++;
+		c->view_bytes += e->mem_len;
+		e->view_epoch = s->epoch;
+	}
+	e->forget = 1;
+	s->viewed = 1;
+	s->host = NULL;
+	s->has_mem = 1;
+	s->state = SLOT_READY;
+	if (--c->inflight == 0)
+		io_ring_wake(c->ring);
+	pthread_cond_broadcast(&c->ready_cv);
+	return 1;
+}
+
+/* The batch is released (or dropped): unpin its block. */
+void slot_unview_locked(struct loader_core *c, struct slot *s)
+{
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *e = &c->entries[s->entries[k]];
+
+		if (--e->view_refs == 0) {
+			c->view_entries--;
+			c->view_bytes -= e->mem_len;
+		}
+		cache_unpin(c, s->entries[k]);
+	}
+	s->nentries = 0;
+	s->viewed = 0;
+}
