@@ -195,11 +195,11 @@ fuzz-replay: fuzz-targets
 test: all $(TESTS) $(FUZZ_REPLAYS)
 	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) WERROR=$(WERROR) sh tests/run.sh $(T)
 
-# tests/test_engines.sh also runs in `make test`, where it skips without
-# the venv this fills.
+# tests/engines/: Spark, Ray and parquet; not part of `make test` (they need
+# ~1 GB of packages, installed here into build/engines-venv).
 test-engines: all
 	@sh tools/engines_env.sh >/dev/null
-	@BUILD=$(BUILD) SAN=$(SAN) sh tests/run.sh engines
+	@BUILD=$(BUILD) SAN=$(SAN) SLUICE_ENGINES=1 sh tests/run.sh
 
 test-gpu: all $(TESTS)
 	@BUILD=$(BUILD) SAN=$(SAN) CUDA=$(CUDA) SLUICE_REQUIRE_GPU=1 sh tests/run.sh gpu

@@ -54,7 +54,11 @@ for t in "$BUILD"/tests/fuzz_*_replay; do
 	corpus="tests/fuzz/corpus/${n%_replay}"
 	run_one "$n" "$t" "$corpus"
 done
-for t in tests/test_*.sh; do
+# The engine tests (Spark, Ray, parquet: ~1 GB of Python packages) run only
+# under `make test-engines`, which installs what they need.
+scripts=tests/test_*.sh
+[ "${SLUICE_ENGINES:-0}" = 1 ] && scripts=tests/engines/test_*.sh
+for t in $scripts; do
 	[ -f "$t" ] || continue
 	n=$(basename "$t" .sh)
 	if [ -n "$FILTER" ]; then selected "$n" $FILTER || continue; fi

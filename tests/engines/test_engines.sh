@@ -2,9 +2,9 @@
 # Spark and Ray writing datasets (sluice.spark, sluice.ray), parquet
 # conversion and write_batch's Arrow paths: python/tests_engines and
 # python/tests/test_write_batch.py under a python that has pyspark, ray and
-# pyarrow.  They are big (about 1 GB), so `make test` runs this only where
-# `make test-engines` installed them (build/engines-venv) or ENGINES_PYTHON
-# names such a python; otherwise it skips, saying so.  Java 17 for Spark.
+# pyarrow.  They are big (about 1 GB), so only `make test-engines` runs
+# this, after installing them into build/engines-venv (or ENGINES_PYTHON
+# names such a python); without them it skips, saying so.  Java 17 for Spark.
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
 root=$(pwd)
 skip() { echo "$*"; exit 77; }
