@@ -75,7 +75,7 @@ SLUICE := $(BUILD)/sluice
 TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
 
-.PHONY: all test test-gpu demo deps install clean fuzz python bench-data
+.PHONY: all test test-gpu demo deps install clean fuzz python print-libs bench-data
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
 $(BUILD)/obj/%.o: %.c
@@ -149,11 +149,14 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo.sh $(BUILD)
 
-# The extension links libsluice.so by its soname, found in $(BUILD) at run
-# time (rpath): `make python`, then PYTHONPATH=python python3 -c 'import sluice'.
-python: $(SHARED)
-	ln -sf libsluice.so $(BUILD)/libsluice.so.0
+# The extension links libsluice.a in (no libsluice.so at run time): `make
+# python`, then PYTHONPATH=python python3 -c 'import sluice'.
+python: $(STATIC)
 	cd python && SLUICE_BUILD=$(abspath $(BUILD)) python3 setup.py -q build_ext --inplace
+
+# The link line libsluice.a needs, for python/setup.py.
+print-libs:
+	@echo $(LIBS)
 
 bench-data: all
 	@sh bench/make_data.sh

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The Python package: build the extension against $BUILD/libsluice.so into
+# The Python package: build the extension with $BUILD/libsluice.a linked in, into
 # $BUILD/python, then run its pytest suite (python/tests).
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
 BUILD=${BUILD:-build}
@@ -18,7 +18,7 @@ command -v "$PY" >/dev/null 2>&1 || skip "$PY not found"
 	skip "numpy not installed (python3 -m pip install pytest numpy)"
 "$PY" -c 'import setuptools' 2>/dev/null ||
 	skip "setuptools not installed (python3 -m pip install setuptools)"
-[ -f "$build/libsluice.so" ] || { echo "no $build/libsluice.so"; exit 1; }
+[ -f "$build/libsluice.a" ] || { echo "no $build/libsluice.a"; exit 1; }
 
 # Sanitizer builds: the runtime must be loaded before the interpreter.
 case ${SAN:-} in
@@ -42,7 +42,6 @@ esac
 out=$build/python
 rm -rf "$out"
 mkdir -p "$out"
-ln -sf libsluice.so "$build/libsluice.so.0"
 san_flags=${SAN:+-fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-pointer}
 (cd python && LD_PRELOAD= SLUICE_BUILD="$build" CFLAGS="$san_flags" \
 	LDFLAGS="${SAN:+-fsanitize=$SAN}" "$PY" setup.py -q build \

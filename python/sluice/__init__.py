@@ -14,6 +14,15 @@ by many processes with merge().
 """
 import collections.abc as _abc
 
+try:
+    from . import _sluice
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise ImportError(
+        "sluice's C extension (sluice._sluice) is not built or does not "
+        "load (%s). Install with `pip install ./python`, or from a "
+        "checkout run `make python` and use PYTHONPATH=python." % (e,)
+    ) from e
+
 from ._errors import (CorruptDataError, DatasetNotFoundError, DeviceError,
                       HeldSlotsError, SchemaError, SluiceError, StateError)
 from ._sluice import Batch, Tensor, strerror

@@ -1,0 +1,103 @@
+#!/bin/sh
+# The Python package installs self-contained: `pip install ./python` into a
+# fresh venv builds libsluice from source and links it in (no libsluice.so,
+# no RUNPATH into a build tree, no make install/ldconfig); a change to the
+# library's sources is picked up by the next install (no stale build); the
+# sdist carries the library, and the wheel built from it (python -m build)
+# works in another fresh venv.  Offline: the venvs see the system's
+# setuptools, wheel and build (--system-site-packages, --no-build-isolation).
+# Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
+PY=${PYTHON:-python3}
+root=$(pwd)
+
+skip() { echo "$*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+case ${SAN:-} in ?*) skip "SAN=$SAN: this test builds its own (plain) library" ;; esac
+command -v "$PY" >/dev/null 2>&1 || skip "$PY not found"
+command -v make >/dev/null 2>&1 || skip "make not found"
+"$PY" -c 'import venv, ensurepip' 2>/dev/null ||
+	skip "python venv/ensurepip missing (apt-get install python3-venv)"
+"$PY" -c 'import setuptools, wheel, sys
+v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+sys.exit(v < (61, 0))' 2>/dev/null ||
+	skip "setuptools>=61 and wheel needed offline (python3 -m pip install setuptools wheel build)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# A clean copy of the checkout: what pip sees is only what is committed to
+# the tree, never a build left in python/build or python/sluice/*.so.
+mkdir "$tmp/src"
+for p in Makefile include datasets io pipeline gpu python; do
+	cp -r "$root/$p" "$tmp/src/" || fail "copying $p"
+done
+rm -rf "$tmp/src/python/build" "$tmp/src/python/"*.egg-info
+find "$tmp/src" \( -name '*.so' -o -name '*.o' -o -name '*.d' \) -delete
+
+quiet() { # run, show the log only when it fails
+	log=$tmp/log
+	"$@" >"$log" 2>&1 || { tail -n 40 "$log"; fail "$*"; }
+}
+
+check_venv() { # venv: import from elsewhere, write and load a dataset
+	(cd "$tmp" && env -u PYTHONPATH -u LD_LIBRARY_PATH "$1/bin/python" - "$tmp/ds-$2" <<'EOF'
+import os, sys
+import numpy as np
+import sluice
+
+assert "/src/" not in sluice.__file__, sluice.__file__
+so = sluice._sluice.__file__
+with open(so, "rb") as f:
+    blob = f.read()
+assert b"libsluice.so" not in blob, "extension still needs libsluice.so"
+for needle in (os.environ.get("SLUICE_CHECKOUT", "").encode(), b"/src/"):
+    # no RUNPATH into a build tree
+    if needle and needle + b"build" in blob:
+        raise SystemExit("RUNPATH into a build tree in %s" % so)
+path = sys.argv[1]
+with sluice.ShardWriter(path, [("x", "int64", (3,))]) as w:
+    for i in range(50):
+        w.write({"x": np.arange(3) + 10 * i})
+got = []
+for b in sluice.Loader(path, batch_size=8, shuffle="none", device="cpu"):
+    got.append(np.from_dlpack(b["x"]).copy())
+got = np.concatenate(got)
+want = np.arange(3)[None, :] + 10 * np.arange(50)[:, None]
+assert (got == want).all()
+print(sluice.strerror(0))
+EOF
+	)
+}
+
+# 1. pip install ./python into a fresh venv.
+"$PY" -m venv --system-site-packages "$tmp/venv" || fail "venv"
+pipi() { "$tmp/venv/bin/python" -m pip install -q --no-build-isolation \
+	--no-index --no-deps "$@"; }
+quiet pipi "$tmp/src/python"
+out=$(SLUICE_CHECKOUT=$root check_venv "$tmp/venv" 1) || fail "installed package: $out"
+[ "$out" = success ] || fail "strerror(0) is '$out'"
+echo "pip install ./python: ok"
+
+# 2. A change to libsluice's sources reaches the next install.
+sed -i 's/"success"/"success, rebuilt"/' "$tmp/src/datasets/errors.c"
+grep -q 'success, rebuilt' "$tmp/src/datasets/errors.c" ||
+	fail "datasets/errors.c no longer says \"success\": update this test"
+quiet pipi --force-reinstall "$tmp/src/python"
+out=$(check_venv "$tmp/venv" 2) || fail "reinstalled package: $out"
+[ "$out" = "success, rebuilt" ] || fail "stale library after reinstall: '$out'"
+echo "reinstall after a library change: rebuilt"
+sed -i 's/"success, rebuilt"/"success"/' "$tmp/src/datasets/errors.c"
+
+# 3. sdist -> wheel (python -m build), installed into another venv.
+if "$PY" -c 'import build' 2>/dev/null; then
+	quiet "$PY" -m build --no-isolation --outdir "$tmp/dist" "$tmp/src/python"
+	tar tzf "$tmp"/dist/sluice-*.tar.gz | grep -q 'libsluice/include/sluice.h' ||
+		fail "the sdist does not carry libsluice's sources"
+	"$PY" -m venv --system-site-packages "$tmp/venv2" || fail "venv2"
+	quiet "$tmp/venv2/bin/python" -m pip install -q --no-index --no-deps \
+		"$tmp"/dist/sluice-*.whl
+	out=$(check_venv "$tmp/venv2" 3) || fail "wheel: $out"
+	echo "python -m build (sdist, then wheel from it): ok"
+else
+	echo "python -m build: not checked (the 'build' package is not installed)"
+fi
