@@ -45,7 +45,11 @@ class Loader:
     "F" (the values, flat) and "F.offsets" (int64[B+1]), or with
     pad_length=L "F" [B, L, ...] and "F.lengths".  At the end of an epoch
     the loader moves on to the next one: iterate again, or call
-    set_epoch(e) first (as with a DistributedSampler).
+    set_epoch(e) first (as with a DistributedSampler).  As with a torch
+    DataLoader, every iter() starts a pass: one started before the
+    previous pass finished restarts that epoch (peeking with
+    next(iter(loader)) loses nothing); the first pass after a resume
+    (state=, load_state_dict) goes on from the saved position.
 
     path: a dataset directory, shard file, comma list, glob or Dataset.
     shuffle: "none", "block", "window" (window_blocks blocks at a time)
@@ -65,8 +69,8 @@ class Loader:
 
     Ctrl-C: the KeyboardInterrupt is raised as soon as the library hands
     over the next batch (the wait for it is not interruptible); that batch
-    is not lost: the next iteration delivers it, and state_dict() counts
-    it as not consumed.
+    is not lost: next() on the same iterator delivers it (a new for loop
+    starts the pass over), and state_dict() counts it as not consumed.
     """
 
     def __init__(self, path, batch_size=256, shuffle="window", seed=0,
@@ -99,21 +103,48 @@ class Loader:
             "cache_bytes": cache_bytes,
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state)
+        self._resuming = state is not None
 
     def __iter__(self):
+        """Start a pass, as a torch DataLoader does: the current epoch
+        from its beginning, unless this is the first pass after a resume
+        (state= or load_state_dict), which goes on from the saved
+        position.  A pass that ran to its end moved the loader to the
+        next epoch, so a new pass is that epoch; one left unfinished
+        (a peek, a break) is started over, so no batch is lost."""
+        self._begin_pass()
         # The extension's own iterator: no Python frame between the
         # library and the caller's loop.
         return self._ld
 
     def __next__(self):
+        """The next batch of the current pass (no restart)."""
+        self._resuming = False
         return next(self._ld)
+
+    def _begin_pass(self):
+        """Returns True when an unfinished pass was started over."""
+        if self._resuming:
+            self._resuming = False
+            return False
+        state = self._ld.state()
+        if state["batches_consumed"] == 0:
+            return False
+        self._ld.set_epoch(state["epoch"])
+        return True
 
     def __len__(self):
         """Batches in this rank's epoch."""
         return self._ld.batches()
 
     def set_epoch(self, epoch):
-        """Restart at the beginning of epoch (free when already there)."""
+        """Restart at the beginning of epoch (free when already there).
+        Right after a resume, set_epoch(the saved epoch) keeps the saved
+        position, so the usual `for epoch in ...: set_epoch(epoch)` loop
+        resumes mid-epoch."""
+        if self._resuming and epoch == self.epoch:
+            return
+        self._resuming = False
         self._ld.set_epoch(epoch)
 
     @property
@@ -125,8 +156,10 @@ class Loader:
         return self._ld.state()
 
     def load_state_dict(self, state):
-        """Continue from state_dict() output (or the library's line)."""
+        """Continue from state_dict() output (or the library's line): the
+        next pass starts there."""
         self._ld.set_state(state)
+        self._resuming = True
 
     @property
     def device(self):

@@ -79,7 +79,7 @@ def take(loader, n):
     """The next n batches' indices, across epoch ends."""
     out = []
     while len(out) < n:
-        batch = next(iter(loader), None)        # None: an epoch ended
+        batch = next(loader, None)        # None: an epoch ended
         if batch is not None:
             out.append(list(batch.indices))
     return out
@@ -144,5 +144,5 @@ def test_release_early(dataset):
             tensor.__dlpack__()
         # The array taken before release keeps its slot and its bytes.
         for _ in range(20):
-            next(iter(ld), None)
+            next(ld, None)
         np.testing.assert_array_equal(arr, want)
