@@ -342,7 +342,9 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
  */
 SLUICE_API void sluice_loader_close(sluice_loader *ld);
 
-/** sluice_loader_error - last detailed message of @ld. */
+/** sluice_loader_error - last detailed message of @ld.  Under
+ * on_error=skip, until a failure, the first skipped block's message (file,
+ * block, offset). */
 SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 				   size_t len);
 

@@ -206,8 +206,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		e->state = ENTRY_FAILED;
 		e->error = r;
 		e->corrupt = 1;
-		if (c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
-			loader_fail_locked(c, r,
+		loader_block_failed_locked(c, r, 1,
 				"%s: block %llu: offset %llu: %s",
 				c->ds->shards[shard].path,
 				(unsigned long long)(e->block -

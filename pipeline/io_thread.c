@@ -236,8 +236,7 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 	e->state = ENTRY_FAILED;
 	e->error = err == -ENODATA ? -SLUICE_ECORRUPT : err;
 	e->corrupt = err == -ENODATA;
-	if (!e->corrupt || c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
-		loader_fail_locked(c, e->error,
+	loader_block_failed_locked(c, e->error, e->corrupt,
 				   "%s: block %llu: offset %llu: read failed: %s",
 				   c->ds->shards[shard].path,
 				   (unsigned long long)(e->block -

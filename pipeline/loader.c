@@ -47,6 +47,24 @@ void loader_fail_locked(struct loader_core *c, int code, const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * A block failed.  Corrupt data under on_error=skip is not fatal: the
+ * first such message is kept (sluice_loader_error() says which block the
+ * skipped records came from) unless a failure replaces it.
+ */
+void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
+				const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (!corrupt || c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+		vfail_locked(c, code, fmt, ap);
+	else if (!c->failed && !c->err[0])
+		vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+}
+
 SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));

@@ -216,6 +216,9 @@ static inline void loader_span(const struct loader_core *c, int stage,
 /* loader.c */
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
+void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
+				const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 void core_unref(struct loader_core *c);
 uint64_t now_ns(void);
 

@@ -1,4 +1,6 @@
 """Loader: iterate a dataset's batches as mappings of DLPack tensors."""
+import warnings
+
 from . import _sluice
 from .dataset import Dataset
 
@@ -54,8 +56,16 @@ class Loader:
     path: a dataset directory, shard file, comma list, glob or Dataset.
     shuffle: "none", "block", "window" (window_blocks blocks at a time)
         or "full".
-    device: None (the GPU of $LOCAL_RANK when one is usable, else host
-        memory), "cpu", "cuda" ($LOCAL_RANK's GPU), "cuda:N" or N.
+    device: "auto" or None (the GPU of $LOCAL_RANK when one is usable,
+        else host memory, with a RuntimeWarning saying why), "cpu",
+        "cuda" ($LOCAL_RANK's GPU; DeviceError "no CUDA GPU found: ..."
+        without one), "cuda:N" or N.
+    on_error: "fail" (corrupt data raises CorruptDataError) or "skip"
+        (its records are left out, counted in stats()["records_skipped"],
+        and a RuntimeWarning names the first corrupt block).
+    Every fallback the loader takes (no GPU, no O_DIRECT, unpinned
+    memory, ...) is reported once by a RuntimeWarning and stays in
+    stats()["fallbacks"].
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
     prefetch: batch slots the loader fills ahead of the consumer.
     state: a state_dict() to resume from; the next batch is the one the
@@ -104,6 +114,11 @@ class Loader:
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state)
         self._resuming = state is not None
+        fallbacks = self._ld.stats()["fallbacks"]
+        if fallbacks:
+            # e.g. device="auto" without a GPU: say so, once.
+            warnings.warn("sluice: " + fallbacks, RuntimeWarning,
+                          stacklevel=2)
 
     def __iter__(self):
         """Start a pass, as a torch DataLoader does: the current epoch

@@ -33,6 +33,7 @@ typedef struct {
 	sluice_batch *pending;         /* taken from ld, not yet delivered */
 	unsigned long long rollovers;
 	int busy;                      /* a call runs without the GIL */
+	int skip_warned;               /* on_error=skip reported once */
 } PySluiceLoader;
 
 enum opt_kind { OPT_U32, OPT_INT, OPT_U64 };
@@ -244,6 +245,25 @@ static int rollover(PySluiceLoader *self)
 	return 0;
 }
 
+/* on_error=skip: say once, through warnings, that records were skipped
+ * and where the first came from.  -1: the warning became an exception. */
+static int warn_skipped(PySluiceLoader *self)
+{
+	struct sluice_stats st;
+	char msg[512];
+
+	if (self->skip_warned || self->cfg.on_error != SLUICE_ON_ERROR_SKIP ||
+	    sluice_loader_stats(self->ld, &st) < 0 || st.records_skipped == 0)
+		return 0;
+	self->skip_warned = 1;
+	sluice_loader_error(self->ld, msg, sizeof(msg));
+	return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+				"sluice: on_error='skip' skipped %llu records "
+				"of corrupt blocks (stats()['records_skipped'] "
+				"counts them all); the first: %s",
+				(unsigned long long)st.records_skipped, msg);
+}
+
 static PyObject *loader_iternext(PyObject *o)
 {
 	PySluiceLoader *self = (PySluiceLoader *)o;
@@ -276,7 +296,7 @@ static PyObject *loader_iternext(PyObject *o)
 		return NULL; /* StopIteration; the library is at the next epoch */
 	if (r < 0)
 		return raise_loader(self->ld, r, "next batch");
-	if (PyErr_CheckSignals() < 0) {
+	if (PyErr_CheckSignals() < 0 || warn_skipped(self) < 0) {
 		self->pending = b;
 		return NULL;
 	}
