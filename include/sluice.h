@@ -295,7 +295,9 @@ struct sluice_loader_config {
 	int direct_io;             /* -1 auto (O_DIRECT, fall back), 0, 1 */
 	int sqpoll;                /* IORING_SETUP_SQPOLL; 0 */
 	uint32_t pad_length;       /* 0: variable fields as values+offsets;
-				      L: padded [B, L] + F.lengths */
+				      L: padded [B, L] + F.lengths, the
+				      true lengths (values past L are cut
+				      and counted: values_truncated) */
 	uint64_t cache_bytes;      /* decoded-block cache; 0: automatic */
 	/*
 	 * Optional tracing: called once per unit of work after it ends, on
@@ -420,6 +422,7 @@ struct sluice_stats {
 	uint64_t batches;                  /* batches delivered */
 	uint64_t records;                  /* records delivered */
 	uint64_t records_skipped;          /* on_error=skip */
+	uint64_t values_truncated;         /* values past pad_length, cut */
 	uint64_t blocks_read;
 	uint64_t block_cache_hits;
 	uint64_t slot_occupancy_sum;       /* ready slots seen at each next() */

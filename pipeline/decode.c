@@ -111,8 +111,11 @@ static int layout_variable_locked(struct loader_core *c, struct slot *s)
 			}
 			len /= fd->unit_bytes;
 			if (c->cfg.pad_length) {
-				out[r] = (int64_t)(len < c->cfg.pad_length
-						   ? len : c->cfg.pad_length);
+				/* The true length: the values past pad_length
+				 * are cut, and counted, not hidden. */
+				out[r] = (int64_t)len;
+				if (len > c->cfg.pad_length)
+					s->truncated += len - c->cfg.pad_length;
 			} else {
 				items += len;
 				out[r + 1] = (int64_t)items;
@@ -140,6 +143,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 	s->state = SLOT_ASSEMBLING;
 	s->delivered = s->count;
 	s->skipped = 0;
+	s->truncated = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
 		r = layout_variable_locked(c, s);
@@ -268,7 +272,9 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				       s->rec_in_block[r], &p, &len);
 			if (pad) {
 				uint64_t cap = pad * unit;
-				uint64_t n = (uint64_t)aux[r] * unit;
+				uint64_t n = (uint64_t)aux[r] < pad
+						     ? (uint64_t)aux[r] * unit
+						     : cap;
 				uint8_t *row = dst + (uint64_t)r * cap;
 
 				memcpy(row, p, n);

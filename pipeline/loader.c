@@ -571,6 +571,7 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				atomic_fetch_add(&c->records, s->delivered);
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped, s->skipped);
+				atomic_fetch_add(&c->truncated, s->truncated);
 				*out = &s->handle;
 				break;
 			}
@@ -669,6 +670,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->batches = atomic_load(&c->batches);
 	st->records = atomic_load(&c->records);
 	st->records_skipped = atomic_load(&c->skipped);
+	st->values_truncated = atomic_load(&c->truncated);
 	st->blocks_read = atomic_load(&c->blocks_read);
 	st->block_cache_hits = atomic_load(&c->cache_hits);
 	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);

@@ -86,6 +86,7 @@ struct slot {
 	uint32_t count;         /* records planned */
 	uint32_t delivered;     /* records after skips */
 	uint32_t skipped;       /* records of corrupt blocks left out */
+	uint64_t truncated;     /* values cut by pad_length */
 	uint64_t *indices;      /* dataset index per record (count) */
 	uint32_t *rec_entry;    /* cache entry per record */
 	uint32_t *rec_in_block; /* record within its block */
@@ -191,7 +192,7 @@ struct loader_core {
 
 	/* stats */
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
-	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
+	_Atomic uint64_t consumer_wait_ns, batches, records, skipped, truncated,
 		blocks_read, cache_hits, occupancy_sum;
 	char fallbacks[528];        /* ring's and device's, joined */
 

@@ -34,6 +34,7 @@ typedef struct {
 	unsigned long long rollovers;
 	int busy;                      /* a call runs without the GIL */
 	int skip_warned;               /* on_error=skip reported once */
+	int cut_warned;                /* pad_length cuts reported once */
 } PySluiceLoader;
 
 enum opt_kind { OPT_U32, OPT_INT, OPT_U64 };
@@ -245,23 +246,45 @@ static int rollover(PySluiceLoader *self)
 	return 0;
 }
 
-/* on_error=skip: say once, through warnings, that records were skipped
- * and where the first came from.  -1: the warning became an exception. */
-static int warn_skipped(PySluiceLoader *self)
+/*
+ * Data the loop does not see in full: records skipped (on_error=skip) and
+ * values cut by pad_length are each reported once through warnings.
+ * -1: a warning became an exception.
+ */
+static int warn_losses(PySluiceLoader *self)
 {
 	struct sluice_stats st;
 	char msg[512];
+	int skip = self->cfg.on_error == SLUICE_ON_ERROR_SKIP &&
+		   !self->skip_warned;
+	int pad = self->cfg.pad_length && !self->cut_warned;
 
-	if (self->skip_warned || self->cfg.on_error != SLUICE_ON_ERROR_SKIP ||
-	    sluice_loader_stats(self->ld, &st) < 0 || st.records_skipped == 0)
+	if ((!skip && !pad) || sluice_loader_stats(self->ld, &st) < 0)
 		return 0;
-	self->skip_warned = 1;
-	sluice_loader_error(self->ld, msg, sizeof(msg));
-	return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-				"sluice: on_error='skip' skipped %llu records "
-				"of corrupt blocks (stats()['records_skipped'] "
-				"counts them all); the first: %s",
-				(unsigned long long)st.records_skipped, msg);
+	if (skip && st.records_skipped) {
+		self->skip_warned = 1;
+		sluice_loader_error(self->ld, msg, sizeof(msg));
+		if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+				     "sluice: on_error='skip' skipped %llu "
+				     "records of corrupt blocks "
+				     "(stats()['records_skipped'] counts them "
+				     "all); the first: %s",
+				     (unsigned long long)st.records_skipped,
+				     msg) < 0)
+			return -1;
+	}
+	if (pad && st.values_truncated) {
+		self->cut_warned = 1;
+		if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+				     "sluice: pad_length=%u cut %llu values of "
+				     "longer records (stats()['values_truncated']"
+				     " counts them all; F.lengths keeps the true "
+				     "lengths)",
+				     (unsigned)self->cfg.pad_length,
+				     (unsigned long long)st.values_truncated) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 static PyObject *loader_iternext(PyObject *o)
@@ -296,7 +319,7 @@ static PyObject *loader_iternext(PyObject *o)
 		return NULL; /* StopIteration; the library is at the next epoch */
 	if (r < 0)
 		return raise_loader(self->ld, r, "next batch");
-	if (PyErr_CheckSignals() < 0 || warn_skipped(self) < 0) {
+	if (PyErr_CheckSignals() < 0 || warn_losses(self) < 0) {
 		self->pending = b;
 		return NULL;
 	}
@@ -505,14 +528,15 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsIsisisisisisssK}", "read",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsisisisisisssK}", "read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
 		stage_dict(&s.copy), "consumer_wait_ns",
 		(unsigned long long)s.consumer_wait_ns, "batches",
 		(unsigned long long)s.batches, "records",
 		(unsigned long long)s.records, "records_skipped",
-		(unsigned long long)s.records_skipped, "blocks_read",
+		(unsigned long long)s.records_skipped, "values_truncated",
+		(unsigned long long)s.values_truncated, "blocks_read",
 		(unsigned long long)s.blocks_read, "block_cache_hits",
 		(unsigned long long)s.block_cache_hits, "slot_occupancy_sum",
 		(unsigned long long)s.slot_occupancy_sum, "prefetch_depth",

@@ -40,6 +40,27 @@ def test_padded_variable_field(dataset):
                 want = source(i)["text"]
                 assert lengths[j] == len(want)
                 assert text[j, :len(want)].tobytes() == want
+        assert ld.stats()["values_truncated"] == 0
+
+
+def test_pad_length_cuts_but_keeps_true_lengths(dataset):
+    pad, cut = 3, 0
+    with sluice.Loader(dataset, batch_size=50, shuffle="none",
+                       device="cpu", pad_length=pad) as ld:
+        with pytest.warns(RuntimeWarning, match="pad_length=3 cut"):
+            for batch in ld:
+                text = np.from_dlpack(batch["text"])
+                lengths = np.from_dlpack(batch["text.lengths"])
+                assert text.shape == (batch.size, pad)
+                for j, i in enumerate(batch.indices):
+                    want = source(i)["text"]
+                    assert lengths[j] == len(want)      # not min(len, 3)
+                    n = min(len(want), pad)
+                    assert text[j, :n].tobytes() == want[:n]
+                    assert not text[j, n:].any()
+                    cut += max(len(want) - pad, 0)
+        assert cut > 0
+        assert ld.stats()["values_truncated"] == cut
 
 
 def test_epochs_and_set_epoch(dataset):
