@@ -292,7 +292,10 @@ struct sluice_loader_config {
 	int device_id;             /* -1: $LOCAL_RANK, else 0 */
 	int verify;                /* check each block's XXH3; 1 */
 	int on_error;              /* enum sluice_on_error; FAIL */
-	int direct_io;             /* -1 auto (O_DIRECT, fall back), 0, 1 */
+	int direct_io;             /* -1 auto: buffered for shards the page
+				      cache mostly holds (cachestat, else
+				      mincore), O_DIRECT for the others
+				      where the fs allows; 0 off; 1 on */
 	int sqpoll;                /* IORING_SETUP_SQPOLL; 0 */
 	uint32_t pad_length;       /* 0: variable fields as values+offsets;
 				      L: padded [B, L] + F.lengths, the
@@ -427,7 +430,9 @@ struct sluice_stats {
 	uint64_t block_cache_hits;
 	uint64_t slot_occupancy_sum;       /* ready slots seen at each next() */
 	uint32_t prefetch_depth;
-	int direct_io;                     /* 1: O_DIRECT active */
+	int direct_io;                     /* 1: O_DIRECT on every shard */
+	uint32_t cached_shards;            /* direct_io=-1: shards read
+					      buffered, found cached */
 	int registered_buffers;            /* 1: READ_FIXED active */
 	int registered_files;
 	int sqpoll;

@@ -95,6 +95,9 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 void ring_register_files(struct io_ring *r);
 void ring_close_files(struct io_ring *r);
 
+/* residency.c: pages of @fd in the page cache (cachestat, else mincore). */
+int file_cached_pages(int fd, uint64_t *cached, uint64_t *total);
+
 /* buffers.c: the arena as registered iovecs. */
 void ring_register_buffers(struct io_ring *r, void *arena, size_t len);
 int ring_buffer_index(const struct io_ring *r, const void *buf,

@@ -676,6 +676,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);
 	st->prefetch_depth = c->nslots;
 	st->direct_io = c->ring_info.direct;
+	st->cached_shards = c->ring_info.cached_files;
 	st->registered_buffers = c->ring_info.fixed_buffers;
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;

@@ -27,6 +27,16 @@ def _parse_device(device):
                      "int, not %r" % (device,))
 
 
+def _direct_io(value):
+    """"auto"/None -> -1, True -> 1, False -> 0."""
+    if value is None or value == "auto":
+        return -1
+    if isinstance(value, (bool, int)) and value in (0, 1):
+        return int(value)
+    raise ValueError("direct_io must be 'auto', True or False, not %r"
+                     % (value,))
+
+
 def _choice(name, value, table):
     if isinstance(value, int) and not isinstance(value, bool):
         if value in table.values():
@@ -68,6 +78,9 @@ class Loader:
     stats()["fallbacks"].
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
     prefetch: batch slots the loader fills ahead of the consumer.
+    direct_io: "auto" (shards the page cache mostly holds are read
+        buffered, the others with O_DIRECT where the filesystem allows;
+        stats()["cached_shards"] counts the first), True or False.
     state: a state_dict() to resume from; the next batch is the one the
         uninterrupted run would have given.
 
@@ -87,7 +100,7 @@ class Loader:
                  device=None, prefetch=4, decode_threads=0, *,
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
-                 verify=True, on_error="fail", direct_io=None,
+                 verify=True, on_error="fail", direct_io="auto",
                  sqpoll=False, cache_bytes=0, state=None):
         self.dataset = path if isinstance(path, Dataset) else Dataset(path)
         kind, device_id = _parse_device(device)
@@ -107,7 +120,7 @@ class Loader:
             "device_id": device_id,
             "verify": int(bool(verify)),
             "on_error": _choice("on_error", on_error, _ON_ERROR),
-            "direct_io": -1 if direct_io is None else int(bool(direct_io)),
+            "direct_io": _direct_io(direct_io),
             "sqpoll": int(bool(sqpoll)),
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,

@@ -528,7 +528,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsisisisisisssK}", "read",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsisIsisisisisssK}", "read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
 		stage_dict(&s.copy), "consumer_wait_ns",
@@ -541,6 +541,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.block_cache_hits, "slot_occupancy_sum",
 		(unsigned long long)s.slot_occupancy_sum, "prefetch_depth",
 		(unsigned int)s.prefetch_depth, "direct_io", s.direct_io,
+		"cached_shards", (unsigned int)s.cached_shards,
 		"registered_buffers", s.registered_buffers,
 		"registered_files", s.registered_files, "sqpoll", s.sqpoll,
 		"device_pinned", s.device_pinned, "fallbacks", s.fallbacks,
