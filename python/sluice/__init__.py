@@ -2,7 +2,7 @@
 
     import sluice
     loader = sluice.Loader("data/train", batch_size=256, shuffle="window",
-                           seed=0, device="cuda", prefetch=4)
+                           seed=0, device="auto", prefetch=4)
     for epoch in range(3):
         loader.set_epoch(epoch)
         for batch in loader:          # a mapping: name -> sluice.Tensor

@@ -48,7 +48,7 @@ def _choice(name, value, table):
 
 
 class Loader:
-    """Loader(path, batch_size=256, shuffle="window", seed=0, device=None,
+    """Loader(path, batch_size=256, shuffle="window", seed=0, device="auto",
     prefetch=4, decode_threads=0, ...)
 
     Iterating yields the batches of the current epoch; each is a mapping
@@ -97,7 +97,7 @@ class Loader:
     """
 
     def __init__(self, path, batch_size=256, shuffle="window", seed=0,
-                 device=None, prefetch=4, decode_threads=0, *,
+                 device="auto", prefetch=4, decode_threads=0, *,
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io="auto",

@@ -2,7 +2,7 @@
 used a torch DataLoader.
 
     from sluice.torch import Loader
-    loader = Loader("data/train", batch_size=256, device="cuda")
+    loader = Loader("data/train", batch_size=256, device="auto")
     for epoch in range(epochs):
         loader.set_epoch(epoch)
         for batch in loader:               # {"data": Tensor, ...}
