@@ -69,6 +69,12 @@ EOF
 	)
 }
 
+# 0. The package without its extension says how to build it.
+out=$(cd "$tmp" && PYTHONPATH="$tmp/src/python" "$PY" -c 'import sluice' 2>&1) &&
+	fail "import without the extension succeeded"
+case $out in *"make python"*"pip install ./python"*|*"pip install ./python"*"make python"*) ;;
+*) fail "import without the extension: $out" ;; esac
+
 # 1. pip install ./python into a fresh venv.
 "$PY" -m venv --system-site-packages "$tmp/venv" || fail "venv"
 pipi() { "$tmp/venv/bin/python" -m pip install -q --no-build-isolation \
