@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-#include <zstd.h>
-
 #include "manifest.h"
 #include "shard_internal.h"
 
@@ -420,14 +417,13 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 				   size_t *len)
 {
 	const struct shard_file *sf;
-	const struct shard_block *blk;
+	struct block_reader br = { 0 };
 	struct block_view view;
-	void *stored = NULL, *scratch = NULL;
-	const void *raw;
 	const uint8_t *ptr;
 	uint64_t b, flen;
 	uint32_t s, in_block, f;
-	int fd = -1, r;
+	char err[sizeof(ds->err)];
+	int fd, r;
 
 	if (len)
 		*len = 0;
@@ -448,91 +444,31 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 		return -ENOENT;
 	}
 	sf = &ds->d.shards[s];
-	blk = &sf->blocks[b];
 	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
 		dataset_set_error(ds, "%s: %s", sf->path, sluice_strerror(r));
 		return r;
 	}
-	/* 64-byte alignment: raw blocks are viewed in place (offset tables
-	 * are read as uint64). */
-	stored = aligned_alloc(64, align_up_u64(blk->stored_size, 64));
-	if (!stored) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = pread_full(fd, stored, blk->stored_size, blk->offset);
+	r = block_read(&br, fd, sf, b, &view, err, sizeof(err));
+	close(fd);
 	if (r < 0) {
-		dataset_set_error(ds, "%s: block %llu: offset %llu: %s",
-				  sf->path, (unsigned long long)b,
-				  (unsigned long long)blk->offset,
-				  r == -SLUICE_ECORRUPT
-					  ? "short read (file truncated?)"
-					  : sluice_strerror(r));
-		goto out;
-	}
-	if (XXH3_64bits(stored, blk->stored_size) != blk->checksum) {
-		r = -SLUICE_ECORRUPT;
-		dataset_set_error(ds, "%s: block %llu: offset %llu: checksum "
-				  "mismatch", sf->path, (unsigned long long)b,
-				  (unsigned long long)blk->offset);
-		goto out;
-	}
-	if (blk->codec == DLS_CODEC_ZSTD) {
-		/* Do not trust raw_size for an allocation before the frame
-		 * agrees with it. */
-		if (ZSTD_getFrameContentSize(stored, blk->stored_size) !=
-		    blk->raw_size) {
-			r = -SLUICE_ECORRUPT;
-			dataset_set_error(ds, "%s: block %llu: offset %llu: "
-					  "zstd frame size does not match the "
-					  "index", sf->path,
-					  (unsigned long long)b,
-					  (unsigned long long)blk->offset);
-			goto out;
-		}
-		scratch = aligned_alloc(64, align_up_u64(blk->raw_size, 64));
-		if (!scratch) {
-			r = -ENOMEM;
-			goto out;
-		}
-	}
-	r = block_decode(NULL, blk, stored, 0, scratch,
-			 scratch ? blk->raw_size : 0, &raw);
-	if (r < 0) {
-		dataset_set_error(ds, "%s: block %llu: offset %llu: %s",
-				  sf->path, (unsigned long long)b,
-				  (unsigned long long)blk->offset,
-				  r == -SLUICE_EZSTD ? "zstd decode failed"
-				  : r == -SLUICE_ECORRUPT
-					  ? "decoded size mismatch"
-					  : sluice_strerror(r));
-		goto out;
-	}
-	r = block_view_init(&ds->d.schema, raw, blk->raw_size,
-			    blk->record_count, &view);
-	if (r < 0) {
-		dataset_set_error(ds, "%s: block %llu: offset %llu: bad block "
-				  "layout", sf->path, (unsigned long long)b,
-				  (unsigned long long)blk->offset);
-		goto out;
+		dataset_set_error(ds, "%s", err);
+		block_reader_free(&br);
+		return r;
 	}
 	block_view_get(&ds->d.schema, &view, f, in_block, &ptr, &flen);
 	if (len)
 		*len = (size_t)flen;
-	if (flen > cap) {
+	if (flen > cap)
 		r = -ENOSPC;
-		goto out;
-	}
-	if (flen)
+	else if (flen)
 		memcpy(buf, ptr, flen);
-out:
-	if (r == -ENOMEM)
-		dataset_set_error(ds, "%s: block %llu: out of memory",
-				  sf->path, (unsigned long long)b);
-	free(stored);
-	free(scratch);
-	close(fd);
+	block_reader_free(&br);
 	return r;
+}
+
+const struct dataset *dataset_table(const sluice_dataset *ds)
+{
+	return ds && ds->loaded ? &ds->d : NULL;
 }

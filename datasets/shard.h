@@ -1,6 +1,7 @@
 /*
- * shard.h - the datasets/ interface used by the loader and the tools:
- * parsed shards, datasets, and block decoding.  No io_uring, no CUDA.
+ * shard.h - the datasets/ interface used by the loader: parsed shards,
+ * datasets, and block decoding.  No io_uring, no CUDA.  The part the
+ * programs may use too is in include/sluice_tools.h.
  */
 #ifndef SLUICE_DATASETS_SHARD_H
 #define SLUICE_DATASETS_SHARD_H
@@ -11,48 +12,7 @@
 
 #include "dlpack_shard.h"
 #include "sluice.h"
-
-typedef struct ZSTD_DCtx_s ZSTD_DCtx;
-
-/* A field with its derived sizes (all checked for overflow at parse). */
-struct shard_field {
-	struct sluice_field f;
-	uint64_t item_bytes;    /* bits / 8 * lanes */
-	uint64_t record_bytes;  /* fixed: bytes per record; variable: 0 */
-	uint64_t unit_bytes;    /* variable: item_bytes * prod(shape[1:]) */
-	uint64_t max_value_bytes; /* variable: largest value (header field
-				     max_value_bytes; max over shards) */
-	int variable;
-};
-
-struct shard_schema {
-	uint32_t nfields;
-	struct shard_field fields[DLS_MAX_FIELDS];
-};
-
-struct shard_block {
-	uint64_t offset;
-	uint64_t stored_size;
-	uint64_t raw_size;
-	uint64_t first_record;  /* within the shard */
-	uint32_t record_count;
-	uint32_t codec;
-	uint64_t checksum;
-};
-
-struct shard_file {
-	char *path;             /* owned */
-	uint64_t file_size;
-	uint32_t alignment;
-	uint64_t record_count;
-	uint64_t block_count;
-	uint64_t raw_bytes;
-	uint64_t stored_bytes;  /* sum of stored_size */
-	uint64_t max_stored;    /* largest block, stored and raw */
-	uint64_t max_raw;
-	struct shard_block *blocks; /* owned, block_count entries */
-	struct shard_schema schema;
-};
+#include "sluice_tools.h"
 
 /*
  * shard_parse - validate a header page and an index against @file_size
@@ -76,17 +36,6 @@ int schema_from_fields(const struct sluice_field *fields, int nfields,
 		       struct shard_schema *out, char *err, size_t errlen);
 int schema_equal(const struct shard_schema *a, const struct shard_schema *b);
 
-/*
- * A decoded block seen through its layout.  Built by block_view_init(),
- * which checks every offset table (monotone, within the block) so that
- * later accesses need no checks.
- */
-struct block_view {
-	uint32_t n;
-	const uint8_t *data[DLS_MAX_FIELDS];      /* field section start */
-	const uint64_t *offsets[DLS_MAX_FIELDS];  /* variable fields only */
-};
-
 /* Size of the decoded layout of @n records whose variable fields total
  * @var_bytes[f] bytes; UINT64_MAX on overflow. */
 uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
@@ -94,21 +43,6 @@ uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
 
 int block_view_init(const struct shard_schema *s, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out);
-
-/* Field @f of record @i (0-based within the block). */
-static inline void block_view_get(const struct shard_schema *s,
-				  const struct block_view *v, uint32_t f,
-				  uint32_t i, const uint8_t **ptr,
-				  uint64_t *len)
-{
-	if (s->fields[f].variable) {
-		*ptr = v->data[f] + v->offsets[f][i];
-		*len = v->offsets[f][i + 1] - v->offsets[f][i];
-	} else {
-		*len = s->fields[f].record_bytes;
-		*ptr = v->data[f] + (uint64_t)i * *len;
-	}
-}
 
 /*
  * block_decode - verify (when @verify) and decode one block's stored
@@ -120,40 +54,10 @@ int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
 		 const void *stored, int verify, void *scratch,
 		 size_t scratch_cap, const void **raw);
 
-/* A dataset: shards in order with one schema. */
-struct dataset {
-	char *source;               /* the path given to open, owned */
-	struct shard_schema schema;
-	uint32_t nshards;
-	struct shard_file *shards;  /* owned */
-	uint64_t *shard_first;      /* global index of each shard's record 0;
-				       nshards + 1 entries */
-	uint64_t record_count;
-	uint64_t block_count;
-	uint64_t max_stored, max_raw;
-	uint32_t max_alignment;
-};
-
-int dataset_load(const char *path, struct dataset *out, char *err,
-		 size_t errlen);
-void dataset_free(struct dataset *ds);
-
 /* Locate global record @index: its shard, block (within the shard) and
  * record within the block.  @return: 0 or -ERANGE. */
 int dataset_locate(const struct dataset *ds, uint64_t index,
 		   uint32_t *shard, uint64_t *block, uint32_t *in_block);
-
-/*
- * dataset_verify - check every structural bound and checksum of the
- * dataset or shard at @path (headers, indexes, every block's XXH3, every
- * decoded block's layout, manifest against shards).  Calls @report once
- * per problem with a line "FILE: block B: offset O: what" (block and
- * offset omitted where they do not apply).
- * @return: number of problems (0: clean), or a negative code when the
- *	check itself could not run (then @report got the reason).
- */
-typedef void (*verify_report_fn)(void *ctx, const char *line);
-long dataset_verify(const char *path, verify_report_fn report, void *ctx);
 
 /* The struct behind the public sluice_dataset handle. */
 struct sluice_dataset {

@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-#include <zstd.h>
-
 #include "manifest.h"
 #include "shard_internal.h"
 
@@ -41,112 +38,23 @@ static void problem(struct verifier *v, const char *fmt, ...)
 		v->report(v->ctx, line);
 }
 
-static int read_at(int fd, void *buf, uint64_t len, uint64_t off)
-{
-	uint64_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -SLUICE_ECORRUPT;
-		done += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Grow an aligned buffer to @need bytes. */
-static int ensure(void **buf, uint64_t *cap, uint64_t need)
-{
-	void *nb;
-
-	if (need <= *cap)
-		return 0;
-	nb = aligned_alloc(64, align_up_u64(need, 64));
-	if (!nb)
-		return -ENOMEM;
-	free(*buf);
-	*buf = nb;
-	*cap = need;
-	return 0;
-}
-
 static void verify_blocks(struct verifier *v, const struct shard_file *sf)
 {
-	void *stored = NULL, *scratch = NULL;
-	uint64_t stored_cap = 0, scratch_cap = 0;
-	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	int fd, r;
+	struct block_reader br = { 0 };
+	struct block_view view;
+	char err[1024];
+	int fd;
 
 	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || !dctx) {
-		problem(v, "%s: %s", sf->path,
-			sluice_strerror(fd < 0 ? -errno : -ENOMEM));
-		goto out;
+	if (fd < 0) {
+		problem(v, "%s: %s", sf->path, sluice_strerror(-errno));
+		return;
 	}
-	for (uint64_t b = 0; b < sf->block_count; b++) {
-		const struct shard_block *blk = &sf->blocks[b];
-		struct block_view view;
-		const void *raw;
-
-#define BLOCK_PROBLEM(...)                                                  \
-	do {                                                                \
-		char what_[256];                                            \
-		snprintf(what_, sizeof(what_), __VA_ARGS__);                \
-		problem(v, "%s: block %llu: offset %llu: %s", sf->path,     \
-			(unsigned long long)b,                              \
-			(unsigned long long)blk->offset, what_);            \
-	} while (0)
-
-		if (ensure(&stored, &stored_cap, blk->stored_size) < 0) {
-			BLOCK_PROBLEM("out of memory");
-			continue;
-		}
-		r = read_at(fd, stored, blk->stored_size, blk->offset);
-		if (r < 0) {
-			BLOCK_PROBLEM("%s", r == -SLUICE_ECORRUPT
-						    ? "short read (truncated)"
-						    : sluice_strerror(r));
-			continue;
-		}
-		if (XXH3_64bits(stored, blk->stored_size) != blk->checksum) {
-			BLOCK_PROBLEM("checksum mismatch");
-			continue;
-		}
-		if (blk->codec == DLS_CODEC_ZSTD) {
-			if (ZSTD_getFrameContentSize(stored, blk->stored_size) !=
-			    blk->raw_size) {
-				BLOCK_PROBLEM("zstd frame size does not match "
-					      "the index");
-				continue;
-			}
-			if (ensure(&scratch, &scratch_cap, blk->raw_size) < 0) {
-				BLOCK_PROBLEM("out of memory");
-				continue;
-			}
-		}
-		r = block_decode(dctx, blk, stored, 0, scratch, scratch_cap,
-				 &raw);
-		if (r < 0) {
-			BLOCK_PROBLEM("decode failed: %s", sluice_strerror(r));
-			continue;
-		}
-		if (block_view_init(&sf->schema, raw, blk->raw_size,
-				    blk->record_count, &view) < 0)
-			BLOCK_PROBLEM("bad block layout (offset tables or "
-				      "section sizes)");
-#undef BLOCK_PROBLEM
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	ZSTD_freeDCtx(dctx);
-	free(stored);
-	free(scratch);
+	for (uint64_t b = 0; b < sf->block_count; b++)
+		if (block_read(&br, fd, sf, b, &view, err, sizeof(err)) < 0)
+			problem(v, "%s", err);
+	close(fd);
+	block_reader_free(&br);
 }
 
 /* Verify one shard; fills @sf (caller frees) when its header and index

@@ -9,23 +9,37 @@
  *   offset), copied out with sluice_*_error(handle, buf, len);
  * - create/destroy come in pairs and every destroy accepts NULL.
  *
- * Typical use:
+ * - structs the library fills or reads (configs, stats) end in reserved
+ *   space, so fields can be added without breaking libsluice.so.0: start
+ *   from the *_config_init() defaults, never from a struct of your own.
  *
- *	sluice_dataset *ds;
- *	sluice_loader *ld;
+ * Typical use (one epoch; tests/test_header_example.c compiles and runs
+ * exactly this text):
+ *
+ *	sluice_dataset *ds = NULL;
+ *	sluice_loader *ld = NULL;
  *	struct sluice_loader_config cfg;
  *	sluice_batch *b;
  *	DLManagedTensor *t;
+ *	char msg[256] = "";
+ *	int r;
  *
- *	sluice_dataset_open("data/train", &ds);
- *	sluice_loader_config_init(&cfg);
- *	cfg.batch_size = 256;
- *	sluice_loader_open(ds, &cfg, &ld);
- *	while (sluice_loader_next(ld, &b) == 0) {
- *		sluice_batch_tensor(b, "data", &t);
- *		... use t, then t->deleter(t) ...
+ *	r = sluice_dataset_open("data/train", &ds);
+ *	if (r < 0) {
+ *		sluice_dataset_error(ds, msg, sizeof(msg));
+ *	} else {
+ *		sluice_loader_config_init(&cfg);
+ *		cfg.batch_size = 256;
+ *		r = sluice_loader_open(ds, &cfg, &ld);
+ *	}
+ *	while (r == 0 && (r = sluice_loader_next(ld, &b)) == 0) {
+ *		r = sluice_batch_tensor(b, "data", 0, &t);
+ *		if (r == 0)
+ *			t->deleter(t);  // done with t->dl_tensor
  *		sluice_batch_release(b);
  *	}
+ *	if (r < 0 && ld)  // r == SLUICE_EOF: the epoch ended
+ *		sluice_loader_error(ld, msg, sizeof(msg));
  *	sluice_loader_close(ld);
  *	sluice_dataset_close(ds);
  */
@@ -106,6 +120,7 @@ SLUICE_API int sluice_dtype_parse(const char *name, DLDataType *out);
 /**
  * sluice_dtype_name - the name sluice_dtype_parse() accepts for @dtype.
  * @return: static text, or NULL for a dtype sluice does not store.
+ * Thread-safety: any thread.
  */
 SLUICE_API const char *sluice_dtype_name(DLDataType dtype);
 
@@ -130,21 +145,34 @@ typedef struct sluice_dataset sluice_dataset;
  */
 SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out);
 
-/** sluice_dataset_close - release @ds (NULL is fine). Loaders opened on
- * it must be closed first. */
+/**
+ * sluice_dataset_close - release @ds (NULL is fine), also a handle whose
+ * open failed.  Loaders opened on it must be closed first.
+ * Thread-safety: no other call on @ds may run or follow.
+ */
 SLUICE_API void sluice_dataset_close(sluice_dataset *ds);
 
-/** sluice_dataset_error - copy the last detailed message into @buf.
- * @return: the message length (as snprintf). */
+/**
+ * sluice_dataset_error - copy the last detailed message of @ds into @buf
+ * (@len bytes, always NUL-terminated when @len > 0).
+ * @return: the message length, as snprintf (may exceed @len - 1).
+ * Thread-safety: any thread.
+ */
 SLUICE_API int sluice_dataset_error(const sluice_dataset *ds, char *buf,
 				    size_t len);
 
+/*
+ * Totals read from the headers and indexes at open: records, shard files,
+ * blocks, fields.  0 for NULL or a handle whose open failed.
+ * Thread-safety: any thread.
+ */
 SLUICE_API uint64_t sluice_dataset_records(const sluice_dataset *ds);
 SLUICE_API uint32_t sluice_dataset_shards(const sluice_dataset *ds);
 SLUICE_API uint64_t sluice_dataset_blocks(const sluice_dataset *ds);
 SLUICE_API int sluice_dataset_field_count(const sluice_dataset *ds);
 /** sluice_dataset_field - schema of field @i; NULL when out of range.
- * The pointer lives as long as @ds. */
+ * The pointer is owned by @ds and lives as long as it.
+ * Thread-safety: any thread. */
 SLUICE_API const struct sluice_field *
 sluice_dataset_field(const sluice_dataset *ds, int i);
 
@@ -177,9 +205,11 @@ struct sluice_writer_config {
 	uint32_t threads;            /* compression workers; 0: online CPUs */
 	uint32_t alignment;          /* block alignment; 4096 */
 	int no_manifest;             /* 1: do not write dataset.json */
+	uint64_t reserved[8];        /* zero (config_init): room to grow */
 };
 
-/** sluice_writer_config_init - fill @cfg with the documented defaults. */
+/** sluice_writer_config_init - fill @cfg with the documented defaults
+ * (every other byte zero).  Thread-safety: any thread. */
 SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg);
 
 /**
@@ -189,8 +219,12 @@ SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg);
  * Shards are written under temporary names (".NAME.tmp"), fsynced and
  * renamed when complete; dataset.json is written last, atomically.
  * Memory stays bounded by a few blocks per worker thread.
+ * @out_dir, @cfg: borrowed for the call.
+ * @out: the writer; on failure a writer carrying only the message
+ *	(sluice_writer_error(), then sluice_writer_abort()), or NULL.
  * @return: 0; -EINVAL, -SLUICE_ESCHEMA, -errno from mkdir/open.
- * Thread-safety: one thread at a time per writer.
+ * Thread-safety: one thread at a time per writer (the writer runs its
+ *	own compression threads).
  */
 SLUICE_API int sluice_writer_open(const char *out_dir,
 				  const struct sluice_field *fields,
@@ -205,6 +239,7 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
  *	its unit (item size times trailing dims), possibly 0.
  * @return: 0; -SLUICE_ESCHEMA (bad length), -errno, -SLUICE_EZSTD.
  *	After an error the writer only accepts sluice_writer_abort().
+ * Thread-safety: one thread at a time per writer.
  */
 SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 				 const uint64_t *lengths);
@@ -221,21 +256,27 @@ struct sluice_writer_summary {
 
 /**
  * sluice_writer_close - flush, finish the last shard, write dataset.json
- * and free @w.  @summary may be NULL.
+ * and free @w (in every case: @w is invalid afterwards).
+ * @summary: filled on success; may be NULL.
  * @return: 0, or a negative code (the temporary files are then removed).
+ * Thread-safety: no other call on @w may run or follow.
  */
 SLUICE_API int sluice_writer_close(sluice_writer *w,
 				   struct sluice_writer_summary *summary);
 
 /** sluice_writer_abort - stop, remove temporary files, free @w (NULL ok).
- * Shards already renamed stay; no dataset.json is written. */
+ * Shards already renamed stay; no dataset.json is written.
+ * Thread-safety: no other call on @w may run or follow. */
 SLUICE_API void sluice_writer_abort(sluice_writer *w);
 
-/** sluice_writer_error - last detailed message of @w. */
+/** sluice_writer_error - copy the last detailed message of @w into @buf.
+ * @return: its length, as snprintf.  Thread-safety: any thread. */
 SLUICE_API int sluice_writer_error(const sluice_writer *w, char *buf,
 				   size_t len);
 
-/** Progress, for tools: records and raw bytes accepted so far. */
+/** sluice_writer_progress - records, raw and stored bytes accepted so far
+ * (for progress lines; any pointer may be NULL).
+ * Thread-safety: any thread, also while another adds records. */
 SLUICE_API void sluice_writer_progress(const sluice_writer *w,
 				       uint64_t *records, uint64_t *raw_bytes,
 				       uint64_t *stored_bytes);
@@ -244,8 +285,10 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
  * sluice_merge - join datasets written as parts into one dataset at
  * @out_dir, without rewriting block data (shards are hard-linked, or
  * copied when the link fails), in the order given.
+ * @parts, @out_dir: borrowed for the call.  @summary may be NULL.
  * @err, @errlen: receive a message on failure (may be NULL).
  * @return: 0; -SLUICE_ESCHEMA when the parts' schemas differ; -errno.
+ * Thread-safety: any thread (no shared state).
  */
 SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 			    const char *out_dir,
@@ -277,9 +320,16 @@ enum sluice_on_error {
 	SLUICE_ON_ERROR_SKIP,      /* skip the records, count them */
 };
 
+enum sluice_stage {
+	SLUICE_STAGE_READ = 0,     /* one io_uring read, submit to completion */
+	SLUICE_STAGE_DECODE,       /* verify + decompress of one block */
+	SLUICE_STAGE_ASSEMBLE,     /* one assembly part of a batch */
+	SLUICE_STAGE_COPY,         /* issuing one batch's device copy */
+};
+
 struct sluice_loader_config {
 	uint32_t batch_size;       /* records per batch; 256 */
-	int shuffle;               /* enum sluice_shuffle; WINDOW */
+	enum sluice_shuffle shuffle; /* WINDOW */
 	uint32_t window_blocks;    /* W for SHUFFLE_WINDOW; 16 */
 	uint64_t seed;             /* 0 */
 	int drop_last;             /* drop a short last batch; 0 */
@@ -288,10 +338,10 @@ struct sluice_loader_config {
 	uint32_t prefetch_depth;   /* batch slots; 4 */
 	uint32_t decode_threads;   /* 0: online CPUs, at most 8 */
 	uint32_t queue_depth;      /* io_uring entries; 64 */
-	int device;                /* enum sluice_device_kind; AUTO */
+	enum sluice_device_kind device; /* AUTO */
 	int device_id;             /* -1: $LOCAL_RANK, else 0 */
 	int verify;                /* check each block's XXH3; 1 */
-	int on_error;              /* enum sluice_on_error; FAIL */
+	enum sluice_on_error on_error; /* FAIL */
 	int direct_io;             /* -1 auto: buffered for shards the page
 				      cache mostly holds (cachestat, else
 				      mincore), O_DIRECT for the others
@@ -305,23 +355,18 @@ struct sluice_loader_config {
 	/*
 	 * Optional tracing: called once per unit of work after it ends, on
 	 * the pipeline thread that did it (so it must be thread-safe and
-	 * quick).  @stage: enum sluice_stage; times are CLOCK_MONOTONIC ns;
+	 * quick).  Times are CLOCK_MONOTONIC ns;
 	 * @bytes: stored bytes (read), raw bytes (decode), bytes copied
 	 * (assemble, copy).  NULL: off.
 	 */
-	void (*on_span)(void *ctx, int stage, uint64_t start_ns,
+	void (*on_span)(void *ctx, enum sluice_stage stage, uint64_t start_ns,
 			uint64_t end_ns, uint64_t bytes);
 	void *on_span_ctx;
+	uint64_t reserved[8];      /* zero (config_init): room to grow */
 };
 
-enum sluice_stage {
-	SLUICE_STAGE_READ = 0,     /* one io_uring read, submit to completion */
-	SLUICE_STAGE_DECODE,       /* verify + decompress of one block */
-	SLUICE_STAGE_ASSEMBLE,     /* one assembly part of a batch */
-	SLUICE_STAGE_COPY,         /* issuing one batch's device copy */
-};
-
-/** sluice_loader_config_init - fill @cfg with the defaults above. */
+/** sluice_loader_config_init - fill @cfg with the defaults above (every
+ * other byte zero).  Thread-safety: any thread. */
 SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg);
 
 /**
@@ -330,6 +375,7 @@ SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg);
  * allocated here; the steady state allocates nothing.  The loader starts
  * at epoch 0 and begins prefetching at once.
  * @ds: borrowed; must outlive the loader.
+ * @cfg: copied; NULL means the defaults.
  * @out: the loader; on failure a handle carrying only the error message
  *	(sluice_loader_error(), then sluice_loader_close()), or NULL.
  * @return: 0; -EINVAL (config), -ENOMEM, -SLUICE_ENODEVICE, -errno.
@@ -344,12 +390,16 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
  * sluice_loader_close - stop and free @ld (NULL ok), also mid-epoch with
  * reads and decodes in flight.  Batches and tensors still held by the
  * user stay valid until released; the memory is freed with the last.
+ * Thread-safety: the consumer thread; no other call on @ld may run or
+ *	follow (releases and deleters of held batches still may).
  */
 SLUICE_API void sluice_loader_close(sluice_loader *ld);
 
-/** sluice_loader_error - last detailed message of @ld.  Under
- * on_error=skip, until a failure, the first skipped block's message (file,
- * block, offset). */
+/** sluice_loader_error - copy the last detailed message of @ld (why open
+ * failed, or the failure the loader stopped on; under on_error=skip and
+ * until a failure, the first skipped block's: file, block, offset) into
+ * @buf.
+ * @return: its length, as snprintf.  Thread-safety: any thread. */
 SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 				   size_t len);
 
@@ -357,6 +407,7 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
  * sluice_loader_set_epoch - restart at the beginning of @epoch (drops
  * prefetched batches of the current one).
  * @return: 0, or -SLUICE_ECLOSED after a failure.
+ * Thread-safety: the consumer thread.
  */
 SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
 
@@ -368,13 +419,16 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
  * `while ((r = next(ld, &b)) == 0) {...}` per epoch.
  * @return: 0; SLUICE_EOF; -SLUICE_ECORRUPT, -EIO, ... (the loader then
  *	stays failed: the message names shard, block and offset).
+ * Thread-safety: the consumer thread.
  */
 SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out);
 
-/** sluice_loader_batches - batches in this rank's epoch. */
+/** sluice_loader_batches - batches in this rank's epoch (0 for NULL).
+ * Thread-safety: any thread. */
 SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld);
 
-/** sluice_loader_device - where batches live (kDLCPU or kDLCUDA, id). */
+/** sluice_loader_device - where batches live (kDLCPU or kDLCUDA, id).
+ * Thread-safety: any thread. */
 SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld);
 
 /* The resumable position: exactly what a restart needs. */
@@ -385,12 +439,13 @@ struct sluice_state {
 	int32_t rank;
 	int32_t world_size;
 	uint32_t batch_size;
-	int32_t shuffle;
+	enum sluice_shuffle shuffle;
 	uint64_t dataset_records;  /* checked on restore */
 };
 
 /** sluice_loader_state_get - the position after the last batch returned
- * by next(). */
+ * by next(), into @st.  @return: 0 or -EINVAL.
+ * Thread-safety: the consumer thread. */
 SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
 				       struct sluice_state *st);
 
@@ -398,14 +453,27 @@ SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
  * sluice_loader_state_set - continue from @st: the next batch is the one
  * the uninterrupted run would have returned after batches_consumed.
  * Skipped batches are not read.
- * @return: 0; -SLUICE_ESTATE when @st does not fit this dataset/config.
+ * @return: 0; -SLUICE_ESTATE when @st does not fit this dataset/config
+ *	(the loader goes on where it was; the message says why).
+ * Thread-safety: the consumer thread.
  */
 SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 				       const struct sluice_state *st);
 
-/** Serialized state: a short text line, for files and Python. */
+/* Room for any line sluice_state_format() writes, with its NUL. */
+#define SLUICE_STATE_TEXT_MAX 256
+
+/**
+ * sluice_state_format - @st as one text line (no newline) in @buf, for
+ * files and Python; SLUICE_STATE_TEXT_MAX bytes always suffice.
+ * @return: the length; -EINVAL (bad state), -ENOSPC (@len too small; then
+ *	@buf holds "").  Thread-safety: any thread.
+ */
 SLUICE_API int sluice_state_format(const struct sluice_state *st, char *buf,
 				   size_t len);
+/** sluice_state_parse - the inverse of sluice_state_format (the line
+ * without a newline).  @return: 0; -EINVAL (NULL); -SLUICE_ESTATE (not a
+ * state line).  Thread-safety: any thread. */
 SLUICE_API int sluice_state_parse(const char *text, struct sluice_state *st);
 
 /* Per-stage counters. Times in nanoseconds. */
@@ -425,23 +493,25 @@ struct sluice_stats {
 	uint64_t batches;                  /* batches delivered */
 	uint64_t records;                  /* records delivered */
 	uint64_t records_skipped;          /* on_error=skip */
-	uint64_t values_truncated;         /* values past pad_length, cut */
 	uint64_t blocks_read;
 	uint64_t block_cache_hits;
 	uint64_t slot_occupancy_sum;       /* ready slots seen at each next() */
 	uint32_t prefetch_depth;
 	int direct_io;                     /* 1: O_DIRECT on every shard */
-	uint32_t cached_shards;            /* direct_io=-1: shards read
-					      buffered, found cached */
 	int registered_buffers;            /* 1: READ_FIXED active */
 	int registered_files;
 	int sqpoll;
 	int device_pinned;                 /* 1: arena registered with CUDA */
 	char fallbacks[528];               /* why each fallback is active */
+	uint64_t values_truncated;         /* values past pad_length, cut */
+	uint64_t cached_shards;            /* direct_io=-1: shards read
+					      buffered, found cached */
+	uint64_t reserved[6];              /* zero: room to grow */
 };
 
 /**
- * sluice_loader_stats - copy the counters (all monotonic since open).
+ * sluice_loader_stats - copy the counters (all monotonic since open) into
+ * @st.
  * @return: 0 or -EINVAL.
  * Thread-safety: any thread, also while another drives the loader.
  */
@@ -452,14 +522,22 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 /* Batches                                                             */
 /* ------------------------------------------------------------------ */
 
+/*
+ * A batch is owned by the consumer from sluice_loader_next() until
+ * sluice_batch_release().  Its accessors may run on any thread meanwhile;
+ * they return 0/NULL for NULL.
+ */
+
+/** Records in the batch, and the epoch they belong to. */
 SLUICE_API uint32_t sluice_batch_size(const sluice_batch *b);
 SLUICE_API uint64_t sluice_batch_epoch(const sluice_batch *b);
-/** Dataset indices of the batch's records, in batch order (host memory,
- * valid until release). */
+/** Dataset indices of the batch's records, in batch order (host memory
+ * owned by the batch, valid until release). */
 SLUICE_API const uint64_t *sluice_batch_indices(const sluice_batch *b);
 
 /** Number of tensors in the batch (fields, plus F.offsets or F.lengths
- * for variable fields) and their names. */
+ * for variable fields) and their names (owned by the batch; NULL when @i
+ * is out of range). */
 SLUICE_API int sluice_batch_tensor_count(const sluice_batch *b);
 SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b,
 						int i);
@@ -473,7 +551,8 @@ SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b,
  *	the stream is made to wait on the batch's copy (no host blocking).
  *	0 means the legacy default stream; -1 means no synchronisation.
  *	Ignored on the host.
- * @return: 0; -ENOENT (no such tensor); -ENOMEM; -SLUICE_ECUDA.
+ * @return: 0; -EINVAL; -ENOENT (no such tensor); -ENOMEM; -SLUICE_ECUDA.
+ * Thread-safety: any thread while the batch is held.
  */
 SLUICE_API int sluice_batch_tensor(sluice_batch *b, const char *name,
 				   int64_t stream, DLManagedTensor **out);
@@ -481,8 +560,9 @@ SLUICE_API int sluice_batch_tensor_versioned(sluice_batch *b,
 					     const char *name, int64_t stream,
 					     DLManagedTensorVersioned **out);
 
-/** sluice_batch_release - give the batch back (NULL ok).  Exported
- * tensors stay valid until their deleters run. */
+/** sluice_batch_release - give the batch back (NULL ok); @b is invalid
+ * afterwards.  Exported tensors stay valid until their deleters run.
+ * Thread-safety: any thread, once per batch. */
 SLUICE_API void sluice_batch_release(sluice_batch *b);
 
 #ifdef __cplusplus

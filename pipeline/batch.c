@@ -14,11 +14,6 @@
 
 #include "loader.h"
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 static struct tensor_desc *add_tensor(struct tensor_desc *t, uint32_t *n,
 				      const char *name, const char *suffix)
 {
@@ -108,7 +103,6 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
-	s->ntensors = c->tensors_per_batch;
 	if (!s->host || !s->indices || !s->rec_entry || !s->rec_in_block ||
 	    !s->entries)
 		return -ENOMEM;
@@ -147,12 +141,12 @@ SLUICE_API const uint64_t *sluice_batch_indices(const sluice_batch *b)
 
 SLUICE_API int sluice_batch_tensor_count(const sluice_batch *b)
 {
-	return b ? (int)b->core->slots[b->slot]->ntensors : 0;
+	return b ? (int)b->core->tensors_per_batch : 0;
 }
 
 SLUICE_API const char *sluice_batch_tensor_name(const sluice_batch *b, int i)
 {
-	if (!b || i < 0 || (uint32_t)i >= b->core->slots[b->slot]->ntensors)
+	if (!b || i < 0 || (uint32_t)i >= b->core->tensors_per_batch)
 		return NULL;
 	return b->core->slots[b->slot]->tensors[i].name;
 }
@@ -203,7 +197,7 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 		return -EINVAL;
 	c = b->core;
 	s = c->slots[b->slot];
-	for (uint32_t i = 0; i < s->ntensors; i++)
+	for (uint32_t i = 0; i < c->tensors_per_batch; i++)
 		if (strcmp(s->tensors[i].name, name) == 0)
 			d = &s->tensors[i];
 	if (!d)

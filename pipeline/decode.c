@@ -55,7 +55,6 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	if (skip) {
 		uint32_t kept = skip_failed_records(c, s);
 
-		s->skipped = s->count - kept;
 		s->delivered = kept;
 	}
 	return 0;
@@ -142,7 +141,6 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 
 	s->state = SLOT_ASSEMBLING;
 	s->delivered = s->count;
-	s->skipped = 0;
 	s->truncated = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
@@ -307,13 +305,13 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		struct slot_range used[LOADER_MAX_TENSORS];
 		uint64_t t0 = now_ns(), bytes = 0;
 
-		for (uint32_t k = 0; k < s->ntensors; k++) {
+		for (uint32_t k = 0; k < c->tensors_per_batch; k++) {
 			used[k].offset = s->tensors[k].offset;
 			used[k].len = tensor_bytes(&s->tensors[k]);
 			bytes += used[k].len;
 		}
 		r = device_copy_slot_ranges(c->dev, s->id, s->host, used,
-					    s->ntensors);
+					    c->tensors_per_batch);
 		loader_span(c, SLUICE_STAGE_COPY, t0, now_ns(), bytes);
 		atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
 		atomic_fetch_add(&c->st_copy.bytes, bytes);

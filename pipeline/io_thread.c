@@ -19,11 +19,6 @@ static uint64_t align_down(uint64_t x, uint64_t a)
 	return x & ~(a - 1);
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 /* Global block of global record @r: the last block starting at or
  * before it. */
 static uint64_t block_of(const struct loader_core *c, uint64_t r)

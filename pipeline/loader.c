@@ -22,12 +22,8 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) & ~(a - 1);
-}
-
 /* The first failure wins; it stays until the loader is closed. */
+__attribute__((format(printf, 3, 0)))
 static void vfail_locked(struct loader_core *c, int code, const char *fmt,
 			 va_list ap)
 {
@@ -375,10 +371,6 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	r = open_ring(c, arena, arena_len, err, errlen);
 	if (r)
 		return r;
-	snprintf(c->fallbacks, sizeof(c->fallbacks), "%s%s%s",
-		 c->ring_info.fallbacks,
-		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",
-		 c->dev_info.fallbacks);
 
 	c->jobs_cap = c->nentries +
 		      c->slots_cap * (c->cfg.decode_threads + 1) + 16;
@@ -423,10 +415,11 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
 	if (!r)
 		r = open_core(c, ld->err, sizeof(ld->err));
 	if (r) {
+		/* Threads stopped first: then nothing writes c->err. */
+		stop_threads(c);
 		if (!ld->err[0])
 			snprintf(ld->err, sizeof(ld->err), "%s",
 				 c->err[0] ? c->err : sluice_strerror(r));
-		stop_threads(c);
 		free_core(c);
 		return r;
 	}
@@ -453,8 +446,10 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 
 	if (!ld)
 		return snprintf(buf, len, "no loader");
+	/* ld->err holds why open failed (no core); after a good open every
+	 * message is the core's, written and read under its lock. */
 	c = ld->core;
-	if (!c || !c->err[0])
+	if (!c)
 		return snprintf(buf, len, "%s", ld->err);
 	pthread_mutex_lock(&c->mu);
 	n = snprintf(buf, len, "%s", c->err);
@@ -570,7 +565,8 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				atomic_fetch_add(&c->batches, 1);
 				atomic_fetch_add(&c->records, s->delivered);
 				/* counted on delivery, not when prefetched */
-				atomic_fetch_add(&c->skipped, s->skipped);
+				atomic_fetch_add(&c->skipped,
+						 s->count - s->delivered);
 				atomic_fetch_add(&c->truncated, s->truncated);
 				*out = &s->handle;
 				break;
@@ -681,6 +677,9 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
-	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s", c->fallbacks);
+	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s%s%s",
+		 c->ring_info.fallbacks,
+		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",
+		 c->dev_info.fallbacks);
 	return 0;
 }

@@ -84,8 +84,7 @@ struct slot {
 	int state;              /* enum slot_state [mu] */
 	uint64_t epoch, batch;  /* which batch it holds [mu] */
 	uint32_t count;         /* records planned */
-	uint32_t delivered;     /* records after skips */
-	uint32_t skipped;       /* records of corrupt blocks left out */
+	uint32_t delivered;     /* records after skips (the rest: skipped) */
 	uint64_t truncated;     /* values cut by pad_length */
 	uint64_t *indices;      /* dataset index per record (count) */
 	uint32_t *rec_entry;    /* cache entry per record */
@@ -98,8 +97,7 @@ struct slot {
 	uint8_t *host;          /* host batch buffer (arena, or own) */
 	int own_host;           /* grown slot: host buffer is its own */
 	uint64_t host_bytes;
-	uint32_t ntensors;
-	struct tensor_desc tensors[LOADER_MAX_TENSORS];
+	struct tensor_desc tensors[LOADER_MAX_TENSORS]; /* tensors_per_batch */
 	_Atomic uint32_t refs;  /* batch handle + exported tensors */
 	struct sluice_batch handle;
 };
@@ -194,7 +192,6 @@ struct loader_core {
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped, truncated,
 		blocks_read, cache_hits, occupancy_sum;
-	char fallbacks[528];        /* ring's and device's, joined */
 
 	char err[512];              /* [mu] */
 };
@@ -212,6 +209,12 @@ static inline void loader_span(const struct loader_core *c, int stage,
 	if (c->cfg.on_span)
 		c->cfg.on_span(c->cfg.on_span_ctx, stage, start_ns, end_ns,
 			       bytes);
+}
+
+/* Round @x up to a multiple of the power of two @a. */
+static inline uint64_t align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
 }
 
 /* loader.c */

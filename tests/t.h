@@ -84,4 +84,32 @@
 		exit(T_SKIP);                                               \
 	} while (0)
 
+/* The first part of this test that could not run here ("" when none). */
+static inline char *t_skipped_part(void)
+{
+	static char why[256];
+
+	return why;
+}
+
+/* A part of a test that cannot run here: say so, go on with the rest,
+ * and let t_done() end the test as SKIP rather than PASS. */
+#define T_SKIP_PART(...)                                                    \
+	do {                                                                \
+		printf("skip part: ");                                      \
+		printf(__VA_ARGS__);                                        \
+		putchar('\n');                                              \
+		if (!t_skipped_part()[0])                                   \
+			snprintf(t_skipped_part(), 256, __VA_ARGS__);       \
+	} while (0)
+
+/* main's exit code: T_SKIP naming the first skipped part, else 0. */
+static inline int t_done(void)
+{
+	if (!t_skipped_part()[0])
+		return 0;
+	printf("skip: %s (every other part passed)\n", t_skipped_part());
+	return T_SKIP;
+}
+
 #endif /* SLUICE_TESTS_T_H */

@@ -1,6 +1,8 @@
 #!/bin/sh
-# The Python package: build the extension with $BUILD/libsluice.a linked in, into
-# $BUILD/python, then run its pytest suite (python/tests).
+# The Python package: build the extension with $BUILD/libsluice.a linked
+# in, into $BUILD/python, then run its pytest suite (python/tests) with a
+# python3 that has pytest and numpy (tools/python_env.sh: the system's, or
+# build/venv, filled on first use).
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
 BUILD=${BUILD:-build}
 PY=${PYTHON:-python3}
@@ -12,12 +14,15 @@ skip() { echo "$*"; exit 77; }
 command -v "$PY" >/dev/null 2>&1 || skip "$PY not found"
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 8))' ||
 	skip "Python 3.8 or later needed"
-"$PY" -c 'import pytest' 2>/dev/null ||
-	skip "pytest not installed (python3 -m pip install pytest numpy)"
-"$PY" -c 'import numpy' 2>/dev/null ||
-	skip "numpy not installed (python3 -m pip install pytest numpy)"
-"$PY" -c 'import setuptools' 2>/dev/null ||
-	skip "setuptools not installed (python3 -m pip install setuptools)"
+# pytest and numpy: the system's, or a project-local venv made for them.
+env_err=$(mktemp) || exit 1
+PY=$(PYTHON="$PY" SLUICE_VENV="$root/build/venv" sh tools/python_env.sh \
+	2>"$env_err")
+rc=$?
+cat "$env_err"
+rm -f "$env_err"
+[ $rc -eq 0 ] || skip "no Python with pytest and numpy (see above)"
+echo "python: $PY"
 [ -f "$build/libsluice.a" ] || { echo "no $build/libsluice.a"; exit 1; }
 
 # Sanitizer builds: the runtime must be loaded before the interpreter.

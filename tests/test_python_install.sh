@@ -4,8 +4,10 @@
 # no RUNPATH into a build tree, no make install/ldconfig); a change to the
 # library's sources is picked up by the next install (no stale build); the
 # sdist carries the library, and the wheel built from it (python -m build)
-# works in another fresh venv.  Offline: the venvs see the system's
-# setuptools, wheel and build (--system-site-packages, --no-build-isolation).
+# works in another fresh venv.  Offline: each fresh venv sees the
+# setuptools, wheel and build of tools/python_env.sh's python (the
+# system's, or build/venv) through a .pth file, and pip runs with
+# --no-build-isolation --no-index.
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
 PY=${PYTHON:-python3}
 root=$(pwd)
@@ -14,14 +16,15 @@ skip() { echo "$*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 case ${SAN:-} in ?*) skip "SAN=$SAN: this test builds its own (plain) library" ;; esac
-command -v "$PY" >/dev/null 2>&1 || skip "$PY not found"
 command -v make >/dev/null 2>&1 || skip "make not found"
+PY=$(PYTHON="$PY" SLUICE_VENV="$root/build/venv" sh tools/python_env.sh) ||
+	skip "no Python with setuptools, wheel and build (see above)"
 "$PY" -c 'import venv, ensurepip' 2>/dev/null ||
 	skip "python venv/ensurepip missing (apt-get install python3-venv)"
-"$PY" -c 'import setuptools, wheel, sys
+"$PY" -c 'import setuptools, sys
 v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
-sys.exit(v < (61, 0))' 2>/dev/null ||
-	skip "setuptools>=61 and wheel needed offline (python3 -m pip install setuptools wheel build)"
+sys.exit(v < (61, 0))' || skip "setuptools < 61 in $PY"
+tools_site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -75,8 +78,14 @@ out=$(cd "$tmp" && PYTHONPATH="$tmp/src/python" "$PY" -c 'import sluice' 2>&1) &
 case $out in *"make python"*"pip install ./python"*|*"pip install ./python"*"make python"*) ;;
 *) fail "import without the extension: $out" ;; esac
 
+new_venv() { # DIR: a fresh venv that sees the build tools, not sluice
+	"$PY" -m venv "$1" || fail "venv $1"
+	site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+	echo "$tools_site" >"$site/build-tools.pth"
+}
+
 # 1. pip install ./python into a fresh venv.
-"$PY" -m venv --system-site-packages "$tmp/venv" || fail "venv"
+new_venv "$tmp/venv"
 pipi() { "$tmp/venv/bin/python" -m pip install -q --no-build-isolation \
 	--no-index --no-deps "$@"; }
 quiet pipi "$tmp/src/python"
@@ -99,7 +108,7 @@ if "$PY" -c 'import build' 2>/dev/null; then
 	quiet "$PY" -m build --no-isolation --outdir "$tmp/dist" "$tmp/src/python"
 	tar tzf "$tmp"/dist/sluice-*.tar.gz | grep -q 'libsluice/include/sluice.h' ||
 		fail "the sdist does not carry libsluice's sources"
-	"$PY" -m venv --system-site-packages "$tmp/venv2" || fail "venv2"
+	new_venv "$tmp/venv2"
 	quiet "$tmp/venv2/bin/python" -m pip install -q --no-index --no-deps \
 		"$tmp"/dist/sluice-*.whl
 	out=$(check_venv "$tmp/venv2" 3) || fail "wheel: $out"

@@ -644,8 +644,8 @@ static void test_many_files(void)
 		T_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
 	}
 	if (rl.rlim_cur < N + 100) {
-		printf("note: RLIMIT_NOFILE %llu: many-files test skipped\n",
-		       (unsigned long long)rl.rlim_cur);
+		T_SKIP_PART("RLIMIT_NOFILE %llu: many-files test",
+			    (unsigned long long)rl.rlim_cur);
 		return;
 	}
 	for (unsigned i = 0; i < N; i++)
@@ -740,7 +740,8 @@ static void test_direct_refused(void)
 
 	if (fd >= 0) {
 		close(fd);
-		printf("note: /proc/version takes O_DIRECT here\n");
+		T_SKIP_PART("/proc/version takes O_DIRECT here: no refusal "
+			    "to test");
 		return;
 	}
 	T_EQ(io_ring_create(&r, p, 2, arena, ARENA_LEN, &cfg, err,
@@ -781,7 +782,7 @@ static void test_tmpfs(void)
 	const char *const p[] = { path };
 
 	if (statfs("/dev/shm", &sf) != 0 || sf.f_type != 0x01021994) {
-		printf("note: /dev/shm is not tmpfs\n");
+		T_SKIP_PART("/dev/shm is not tmpfs: tmpfs test");
 		return;
 	}
 	snprintf(path, sizeof(path), "/dev/shm/sluice-ring-%d", (int)getpid());
@@ -869,7 +870,7 @@ static void test_memlock(void)
 	};
 
 	if (geteuid() != 0) {
-		printf("note: memlock fallback not tested (not root)\n");
+		T_SKIP_PART("memlock fallback (needs root)");
 		return;
 	}
 	T_EQ(getrlimit(RLIMIT_MEMLOCK, &now), 0);
@@ -880,8 +881,8 @@ static void test_memlock(void)
 
 		if (cases[c].hard != RLIM_INFINITY &&
 		    cases[c].hard < 2 * ARENA_LEN && cases[c].fixed) {
-			printf("note: hard RLIMIT_MEMLOCK too low to test the "
-			       "raise\n");
+			T_SKIP_PART("hard RLIMIT_MEMLOCK too low to test the "
+				    "raise");
 			continue;
 		}
 		fflush(stdout);
@@ -893,7 +894,8 @@ static void test_memlock(void)
 		T_EQ(waitpid(pid, &status, 0), pid);
 		T_ASSERT(WIFEXITED(status));
 		if (WEXITSTATUS(status) == 2)
-			printf("note: cannot drop CAP_IPC_LOCK here\n");
+			T_SKIP_PART("cannot drop CAP_IPC_LOCK here: memlock "
+				    "fallback");
 		else
 			T_EQ(WEXITSTATUS(status), 0);
 	}
@@ -954,5 +956,5 @@ int main(void)
 		unlink(paths[i]);
 	rmdir(tmpdir);
 	printf("ok\n");
-	return 0;
+	return t_done();
 }

@@ -538,6 +538,7 @@ static void test_state(void)
 		st.shuffle = sh;
 		n = sluice_state_format(&st, buf, sizeof(buf));
 		T_LT(0, n);
+		T_LT(n, SLUICE_STATE_TEXT_MAX);  /* the longest line fits */
 		memset(&back, 0, sizeof(back));
 		T_EQ(sluice_state_parse(buf, &back), 0);
 		T_ASSERT(memcmp(&st, &back, sizeof(st)) == 0);

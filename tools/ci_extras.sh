@@ -1,7 +1,9 @@
 #!/bin/sh
 # Tools the tests use beyond the build dependencies: fio and zstd (bench
-# comparisons in tests of the bench), python3 with pytest and numpy (the
-# Python package's tests).  Best effort: tests skip with a reason without.
+# comparisons in tests of the bench).  Best effort: tests skip with a
+# reason without.  pytest and numpy are not installed here: `make test`
+# puts them in a project-local venv when the system lacks them
+# (tools/python_env.sh).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 	need=""
 	command -v zstd >/dev/null 2>&1 || need="$need zstd"
@@ -10,10 +12,5 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need) >/dev/null 2>&1 ||
 			echo "ci_extras: could not install$need" >&2
 	fi
-fi
-if command -v python3 >/dev/null 2>&1; then
-	python3 -c 'import pytest, numpy' 2>/dev/null ||
-		python3 -m pip install -q pytest numpy >/dev/null 2>&1 ||
-		echo "ci_extras: could not install pytest/numpy" >&2
 fi
 exit 0

@@ -220,9 +220,9 @@ def test_dataset_directory_removed_under_open_dataset(tmp_path):
     write_dataset(path, 50)
     ds = sluice.Dataset(path)
     shutil.rmtree(path)
-    # Open shard descriptors keep the data readable, or the read fails
-    # with an exception: either is fine, a crash is not.
-    try:
+    # Reads open the shard by path, so the read fails with an exception
+    # that names the missing file (never a crash, never stale bytes).
+    with pytest.raises(sluice.SluiceError) as e:
         ds.read(0, "label")
-    except sluice.SluiceError:
-        pass
+    assert "data-00000.dls" in str(e.value), str(e.value)
+    assert "No such file" in str(e.value), str(e.value)

@@ -175,12 +175,12 @@ static int lane_tid_locked(struct trace *t, int stage)
 	return t->lanes[t->nlanes++].tid;
 }
 
-void trace_on_span(void *ctx, int stage, uint64_t start_ns, uint64_t end_ns,
-		   uint64_t bytes)
+void trace_on_span(void *ctx, enum sluice_stage stage, uint64_t start_ns,
+		   uint64_t end_ns, uint64_t bytes)
 {
 	struct trace *t = ctx;
 
-	if (!t || stage < 0 || stage >= TRACK_CONSUMER)
+	if (!t || (int)stage < 0 || (int)stage >= TRACK_CONSUMER)
 		return;
 	pthread_mutex_lock(&t->mu);
 	span_locked(t, lane_tid_locked(t, stage), track_names[stage],

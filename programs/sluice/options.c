@@ -64,31 +64,6 @@ const char *device_name(int device)
 	return device >= 0 && device < 3 ? device_names[device] : "?";
 }
 
-/* Plain decimal with an optional K/M/G (binary) suffix, no overflow. */
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	unsigned long long v;
-	uint64_t mul = 1;
-	char *end;
-
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	if (*end == 'K' || *end == 'k')
-		mul = 1ull << 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		mul = 1ull << 20, end++;
-	else if (*end == 'G' || *end == 'g')
-		mul = 1ull << 30, end++;
-	if (*end || v > max / mul)
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
-
 static int parse_name(const char *s, const char *const *names, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -100,9 +75,12 @@ static int parse_name(const char *s, const char *const *names, int n)
 static int num_arg(const char *opt, const char *s, uint64_t max,
 		   uint64_t *out)
 {
-	if (parse_u64(s, max, out))
+	uint64_t v;
+
+	if (cli_parse_size(s, &v) < 0 || v > max)
 		return cli_usage_error("--%s: '%s' is not a number in 0..%llu",
 				       opt, s, (unsigned long long)max);
+	*out = v;
 	return 0;
 }
 

@@ -1,19 +1,21 @@
 /*
- * cli_common.c - helpers shared by the dlpack-shard subcommands.
+ * cli_util.c - the helpers both programs share (cli_util.h).
  */
-#include <dirent.h>
-#include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
-#include "cli.h"
+#include "cli_util.h"
+#include "sluice.h"
 
+/* Set once by cli_main, before any command runs. */
+static const char *program_name = "sluice";
+
+__attribute__((format(printf, 1, 0)))
 static void vreport(const char *fmt, va_list ap)
 {
-	fputs(CLI_NAME ": ", stderr);
+	fprintf(stderr, "%s: ", program_name);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
@@ -35,8 +37,39 @@ int cli_usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "Run '" CLI_NAME " --help' for usage.\n");
+	fprintf(stderr, "Run '%s --help' for usage.\n", program_name);
 	return CLI_EXIT_USAGE;
+}
+
+int cli_error_code(const char *msg, int code)
+{
+	return cli_error("%s", msg && msg[0] ? msg : sluice_strerror(code));
+}
+
+int cli_main(const struct cli_program *p, int argc, char **argv)
+{
+	const char *cmd;
+
+	program_name = p->name;
+	if (argc < 2) {
+		p->usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+	    strcmp(cmd, "help") == 0) {
+		p->usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("%s %d.%d.%d\n", p->name, SLUICE_VERSION_MAJOR,
+		       SLUICE_VERSION_MINOR, SLUICE_VERSION_PATCH);
+		return 0;
+	}
+	for (size_t i = 0; i < p->ncommands; i++)
+		if (strcmp(cmd, p->commands[i].name) == 0)
+			return p->commands[i].run(argc - 1, argv + 1);
+	return cli_usage_error("unknown command '%s'", cmd);
 }
 
 int cli_parse_u64(const char *s, uint64_t *out)
@@ -90,7 +123,7 @@ int cli_parse_size(const char *s, uint64_t *out)
 void cli_json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
 		switch (*p) {
 		case '"':
 			fputs("\\\"", f);
@@ -114,42 +147,10 @@ void cli_json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-double cli_now(void)
+uint64_t clock_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-const char *cli_dtype_name(DLDataType dt, char *buf, size_t len)
-{
-	const char *name = sluice_dtype_name(dt);
-
-	if (name)
-		return name;
-	snprintf(buf, len, "dtype(%u:%u:%u)", dt.code, dt.bits, dt.lanes);
-	return buf;
-}
-
-int cli_check_out_dir(const char *dir)
-{
-	struct dirent *de;
-	DIR *d = opendir(dir);
-	int empty = 1;
-
-	if (!d)
-		return errno == ENOENT ? 0 : cli_error("%s: %s", dir,
-						     strerror(errno));
-	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-			empty = 0;
-			break;
-		}
-	closedir(d);
-	if (!empty)
-		return cli_error("%s: not empty; stale shards would outlive "
-				 "the new dataset, so remove it or choose "
-				 "another --out", dir);
-	return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

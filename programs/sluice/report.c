@@ -183,7 +183,7 @@ void report_text(FILE *f, const struct bench_report *r)
 	text_stage(f, "assemble", &st->assemble, x.wall_s);
 	text_stage(f, "copy", &st->copy, x.wall_s);
 	fprintf(f, "io       direct %s (%u shards cached: buffered), registered buffers %s, files %s, sqpoll %s, device pinned %s\n",
-		st->direct_io ? "yes" : "no", st->cached_shards,
+		st->direct_io ? "yes" : "no", (unsigned)st->cached_shards,
 		st->registered_buffers ? "yes" : "no",
 		st->registered_files ? "yes" : "no", st->sqpoll ? "yes" : "no",
 		st->device_pinned ? "yes" : "no");
@@ -240,22 +240,6 @@ void report_text(FILE *f, const struct bench_report *r)
 /* JSON                                                                */
 /* ------------------------------------------------------------------ */
 
-static void jstr(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 /* Numbers: finite, full precision (scripts check bytes/s == GB/s). */
 static void jnum(FILE *f, const char *key, double v, int last)
 {
@@ -274,7 +258,7 @@ static void json_dataset(FILE *f, const struct bench_report *r)
 	int nf = sluice_dataset_field_count(r->ds);
 
 	fputs("\"dataset\":{\"path\":", f);
-	jstr(f, r->o->path);
+	cli_json_string(f, r->o->path);
 	fputc(',', f);
 	jint(f, "records", sluice_dataset_records(r->ds), 0);
 	jint(f, "shards", sluice_dataset_shards(r->ds), 0);
@@ -291,9 +275,9 @@ static void json_dataset(FILE *f, const struct bench_report *r)
 		if (!fd)
 			continue;
 		fputs(i ? ",{\"name\":" : "{\"name\":", f);
-		jstr(f, fd->name);
+		cli_json_string(f, fd->name);
 		fputs(",\"dtype\":", f);
-		jstr(f, dt ? dt : "?");
+		cli_json_string(f, dt ? dt : "?");
 		fputs(",\"shape\":[", f);
 		for (int k = 0; k < fd->ndim; k++)
 			fprintf(f, "%s%lld", k ? "," : "",
@@ -310,7 +294,7 @@ static void json_config(FILE *f, const struct bench_report *r)
 	fputs(",\"config\":{", f);
 	jint(f, "batch_size", c->batch_size, 0);
 	fputs("\"shuffle\":", f);
-	jstr(f, shuffle_name(c->shuffle));
+	cli_json_string(f, shuffle_name(c->shuffle));
 	fputc(',', f);
 	jint(f, "window_blocks", c->window_blocks, 0);
 	jint(f, "seed", c->seed, 0);
@@ -322,7 +306,7 @@ static void json_config(FILE *f, const struct bench_report *r)
 	jint(f, "online_cpus", r->online_cpus, 0);
 	jint(f, "queue_depth", c->queue_depth, 0);
 	fputs("\"device\":", f);
-	jstr(f, r->run->device.device_type == kDLCPU ? "host" : "cuda");
+	cli_json_string(f, r->run->device.device_type == kDLCPU ? "host" : "cuda");
 	fprintf(f, ",\"verify\":%d,\"on_error\":\"%s\",\"direct_io\":%d,\"sqpoll\":%d,",
 		c->verify, c->on_error ? "skip" : "fail", c->direct_io,
 		c->sqpoll);
@@ -382,10 +366,11 @@ static void json_stages(FILE *f, const struct bench_report *r,
 		fputc('}', f);
 	}
 	fputc('}', f);
-	fprintf(f, ",\"fallbacks\":{\"direct_io\":%d,\"cached_shards\":%u,\"registered_buffers\":%d,\"registered_files\":%d,\"sqpoll\":%d,\"device_pinned\":%d,\"reasons\":",
-		st->direct_io, st->cached_shards, st->registered_buffers,
-		st->registered_files, st->sqpoll, st->device_pinned);
-	jstr(f, st->fallbacks);
+	fprintf(f, ",\"fallbacks\":{\"direct_io\":%d,\"cached_shards\":%llu,\"registered_buffers\":%d,\"registered_files\":%d,\"sqpoll\":%d,\"device_pinned\":%d,\"reasons\":",
+		st->direct_io, (unsigned long long)st->cached_shards,
+		st->registered_buffers, st->registered_files, st->sqpoll,
+		st->device_pinned);
+	cli_json_string(f, st->fallbacks);
 	fputc('}', f);
 }
 
@@ -399,7 +384,7 @@ static void json_limit(FILE *f, const struct limit *l, const char *status,
 		jnum(f, "records_per_s", l->records_s, 0);
 	}
 	fputs("\"status\":", f);
-	jstr(f, status);
+	cli_json_string(f, status);
 	fputs(last ? "}" : "},", f);
 }
 
@@ -422,7 +407,7 @@ static void json_limits(FILE *f, const struct bench_report *r,
 		jint(f, "block_bytes", r->disk->block_bytes, 0);
 		jint(f, "queue_depth", r->disk->queue_depth, 0);
 		fputs("\"note\":", f);
-		jstr(f, r->disk->note);
+		cli_json_string(f, r->disk->note);
 		fputs("},", f);
 	}
 	/* Named "decompression" for zstd data, "copy" for raw data. */
@@ -450,7 +435,7 @@ static void json_limits(FILE *f, const struct bench_report *r,
 	}
 	json_limit(f, &x->pcie, x->pcie_status, 0);
 	fputs("\"binding\":", f);
-	jstr(f, x->binding ? x->binding->name : "unknown");
+	cli_json_string(f, x->binding ? x->binding->name : "unknown");
 	fputc(',', f);
 	jnum(f, "achieved_fraction", x->achieved, 1);
 	fputc('}', f);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "shard.h"
+#include "sluice_tools.h"
 
 static void report_line(void *ctx, const char *line)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "shard.h"
+#include "sluice_tools.h"
 
 struct totals {
 	uint64_t raw, stored;
@@ -101,7 +101,7 @@ int cli_info(int argc, char **argv)
 	r = dataset_load(path, &ds, err, sizeof(err));
 	if (r < 0) {
 		dataset_free(&ds);
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
+		return cli_error_code(err, r);
 	}
 	for (uint32_t s = 0; s < ds.nshards; s++) {
 		t.raw += ds.shards[s].raw_bytes;

@@ -1,7 +1,7 @@
 /*
  * import_common.h - what the importers share: the record sink (a writer
  * plus progress reporting), the --part slice arithmetic and small file
- * helpers.  Private to datasets/import_*.c.
+ * helpers.  Private to the importers (programs/dlpack-shard/import/).
  */
 #ifndef SLUICE_DATASETS_IMPORT_COMMON_H
 #define SLUICE_DATASETS_IMPORT_COMMON_H

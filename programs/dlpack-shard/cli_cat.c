@@ -12,10 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
-#include <zstd.h>
 
 #include "cli.h"
-#include "shard.h"
+#include "sluice_tools.h"
 
 static int cat_one(const char *path, uint64_t index, const char *field)
 {
@@ -31,7 +30,7 @@ static int cat_one(const char *path, uint64_t index, const char *field)
 		if (ds)
 			sluice_dataset_error(ds, msg, sizeof(msg));
 		sluice_dataset_close(ds);
-		return cli_error("%s", msg[0] ? msg : sluice_strerror(r));
+		return cli_error_code(msg, r);
 	}
 	for (;;) {
 		void *nb = realloc(buf, cap ? cap : 1);
@@ -56,7 +55,7 @@ static int cat_one(const char *path, uint64_t index, const char *field)
 					 (unsigned long long)index);
 		if (r == -ENOENT)
 			return cli_error("%s: no field '%s'", path, field);
-		return cli_error("%s", msg[0] ? msg : sluice_strerror(r));
+		return cli_error_code(msg, r);
 	}
 	if (len && fwrite(buf, 1, len, stdout) != len)
 		r = -EIO;
@@ -71,52 +70,23 @@ static int cat_one(const char *path, uint64_t index, const char *field)
 
 /* Hash every record of one shard; @first is its first global index. */
 static int hash_shard(const struct shard_file *sf, uint64_t first,
-		      ZSTD_DCtx *dctx, char *err, size_t errlen)
+		      struct block_reader *br, char *err, size_t errlen)
 {
 	const struct shard_schema *s = &sf->schema;
-	void *stored = NULL, *scratch = NULL;
 	int fd, r = 0;
 
 	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", sf->path, strerror(errno));
-		return -errno;
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", sf->path, strerror(-r));
+		return r;
 	}
-	stored = malloc(sf->max_stored ? sf->max_stored : 1);
-	scratch = malloc(sf->max_raw ? sf->max_raw : 1);
-	if (!stored || !scratch) {
-		snprintf(err, errlen, "%s: out of memory", sf->path);
-		r = -ENOMEM;
-		goto out;
-	}
-	for (uint64_t b = 0; b < sf->block_count; b++) {
+	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
 		struct block_view v;
-		const void *raw;
-		ssize_t n;
 
-		n = pread(fd, stored, blk->stored_size, (off_t)blk->offset);
-		if (n != (ssize_t)blk->stored_size) {
-			snprintf(err, errlen, "%s: block %llu: offset %llu: "
-				 "short read",
-				 sf->path, (unsigned long long)b,
-				 (unsigned long long)blk->offset);
-			r = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		r = block_decode(dctx, blk, stored, 1, scratch, sf->max_raw,
-				 &raw);
-		if (r == 0)
-			r = block_view_init(s, raw, blk->raw_size,
-					    blk->record_count, &v);
-		if (r < 0) {
-			snprintf(err, errlen, "%s: block %llu: offset %llu: %s",
-				 sf->path, (unsigned long long)b,
-				 (unsigned long long)blk->offset,
-				 sluice_strerror(r));
-			goto out;
-		}
-		for (uint32_t i = 0; i < blk->record_count; i++)
+		r = block_read(br, fd, sf, b, &v, err, errlen);
+		for (uint32_t i = 0; r == 0 && i < blk->record_count; i++)
 			for (uint32_t f = 0; f < s->nfields; f++) {
 				const uint8_t *p;
 				uint64_t len;
@@ -130,9 +100,6 @@ static int hash_shard(const struct shard_file *sf, uint64_t first,
 				       (unsigned long long)XXH64(p, len, 0));
 			}
 	}
-out:
-	free(stored);
-	free(scratch);
 	close(fd);
 	return r;
 }
@@ -140,8 +107,8 @@ out:
 static int cat_hash(const char *path)
 {
 	static char outbuf[1 << 16];
+	struct block_reader br = { 0 };
 	struct dataset ds;
-	ZSTD_DCtx *dctx;
 	char err[1024] = "";
 	int r;
 
@@ -149,23 +116,18 @@ static int cat_hash(const char *path)
 	r = dataset_load(path, &ds, err, sizeof(err));
 	if (r < 0) {
 		dataset_free(&ds);
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
-	}
-	dctx = ZSTD_createDCtx();
-	if (!dctx) {
-		dataset_free(&ds);
-		return cli_error("out of memory");
+		return cli_error_code(err, r);
 	}
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	for (uint32_t s = 0; s < ds.nshards && r == 0; s++)
-		r = hash_shard(&ds.shards[s], ds.shard_first[s], dctx, err,
+		r = hash_shard(&ds.shards[s], ds.shard_first[s], &br, err,
 			       sizeof(err));
-	ZSTD_freeDCtx(dctx);
+	block_reader_free(&br);
 	dataset_free(&ds);
 	if (fflush(stdout) != 0 && r == 0)
 		return cli_error("writing to stdout: %s", strerror(errno));
 	if (r < 0)
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
+		return cli_error_code(err, r);
 	return 0;
 }
 

@@ -13,7 +13,6 @@
 #include "sluice_cli.h"
 
 #define PROGRESS_NS 200000000ull  /* redraw the TTY line at most 5x/s */
-#define STATE_TEXT_MAX 1024
 
 static double rusage_cpu_s(const struct rusage *ru)
 {
@@ -23,7 +22,7 @@ static double rusage_cpu_s(const struct rusage *ru)
 
 static int read_state(const char *path, struct sluice_state *st)
 {
-	char text[STATE_TEXT_MAX];
+	char text[SLUICE_STATE_TEXT_MAX];
 	FILE *f = fopen(path, "r");
 	size_t n;
 
@@ -42,7 +41,7 @@ static int read_state(const char *path, struct sluice_state *st)
 
 static int write_state(const char *path, const sluice_loader *ld)
 {
-	char text[STATE_TEXT_MAX];
+	char text[SLUICE_STATE_TEXT_MAX];
 	struct sluice_state st;
 	FILE *f;
 	int r;

@@ -1,6 +1,7 @@
 /*
  * limits.c - what the machine allows on this dataset, measured without the
- * loader:
+ * loader on the shards and blocks the loader reads (the library's block
+ * table, sluice_tools.h):
  *   disk: every byte of every shard file read once with raw io_uring reads
  *         (1 MiB, queue depth 32, one ring, O_DIRECT when the filesystem
  *         takes it) - the ceiling for the loader's reads;
@@ -29,6 +30,25 @@
 #define CPU_MIN_SECONDS 0.2   /* repeat small samples for a stable time */
 #define CPU_MAX_PASSES 1000
 #define CPU_MAX_RAW (1ull << 30)
+
+void shards_summarize(const sluice_dataset *ds, struct shard_set *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->d = dataset_table(ds);
+	s->records = s->d->record_count;
+	s->blocks = s->d->block_count;
+	s->max_stored = s->d->max_stored;
+	s->max_raw = s->d->max_raw;
+	for (uint32_t i = 0; i < s->d->nshards; i++) {
+		const struct shard_file *sf = &s->d->shards[i];
+
+		s->stored_bytes += sf->stored_bytes;
+		s->raw_bytes += sf->raw_bytes;
+		s->file_bytes += sf->file_size;
+		for (uint64_t b = 0; b < sf->block_count; b++)
+			s->zstd_blocks += sf->blocks[b].codec == DLS_CODEC_ZSTD;
+	}
+}
 
 int drop_page_cache(void)
 {
@@ -69,7 +89,7 @@ struct disk_probe {
 static int next_piece(struct disk_probe *p, struct disk_read *rd)
 {
 	while (p->next_file < p->nfiles) {
-		uint64_t size = p->s->v[p->next_file].file_bytes;
+		uint64_t size = p->s->d->shards[p->next_file].file_size;
 
 		if (p->next_offset < size) {
 			uint64_t left = size - p->next_offset;
@@ -106,7 +126,7 @@ static void queue_read(struct disk_probe *p, struct disk_read *rd)
  * requeued, or a negative errno. */
 static int reap(struct disk_probe *p, struct disk_read *rd, int res)
 {
-	uint64_t size = p->s->v[rd->file].file_bytes;
+	uint64_t size = p->s->d->shards[rd->file].file_size;
 
 	if (res == -EAGAIN || res == -EINTR) {
 		queue_read(p, rd);
@@ -167,7 +187,7 @@ static int open_files(struct disk_probe *p, struct disk_limit *out,
 {
 	out->direct = 1;
 	for (uint32_t i = 0; i < p->nfiles; i++) {
-		const char *path = p->s->v[i].path;
+		const char *path = p->s->d->shards[i].path;
 		int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
 
 		if (fd < 0 && errno == EINVAL) {
@@ -192,7 +212,7 @@ static int open_files(struct disk_probe *p, struct disk_limit *out,
 int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
 	       size_t errlen)
 {
-	struct disk_probe p = { .s = s, .nfiles = s->n };
+	struct disk_probe p = { .s = s, .nfiles = s->d->nshards };
 	struct disk_read rds[DISK_QD];
 	uint8_t *bufs = NULL;
 	uint64_t t0;
@@ -201,10 +221,10 @@ int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
 	memset(out, 0, sizeof(*out));
 	out->block_bytes = DISK_BLOCK;
 	out->queue_depth = DISK_QD;
-	p.fds = malloc((s->n ? s->n : 1) * sizeof(int));
+	p.fds = malloc((p.nfiles ? p.nfiles : 1) * sizeof(int));
 	if (!p.fds)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < s->n; i++)
+	for (uint32_t i = 0; i < p.nfiles; i++)
 		p.fds[i] = -1;
 	r = posix_memalign((void **)&bufs, DISK_ALIGN,
 			   (size_t)DISK_QD * DISK_BLOCK);
@@ -231,7 +251,7 @@ int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
 				 strerror(-r));
 		io_uring_queue_exit(&p.ring);
 	}
-	for (uint32_t i = 0; i < s->n; i++)
+	for (uint32_t i = 0; i < p.nfiles; i++)
 		if (p.fds[i] >= 0)
 			close(p.fds[i]);
 	free(p.fds);
@@ -264,9 +284,9 @@ static int load_sample(const struct shard_set *s, struct sample_block **out,
 	v = calloc(s->blocks ? s->blocks : 1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (uint32_t f = 0; f < s->n && !r && taken < CPU_SAMPLE_BYTES;
+	for (uint32_t f = 0; f < s->d->nshards && !r && taken < CPU_SAMPLE_BYTES;
 	     f++) {
-		const struct shard_info *si = &s->v[f];
+		const struct shard_file *si = &s->d->shards[f];
 		int fd = open(si->path, O_RDONLY | O_CLOEXEC);
 
 		if (fd < 0) {
@@ -274,20 +294,22 @@ static int load_sample(const struct shard_set *s, struct sample_block **out,
 			snprintf(err, errlen, "%s: %s", si->path, strerror(-r));
 			break;
 		}
-		for (uint64_t b = 0; b < si->nblocks && !r; b++, g++) {
+		for (uint64_t b = 0; b < si->block_count && !r; b++, g++) {
 			const struct shard_block *bl = &si->blocks[b];
 			struct sample_block *sb = &v[n];
 
-			if (g % step || bl->raw > CPU_MAX_RAW ||
+			if (g % step || bl->raw_size > CPU_MAX_RAW ||
 			    taken >= CPU_SAMPLE_BYTES)
 				continue;
-			sb->stored = malloc(bl->stored ? bl->stored : 1);
+			sb->stored = malloc(bl->stored_size ? bl->stored_size
+							    : 1);
 			if (!sb->stored) {
 				r = -ENOMEM;
 				break;
 			}
-			if (pread(fd, sb->stored, bl->stored,
-				  (off_t)bl->offset) != (ssize_t)bl->stored) {
+			if (pread(fd, sb->stored, bl->stored_size,
+				  (off_t)bl->offset) !=
+			    (ssize_t)bl->stored_size) {
 				free(sb->stored);
 				snprintf(err, errlen, "%s: short read at %llu",
 					 si->path,
@@ -295,10 +317,10 @@ static int load_sample(const struct shard_set *s, struct sample_block **out,
 				r = -EIO;
 				break;
 			}
-			sb->stored_size = bl->stored;
-			sb->raw_size = bl->raw;
+			sb->stored_size = bl->stored_size;
+			sb->raw_size = bl->raw_size;
 			sb->codec = bl->codec;
-			taken += bl->stored;
+			taken += bl->stored_size;
 			n++;
 		}
 		close(fd);

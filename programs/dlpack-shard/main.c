@@ -1,9 +1,8 @@
 /*
- * dlpack_shard_main.c - `dlpack-shard`: convert datasets into the
+ * main.c - `dlpack-shard`: convert datasets into the
  * dlpack-shard format and inspect, verify, read and merge them.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 
@@ -49,33 +48,15 @@ void cli_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(int, char **);
-	} commands[] = {
+	static const struct cli_subcommand commands[] = {
 		{ "convert", cli_convert }, { "info", cli_info },
 		{ "verify", cli_verify },   { "cat", cli_cat },
 		{ "merge", cli_merge },
 	};
-	const char *cmd;
+	static const struct cli_program program = {
+		CLI_NAME, cli_usage, commands,
+		sizeof(commands) / sizeof(commands[0]),
+	};
 
-	if (argc < 2) {
-		cli_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
-	cmd = argv[1];
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
-	    strcmp(cmd, "help") == 0) {
-		cli_usage(stdout);
-		return 0;
-	}
-	if (strcmp(cmd, "--version") == 0) {
-		printf(CLI_NAME " %d.%d.%d\n", SLUICE_VERSION_MAJOR,
-		       SLUICE_VERSION_MINOR, SLUICE_VERSION_PATCH);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(cmd, commands[i].name) == 0)
-			return commands[i].fn(argc - 1, argv + 1);
-	return cli_usage_error("unknown command '%s'", cmd);
+	return cli_main(&program, argc, argv);
 }

@@ -1,11 +1,8 @@
 /*
- * sluice_main.c - `sluice`: stream a dataset through the loader (stream)
+ * main.c - `sluice`: stream a dataset through the loader (stream)
  * or measure it against the machine's limits (bench).
  */
-#include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
-#include <time.h>
 
 #include "sluice_cli.h"
 
@@ -50,14 +47,6 @@ void cli_usage(FILE *f)
 	      f);
 }
 
-uint64_t clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void busy_wait_ns(uint64_t ns)
 {
 	uint64_t end = clock_ns() + ns;
@@ -66,40 +55,13 @@ void busy_wait_ns(uint64_t ns)
 		;
 }
 
-int cli_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(CLI_NAME ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return CLI_EXIT_ERROR;
-}
-
-int cli_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(CLI_NAME ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	fputs("Run '" CLI_NAME " --help' for usage.\n", stderr);
-	return CLI_EXIT_USAGE;
-}
-
 int loader_error_exit(const sluice_loader *ld, int code)
 {
 	char msg[1024] = "";
 
 	if (ld)
 		sluice_loader_error(ld, msg, sizeof(msg));
-	if (!msg[0])
-		snprintf(msg, sizeof(msg), "%s", sluice_strerror(code));
-	return cli_error("%s", msg);
+	return cli_error_code(msg, code);
 }
 
 int dataset_error_exit(const sluice_dataset *ds, int code)
@@ -108,33 +70,18 @@ int dataset_error_exit(const sluice_dataset *ds, int code)
 
 	if (ds)
 		sluice_dataset_error(ds, msg, sizeof(msg));
-	if (!msg[0])
-		snprintf(msg, sizeof(msg), "%s", sluice_strerror(code));
-	return cli_error("%s", msg);
+	return cli_error_code(msg, code);
 }
 
 int main(int argc, char **argv)
 {
-	const char *cmd;
+	static const struct cli_subcommand commands[] = {
+		{ "stream", cmd_stream }, { "bench", cmd_bench },
+	};
+	static const struct cli_program program = {
+		CLI_NAME, cli_usage, commands,
+		sizeof(commands) / sizeof(commands[0]),
+	};
 
-	if (argc < 2) {
-		cli_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
-	cmd = argv[1];
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
-	    strcmp(cmd, "help") == 0) {
-		cli_usage(stdout);
-		return 0;
-	}
-	if (strcmp(cmd, "--version") == 0) {
-		printf(CLI_NAME " %d.%d.%d\n", SLUICE_VERSION_MAJOR,
-		       SLUICE_VERSION_MINOR, SLUICE_VERSION_PATCH);
-		return 0;
-	}
-	if (strcmp(cmd, "stream") == 0)
-		return cmd_stream(argc - 1, argv + 1);
-	if (strcmp(cmd, "bench") == 0)
-		return cmd_bench(argc - 1, argv + 1);
-	return cli_usage_error("unknown command '%s'", cmd);
+	return cli_main(&program, argc, argv);
 }

@@ -52,7 +52,7 @@ int cmd_bench(int argc, char **argv)
 	struct trace *trace = NULL;
 	struct bench_report rep;
 	sluice_dataset *ds = NULL;
-	int r, rc, have_shards;
+	int r, rc;
 
 	rc = opts_parse(argc, argv, CMD_BENCH, &o);
 	if (rc)
@@ -64,15 +64,11 @@ int cmd_bench(int argc, char **argv)
 		return rc;
 	}
 	memset(&rep, 0, sizeof(rep));
-	have_shards = shards_load(o.path, &shards, disk_err,
-				  sizeof(disk_err)) == 0;
-	if (!have_shards)
-		snprintf(cpu_err, sizeof(cpu_err), "%s", disk_err);
+	shards_summarize(ds, &shards);
 	if (o.trace_path) {
 		r = trace_open(o.trace_path, clock_ns(), &trace);
 		if (r) {
 			sluice_dataset_close(ds);
-			shards_free(&shards);
 			return cli_error("%s: %s", o.trace_path, strerror(-r));
 		}
 	}
@@ -86,17 +82,15 @@ int cmd_bench(int argc, char **argv)
 	if (rc)
 		goto out;
 
-	if (have_shards) {
-		maybe_drop_cache(&o, "before the disk probe");
-		if (limit_disk(&shards, &disk, disk_err, sizeof(disk_err)) == 0)
-			rep.disk = &disk;
-		if (limit_cpu(&shards, effective_threads(&o), &cpu, cpu_err,
-			      sizeof(cpu_err)) == 0)
-			rep.cpu = &cpu;
-	}
+	maybe_drop_cache(&o, "before the disk probe");
+	if (limit_disk(&shards, &disk, disk_err, sizeof(disk_err)) == 0)
+		rep.disk = &disk;
+	if (limit_cpu(&shards, effective_threads(&o), &cpu, cpu_err,
+		      sizeof(cpu_err)) == 0)
+		rep.cpu = &cpu;
 	rep.o = &o;
 	rep.ds = ds;
-	rep.shards = have_shards ? &shards : NULL;
+	rep.shards = &shards;
 	rep.run = &res;
 	rep.disk_error = disk_err[0] ? disk_err : NULL;
 	rep.cpu_error = cpu_err[0] ? cpu_err : NULL;
@@ -108,8 +102,6 @@ int cmd_bench(int argc, char **argv)
 	if (fflush(stdout))
 		rc = cli_error("write error on stdout");
 out:
-	if (have_shards)
-		shards_free(&shards);
 	sluice_dataset_close(ds);
 	return rc;
 }

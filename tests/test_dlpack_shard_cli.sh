@@ -8,7 +8,7 @@ BUILD=${BUILD:-build}
 DS="$BUILD/dlpack-shard"
 [ -x "$DS" ] || { echo "skip: $DS is not built"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX") || exit 1
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_dlpack_shard_cli.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM
 

@@ -2,7 +2,7 @@
  * import_tar_sources.h - the tars a WebDataset conversion reads: SRC as
  * one path, a comma-separated list, a glob, or WebDataset's brace
  * pattern ("shard-{000..099}.tar", "{train,val}-{0..3}.tar"), in order.
- * Private to import_tar.c.
+ * Private to import_tar.c (and its tests).
  */
 #ifndef SLUICE_DATASETS_IMPORT_TAR_SOURCES_H
 #define SLUICE_DATASETS_IMPORT_TAR_SOURCES_H

@@ -58,7 +58,7 @@ int cli_merge(int argc, char **argv)
 	r = sluice_merge(parts, nparts, out, &sum, err, sizeof(err));
 	free(parts);
 	if (r < 0)
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
+		return cli_error_code(err, r);
 	if (json)
 		printf("{\"records\": %llu, \"shards\": %u, \"blocks\": %llu, "
 		       "\"raw_bytes\": %llu, \"stored_bytes\": %llu}\n",

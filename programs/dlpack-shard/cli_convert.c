@@ -1,6 +1,6 @@
 /*
  * cli_convert.c - `dlpack-shard convert`: option parsing, the progress
- * line and the summary.  The importers do the work (datasets/import.h).
+ * line and the summary.  The importers do the work (import/import.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "import.h"
+#include "import/import.h"
 
 enum source_kind { SRC_GUESS, SRC_DIR, SRC_TAR, SRC_NPY, SRC_SYNTH };
 
@@ -33,7 +33,7 @@ static void on_progress(void *ctx, const sluice_writer *w, uint64_t done,
 {
 	struct progress *p = ctx;
 	uint64_t records, raw, stored;
-	double now = cli_now(), secs, rate;
+	double now = (double)clock_ns() / 1e9, secs, rate;
 
 	/* The first line as soon as there is something to show, so even a
 	 * short conversion shows one. */
@@ -405,7 +405,7 @@ int cli_convert(int argc, char **argv)
 	r = cli_check_out_dir(a.o.out_dir);
 	if (r)
 		return r;
-	start = cli_now();
+	start = (double)clock_ns() / 1e9;
 	prog.start = prog.last = start;
 	if (!a.quiet && isatty(STDERR_FILENO)) {
 		a.o.progress = on_progress;
@@ -429,7 +429,7 @@ int cli_convert(int argc, char **argv)
 	if (prog.shown)
 		fputs("\r\x1b[K", stderr);
 	if (r < 0)
-		return cli_error("%s", err[0] ? err : sluice_strerror(r));
-	print_summary(&a, &sum, cli_now() - start);
+		return cli_error_code(err, r);
+	print_summary(&a, &sum, (double)clock_ns() / 1e9 - start);
 	return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * sluice_cli.h - the private interface between the files of the `sluice`
- * command (bench/).  Everything here uses only the public API
- * (include/sluice.h, include/dlpack_shard.h) plus zstd, xxhash, liburing.
+ * command (programs/sluice/).  Everything here uses only the public API
+ * (include/sluice.h, include/dlpack_shard.h), the internal tools header
+ * (include/sluice_tools.h) and zstd, xxhash, liburing.
  */
 #ifndef SLUICE_BENCH_CLI_H
 #define SLUICE_BENCH_CLI_H
@@ -10,11 +11,11 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
+#include "cli_util.h"
 #include "sluice.h"
+#include "sluice_tools.h"
 
 #define CLI_NAME "sluice"
-#define CLI_EXIT_ERROR 1
-#define CLI_EXIT_USAGE 2
 
 /* ------------------------------------------------------------------ */
 /* Options (options.c)                                                 */
@@ -45,14 +46,10 @@ const char *shuffle_name(int shuffle);
 const char *device_name(int device);
 
 /* ------------------------------------------------------------------ */
-/* Small helpers (sluice_main.c)                                       */
+/* Small helpers (main.c)                                              */
 /* ------------------------------------------------------------------ */
 
-uint64_t clock_ns(void);             /* CLOCK_MONOTONIC, like the library */
 void busy_wait_ns(uint64_t ns);      /* spin: a stand-in for compute */
-int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int cli_usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
 void cli_usage(FILE *f);
 /* Print the loader's (or dataset's) message for @code; @return: 1. */
 int loader_error_exit(const sluice_loader *ld, int code);
@@ -92,8 +89,8 @@ void trace_counter(struct trace *t, const char *name, uint64_t ts_ns,
  * struct trace.  Each calling thread gets its own lane under the stage's
  * name.  Thread-safe, never blocks for long.
  */
-void trace_on_span(void *ctx, int stage, uint64_t start_ns, uint64_t end_ns,
-		   uint64_t bytes);
+void trace_on_span(void *ctx, enum sluice_stage stage, uint64_t start_ns,
+		   uint64_t end_ns, uint64_t bytes);
 uint64_t trace_events(const struct trace *t);
 /* Write the JSON and free @t (NULL ok).  @return: 0 or -errno. */
 int trace_close(struct trace *t);
@@ -125,37 +122,20 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	       struct run_result *res);
 
 /* ------------------------------------------------------------------ */
-/* Shard files and the limits (shards.c, limits.c)                     */
+/* The dataset's blocks and the limits (limits.c)                      */
 /* ------------------------------------------------------------------ */
 
-struct shard_block {
-	uint64_t offset, stored, raw;
-	uint32_t codec;
-	uint32_t records;
-};
-
-struct shard_info {
-	char *path;
-	uint64_t file_bytes;
-	uint64_t records, stored_bytes, raw_bytes;
-	uint64_t nblocks;
-	struct shard_block *blocks;
-};
-
+/* The shards and block table the loader reads (the library's own view,
+ * sluice_tools.h), with the totals the report needs. */
 struct shard_set {
-	struct shard_info *v;
-	uint32_t n;
+	const struct dataset *d;  /* borrowed from the open sluice_dataset */
 	uint64_t records, stored_bytes, raw_bytes, file_bytes, blocks;
 	uint64_t zstd_blocks;
 	uint64_t max_stored, max_raw;
 };
 
-/* Resolve PATH as sluice_dataset_open does (directory, file, comma list,
- * glob) and parse every header and index (bounds-checked, the index
- * checksum verified).  @return: 0 or -errno / -SLUICE_E* with @err. */
-int shards_load(const char *path, struct shard_set *s, char *err,
-		size_t errlen);
-void shards_free(struct shard_set *s);
+/* Fill @s from the open, loaded dataset @ds. */
+void shards_summarize(const sluice_dataset *ds, struct shard_set *s);
 
 struct disk_limit {
 	double seconds;

@@ -1,0 +1,160 @@
+/*
+ * sluice_tools.h - the internal interface that the programs (programs/)
+ * and the tests may use beyond the public API: the block table of a
+ * dataset as the loader sees it, and the one way to read a block.
+ *
+ * Internal: not installed, no API or ABI promise (zstd's
+ * ZSTD_STATIC_LINKING_ONLY section is the model).  Only libsluice.a users
+ * can link it; its functions are not exported from libsluice.so.
+ */
+#ifndef SLUICE_TOOLS_H
+#define SLUICE_TOOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlpack_shard.h"
+#include "sluice.h"
+
+typedef struct ZSTD_DCtx_s ZSTD_DCtx;
+
+/* ------------------------------------------------------------------ */
+/* The block table                                                     */
+/* ------------------------------------------------------------------ */
+
+/* A field with its derived sizes (all checked for overflow at parse). */
+struct shard_field {
+	struct sluice_field f;
+	uint64_t item_bytes;    /* bits / 8 * lanes */
+	uint64_t record_bytes;  /* fixed: bytes per record; variable: 0 */
+	uint64_t unit_bytes;    /* variable: item_bytes * prod(shape[1:]) */
+	uint64_t max_value_bytes; /* variable: largest value (header field
+				     max_value_bytes; max over shards) */
+	int variable;
+};
+
+struct shard_schema {
+	uint32_t nfields;
+	struct shard_field fields[DLS_MAX_FIELDS];
+};
+
+struct shard_block {
+	uint64_t offset;
+	uint64_t stored_size;
+	uint64_t raw_size;
+	uint64_t first_record;  /* within the shard */
+	uint32_t record_count;
+	uint32_t codec;
+	uint64_t checksum;
+};
+
+struct shard_file {
+	char *path;             /* owned */
+	uint64_t file_size;
+	uint32_t alignment;
+	uint64_t record_count;
+	uint64_t block_count;
+	uint64_t raw_bytes;
+	uint64_t stored_bytes;  /* sum of stored_size */
+	uint64_t max_stored;    /* largest block, stored and raw */
+	uint64_t max_raw;
+	struct shard_block *blocks; /* owned, block_count entries */
+	struct shard_schema schema;
+};
+
+/* A dataset: shards in order with one schema. */
+struct dataset {
+	char *source;               /* the path given to open, owned */
+	struct shard_schema schema;
+	uint32_t nshards;
+	struct shard_file *shards;  /* owned */
+	uint64_t *shard_first;      /* global index of each shard's record 0;
+				       nshards + 1 entries */
+	uint64_t record_count;
+	uint64_t block_count;
+	uint64_t max_stored, max_raw;
+	uint32_t max_alignment;
+};
+
+/*
+ * dataset_load - resolve @path as sluice_dataset_open() does (directory
+ * with dataset.json, shard file, comma list, glob) and parse every header
+ * and index (bounds-checked, checksums verified).  On failure writes
+ * "PATH: what" into @err; @out is then empty (dataset_free is still safe).
+ * @return: 0, -errno, -SLUICE_EFORMAT, -SLUICE_ECORRUPT, -SLUICE_ESCHEMA.
+ */
+int dataset_load(const char *path, struct dataset *out, char *err,
+		 size_t errlen);
+void dataset_free(struct dataset *ds);
+
+/* The block table behind an open public handle (borrowed: valid until
+ * sluice_dataset_close).  NULL when @ds is NULL or failed to open. */
+const struct dataset *dataset_table(const sluice_dataset *ds);
+
+/* ------------------------------------------------------------------ */
+/* Reading a block                                                     */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A decoded block seen through its layout.  Built by block_view_init(),
+ * which checks every offset table (monotone, within the block) so that
+ * later accesses need no checks.
+ */
+struct block_view {
+	uint32_t n;
+	const uint8_t *data[DLS_MAX_FIELDS];      /* field section start */
+	const uint64_t *offsets[DLS_MAX_FIELDS];  /* variable fields only */
+};
+
+/*
+ * A block reader: the buffers and zstd context that block_read() reuses
+ * from one block to the next.  A zeroed struct is ready; free with
+ * block_reader_free().  One thread at a time.
+ */
+struct block_reader {
+	ZSTD_DCtx *dctx;
+	void *stored, *raw;         /* 64-byte aligned; grow as needed */
+	uint64_t stored_cap, raw_cap;
+};
+
+/*
+ * block_read - read block @b of @sf from @fd (open on sf->path), check its
+ * XXH3, decompress it, and build its view in @view, which points into @br
+ * until the next block_read or block_reader_free.  No size from the index
+ * is trusted for an allocation before the data agrees with it.  On failure
+ * writes "PATH: block B: offset O: what" into @err.
+ * @return: 0, -errno (read), -ENOMEM, -SLUICE_ECORRUPT (short file,
+ *	checksum, sizes, layout), -SLUICE_EZSTD.
+ */
+int block_read(struct block_reader *br, int fd, const struct shard_file *sf,
+	       uint64_t b, struct block_view *view, char *err, size_t errlen);
+void block_reader_free(struct block_reader *br);
+
+/* Field @f of record @i (0-based within the block). */
+static inline void block_view_get(const struct shard_schema *s,
+				  const struct block_view *v, uint32_t f,
+				  uint32_t i, const uint8_t **ptr,
+				  uint64_t *len)
+{
+	if (s->fields[f].variable) {
+		*ptr = v->data[f] + v->offsets[f][i];
+		*len = v->offsets[f][i + 1] - v->offsets[f][i];
+	} else {
+		*len = s->fields[f].record_bytes;
+		*ptr = v->data[f] + (uint64_t)i * *len;
+	}
+}
+
+/*
+ * dataset_verify - check every structural bound and checksum of the
+ * dataset or shard at @path (headers, indexes, every block's XXH3, every
+ * decoded block's layout, manifest against shards).  Calls @report once
+ * per problem with a line "FILE: block B: offset O: what" (block and
+ * offset omitted where they do not apply).
+ * @return: number of problems (0: clean), or a negative code when the
+ *	check itself could not run (then @report got the reason).
+ */
+typedef void (*verify_report_fn)(void *ctx, const char *line);
+long dataset_verify(const char *path, verify_report_fn report, void *ctx);
+
+#endif /* SLUICE_TOOLS_H */
