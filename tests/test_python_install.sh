@@ -24,7 +24,9 @@ PY=$(PYTHON="$PY" SLUICE_VENV="$root/build/venv" sh tools/python_env.sh) ||
 "$PY" -c 'import setuptools, sys
 v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
 sys.exit(v < (61, 0))' || skip "setuptools < 61 in $PY"
-tools_site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# Every site directory of $PY, in its order (a venv made with
+# --system-site-packages has two).
+tools_site=$("$PY" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith("-packages")))')
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT

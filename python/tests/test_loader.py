@@ -167,3 +167,17 @@ def test_release_early(dataset):
         for _ in range(20):
             next(ld, None)
         np.testing.assert_array_equal(arr, want)
+
+
+def test_direct_io_auto_reads_cached_shards_buffered(dataset):
+    # The dataset was just written: the page cache holds it.
+    shards = sluice.Dataset(dataset).shards
+    with sluice.Loader(dataset, batch_size=50, device="cpu") as ld:
+        st = ld.stats()
+        assert st["cached_shards"] == shards and st["direct_io"] == 0
+        assert sum(b.size for b in ld) == 400
+    with sluice.Loader(dataset, batch_size=50, device="cpu",
+                       direct_io=False) as ld:
+        assert ld.stats()["cached_shards"] == 0
+    with pytest.raises(ValueError, match="direct_io"):
+        sluice.Loader(dataset, device="cpu", direct_io="sometimes")
