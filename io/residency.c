@@ -92,6 +92,10 @@ int file_cached_pages(int fd, uint64_t *cached, uint64_t *total)
 	if (*total == 0)
 		return 0;
 	r = cached_by_cachestat(fd, cached);
+#ifdef SLUICE_TESTING
+	if (ring_test_no_cachestat())
+		r = -ENOSYS;
+#endif
 	if (r == -ENOSYS || r == -EPERM)   /* old kernel, or seccomp */
 		r = cached_by_mincore(fd, (uint64_t)st.st_size, cached);
 	if (r == 0 && *cached > *total)

@@ -114,6 +114,7 @@ void ring_op_finish(struct io_ring *r, struct ring_op *op, int err);
 void ring_fault_apply(uint32_t file, uint64_t offset, uint64_t length,
 		      int *res);
 size_t ring_test_iovec_max(void);
+int ring_test_no_cachestat(void);
 #endif
 
 #endif /* SLUICE_IO_RING_PRIVATE_H */

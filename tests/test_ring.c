@@ -949,6 +949,9 @@ int main(void)
 	test_many_files();
 	test_direct_refused();
 	test_direct_auto();
+	io_ring_test_no_cachestat(1);   /* kernels before 6.5: mincore */
+	test_direct_auto();
+	io_ring_test_no_cachestat(0);
 	test_tmpfs();
 
 	munmap(arena, ARENA_LEN);
