@@ -1,38 +1,45 @@
 /*
- * compute.cu - the stand-in for a training step: a kernel that spins on
- * the SM clock, so copies overlapping it are measured against real GPU
- * occupancy rather than an idle device.
+ * compute.cu - the stand-in for a training step: a kernel that keeps every
+ * SM busy for a given wall time, so copies overlapping it are measured
+ * against real GPU occupancy rather than an idle device.
  */
 #include "cuda_compute.h"
 
-/* static: nvcc's host stubs for it stay out of the library's exports. */
-static __global__ void spin_kernel(long long cycles)
+/* The SM's nanosecond wall clock.  clock64() counts cycles, which at
+ * clocks below the peak would make the step longer than asked and the
+ * benchmark's idle fraction wrong. */
+static __device__ __forceinline__ unsigned long long global_ns(void)
 {
-	long long start = clock64();
+	unsigned long long t;
 
-	while (clock64() - start < cycles)
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* static: nvcc's host stubs for it stay out of the library's exports. */
+static __global__ void spin_kernel(unsigned long long ns)
+{
+	unsigned long long start = global_ns();
+
+	while (global_ns() - start < ns)
 		;
 }
 
 extern "C" cudaError_t cuda_spin_async(cudaStream_t stream, double ms)
 {
-	int dev, khz, sms;
+	int dev, sms;
 	cudaError_t e;
 
 	if (!(ms > 0))
 		return cudaSuccess;
 	e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
-		e = cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
-	if (e == cudaSuccess)
 		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
 					   dev);
 	if (e != cudaSuccess)
 		return e;
-	if (khz <= 0)
-		khz = 1000000;  /* unknown: assume 1 GHz */
 	if (sms <= 0)
 		sms = 1;
-	spin_kernel<<<sms, 32, 0, stream>>>((long long)(ms * khz));
+	spin_kernel<<<sms, 32, 0, stream>>>((unsigned long long)(ms * 1e6));
 	return cudaGetLastError();
 }

@@ -13,8 +13,8 @@ extern "C" {
 
 /*
  * cuda_spin_async - enqueue on @stream a kernel that keeps every SM of the
- * current device busy for about @ms milliseconds (clock64 against the
- * peak clock rate, so at lower clocks it runs a little longer).  Does not
+ * current device busy for @ms milliseconds of the GPU's global timer
+ * (wall time, whatever the clock rate).  Nothing for @ms <= 0.  Does not
  * block.  @return: cudaSuccess or the launch's error.
  */
 __attribute__((visibility("hidden")))

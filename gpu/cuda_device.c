@@ -12,7 +12,6 @@
 #ifdef SLUICE_HAVE_CUDA
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +43,6 @@ struct cuda_device {
 	cudaStream_t copy_stream;
 	struct cuda_slot *slot;
 	uint32_t slots_ready;         /* slots whose lock and events exist */
-	_Atomic int64_t last_stream;  /* last exported stream, -1: none */
 };
 
 static struct cuda_device *to_cuda(struct device *d)
@@ -254,7 +252,6 @@ static int cuda_slot_export(struct device *d, uint32_t i, int64_t stream)
 		else
 			s->overflow = 1;
 	}
-	atomic_store(&cd->last_stream, stream);
 out:
 	pthread_mutex_unlock(&s->lock);
 	leave(cd, prev);
@@ -291,70 +288,92 @@ static int cuda_slot_release(struct device *d, uint32_t i)
 	return r;
 }
 
-static double cuda_measure_h2d(struct device *d, size_t bytes, int iters)
+static int cuda_measure_h2d(struct device *d, size_t bytes, int iters,
+			    double *bps)
 {
 	struct cuda_device *cd = to_cuda(d);
-	size_t device_bytes = (size_t)d->slots * d->slot_bytes;
 	cudaEvent_t start = NULL, stop = NULL;
+	const uint8_t *src;
+	void *dst = NULL;
+	const char *what;
 	cudaError_t e;
 	float ms = 0;
-	int prev, n;
+	int prev, n, r;
 
 	if (bytes > d->arena.bytes)
 		bytes = d->arena.bytes;
-	if (bytes > device_bytes)
-		bytes = device_bytes;
-	if (bytes == 0)
-		return 0;
-	if (iters < 1)
-		iters = 1;
-	if (enter(cd, &prev))
-		return 0;
-	e = cudaEventCreate(&start);
+	src = (const uint8_t *)d->arena.base + (d->arena.bytes - bytes);
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	what = "cudaMalloc of the scratch destination";
+	e = cudaMalloc(&dst, bytes);
+	if (e == cudaSuccess) {
+		what = "cudaEventCreate";
+		e = cudaEventCreate(&start);
+	}
 	if (e == cudaSuccess)
 		e = cudaEventCreate(&stop);
 	/* Queued behind any copy in flight, so it times only itself. */
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		what = "cudaMemcpyAsync";
 		e = cudaEventRecord(start, cd->copy_stream);
+	}
 	for (n = 0; n < iters && e == cudaSuccess; n++)
-		e = cudaMemcpyAsync(cd->slot_mem, d->arena.base, bytes,
-				    cudaMemcpyHostToDevice, cd->copy_stream);
+		e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+				    cd->copy_stream);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(stop, cd->copy_stream);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		what = "cudaEventSynchronize";
 		e = cudaEventSynchronize(stop);
+	}
 	if (e == cudaSuccess)
 		e = cudaEventElapsedTime(&ms, start, stop);
-	if (e != cudaSuccess)
-		device_record_error(d, "measuring host-to-device bandwidth: %s",
-				    cudaGetErrorString(e));
+	if (e != cudaSuccess) {
+		device_record_error(d, "measuring host-to-device bandwidth "
+				       "(%zu bytes x %d): %s: %s", bytes, iters,
+				    what, cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		r = -SLUICE_ECUDA;
+	} else if (ms <= 0) {
+		device_record_error(d, "measuring host-to-device bandwidth: "
+				       "%d copies of %zu bytes took no time",
+				    iters, bytes);
+		r = -SLUICE_ECUDA;
+	} else {
+		*bps = (double)bytes * iters / (ms / 1e3);
+	}
 	if (start)
 		(void)cudaEventDestroy(start);
 	if (stop)
 		(void)cudaEventDestroy(stop);
+	if (dst)
+		(void)cudaFree(dst);
 	leave(cd, prev);
-	if (e != cudaSuccess || ms <= 0)
-		return 0;
-	return (double)bytes * iters / (ms / 1e3);
+	return r;
 }
 
-static void cuda_compute(struct device *d, double ms)
+static int cuda_compute(struct device *d, int64_t stream, double ms)
 {
 	struct cuda_device *cd = to_cuda(d);
-	int64_t last = atomic_load(&cd->last_stream);
-	cudaStream_t cs = (cudaStream_t)(intptr_t)(last == -1 ? 0 : last);
+	cudaStream_t cs = (cudaStream_t)(intptr_t)stream;
 	cudaError_t e;
-	int prev;
+	int prev, r;
 
-	if (enter(cd, &prev))
-		return;
+	r = enter(cd, &prev);
+	if (r)
+		return r;
 	e = cuda_spin_async(cs, ms);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(cs);
-	if (e != cudaSuccess)
-		device_record_error(d, "compute kernel: %s",
+	if (e != cudaSuccess) {
+		device_record_error(d, "compute step of %.3f ms: %s", ms,
 				    cudaGetErrorString(e));
+		r = -SLUICE_ECUDA;
+	}
 	leave(cd, prev);
+	return r;
 }
 
 static const struct device_ops cuda_ops = {
@@ -399,7 +418,6 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	}
 	device_base_init(&cd->base, &cuda_ops, cfg);
 	cd->id = id;
-	atomic_init(&cd->last_stream, -1);
 	cd->base.info.dl.device_type = kDLCUDA;
 	cd->base.info.dl.device_id = id;
 	cd->base.info.is_cuda = 1;
@@ -420,16 +438,22 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	cd->base.info.huge_pages = cd->base.arena.huge_pages;
 	/* Anonymous memory registered afterwards, not cudaHostAlloc: see
 	 * DESIGN.md "The pinned arena". */
-	e = cudaHostRegister(cd->base.arena.base, cd->base.arena.map_len,
-			     cudaHostRegisterDefault);
-	if (e == cudaSuccess) {
-		cd->registered = 1;
-		cd->base.info.arena_pinned = 1;
-	} else {
+	if (cfg->pageable) {
 		device_note_fallback(&cd->base.info,
-				     "cudaHostRegister failed: %s; pageable copies",
-				     cudaGetErrorString(e));
-		(void)cudaGetLastError();
+				     "cudaHostRegister off (asked); pageable copies");
+	} else {
+		e = cudaHostRegister(cd->base.arena.base,
+				     cd->base.arena.map_len,
+				     cudaHostRegisterDefault);
+		if (e == cudaSuccess) {
+			cd->registered = 1;
+			cd->base.info.arena_pinned = 1;
+		} else {
+			device_note_fallback(&cd->base.info,
+					     "cudaHostRegister failed: %s; pageable copies",
+					     cudaGetErrorString(e));
+			(void)cudaGetLastError();
+		}
 	}
 
 	what = "cudaMalloc of the device slots";

@@ -268,13 +268,19 @@ int device_slot_release(struct device *d, uint32_t i)
 	return d->ops->slot_release(d, i);
 }
 
-double device_measure_h2d(struct device *d, size_t bytes, int iters)
+int device_measure_h2d(struct device *d, size_t bytes, int iters,
+		       double *bps)
 {
-	return d->ops->measure_h2d(d, bytes, iters);
+	*bps = 0;
+	if (bytes == 0 || iters < 1)
+		return -EINVAL;
+	return d->ops->measure_h2d(d, bytes, iters, bps);
 }
 
-void device_compute(struct device *d, double ms)
+int device_compute(struct device *d, int64_t stream, double ms)
 {
-	if (ms > 0)
-		d->ops->compute(d, ms);
+	/* An hour bounds a step; NaN and negatives are caller bugs. */
+	if (!(ms >= 0) || ms > 3.6e6 || stream < 0)
+		return -EINVAL;
+	return d->ops->compute(d, stream, ms);
 }

@@ -25,6 +25,8 @@ struct device_config {
 	size_t arena_bytes;     /* pinned host arena (io buffers + slots) */
 	uint32_t slots;         /* prefetch depth */
 	size_t slot_bytes;      /* bytes per batch slot on the device */
+	int pageable;           /* 1: no cudaHostRegister (forces the
+				   pageable-copy fallback, for tests) */
 };
 
 struct device_info {
@@ -104,11 +106,29 @@ int device_slot_release(struct device *d, uint32_t i);
  */
 int device_last_error(struct device *d, char *buf, size_t len);
 
-/* Pinned host-to-device bandwidth over @bytes (bytes/s); 0 on host. */
-double device_measure_h2d(struct device *d, size_t bytes, int iters);
+/*
+ * device_measure_h2d - host-to-device bandwidth of this device's own
+ * arena: @iters cudaMemcpyAsync of @bytes (capped at the arena) from the
+ * arena's end, where the pipeline keeps its batch slots, on the copy
+ * stream (so behind copies in flight, timed by events around itself).
+ * The destination is a scratch cudaMalloc, not the device slots, whose
+ * batches may still be in use.  Pinned unless the arena's registration
+ * failed or was turned off (info.arena_pinned says which).
+ * @bps: receives bytes per second.
+ * @return: 0; -SLUICE_ENODEVICE on the host; -SLUICE_ECUDA (message in
+ *	device_last_error); -EINVAL.
+ */
+int device_measure_h2d(struct device *d, size_t bytes, int iters,
+		       double *bps);
 
-/* Emulate a training step of @ms milliseconds: a kernel on the last
- * exported stream (cuda) or a busy loop (host). Blocks until done. */
-void device_compute(struct device *d, double ms);
+/*
+ * device_compute - a stand-in for a training step: on the GPU, enqueue on
+ * @stream (cudaStream_t as an integer, 0 the legacy default) a kernel
+ * that keeps every SM busy for @ms milliseconds (none when @ms is 0),
+ * then wait until @stream has finished all its work; on the host, spin
+ * the calling thread for @ms.
+ * @return: 0; -SLUICE_ECUDA; -EINVAL.
+ */
+int device_compute(struct device *d, int64_t stream, double ms);
 
 #endif /* SLUICE_GPU_DEVICE_H */

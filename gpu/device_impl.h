@@ -19,8 +19,9 @@ struct device_ops {
 	int (*wait_copied)(struct device *d, uint32_t i);
 	int (*slot_export)(struct device *d, uint32_t i, int64_t stream);
 	int (*slot_release)(struct device *d, uint32_t i);
-	double (*measure_h2d)(struct device *d, size_t bytes, int iters);
-	void (*compute)(struct device *d, double ms);
+	int (*measure_h2d)(struct device *d, size_t bytes, int iters,
+			   double *bps);
+	int (*compute)(struct device *d, int64_t stream, double ms);
 };
 
 /* The arena mapping, shared by both implementations. */

@@ -130,18 +130,23 @@ static int host_slot_export(struct device *d, uint32_t i, int64_t stream)
 	return 0;
 }
 
-static double host_measure_h2d(struct device *d, size_t bytes, int iters)
+static int host_measure_h2d(struct device *d, size_t bytes, int iters,
+			    double *bps)
 {
-	(void)d;
 	(void)bytes;
 	(void)iters;
-	return 0;
+	*bps = 0;
+	device_record_error(d, "no host-to-device link to measure: batches "
+			       "stay on the host");
+	return -SLUICE_ENODEVICE;
 }
 
-static void host_compute(struct device *d, double ms)
+static int host_compute(struct device *d, int64_t stream, double ms)
 {
 	(void)d;
+	(void)stream;
 	host_busy_wait(ms);
+	return 0;
 }
 
 static const struct device_ops host_ops = {

@@ -352,6 +352,11 @@ struct sluice_loader_config {
 				      true lengths (values past L are cut
 				      and counted: values_truncated) */
 	uint64_t cache_bytes;      /* decoded-block cache; 0: automatic */
+	/* Force the fallbacks (tests, benchmarks); both stay correct, only
+	 * slower, and sluice_stats.fallbacks says they are on. */
+	int plain_reads;           /* 1: no io_uring registered buffers; 0 */
+	int pageable_copies;       /* 1: no cudaHostRegister of the arena:
+				      copies from pageable memory; 0 */
 	/*
 	 * Optional tracing: called once per unit of work after it ends, on
 	 * the pipeline thread that did it (so it must be thread-safe and
@@ -517,6 +522,46 @@ struct sluice_stats {
  */
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 				   struct sluice_stats *st);
+
+/* ------------------------------------------------------------------ */
+/* Benchmark probes                                                    */
+/* ------------------------------------------------------------------ */
+
+/**
+ * sluice_loader_measure_h2d - the PCIe limit as this loader sees it:
+ * @iters cudaMemcpyAsync calls of @bytes each from the loader's own host
+ * arena (its batch slots: pinned, unless sluice_stats.device_pinned says
+ * otherwise) to the loader's GPU, on the loader's copy stream, timed with
+ * CUDA events.  @bytes is capped at the arena's size.  The destination
+ * is a scratch allocation made and freed by this call (the device slots
+ * may hold batches still in use), so nothing the loader delivers is
+ * touched.  Copies the loader has in flight share the link: call it when
+ * the loader is idle (after the last batch wanted) for a clean figure.
+ * @bytes_per_s: out; 0 on failure.
+ * @return: 0; -SLUICE_ENODEVICE when the loader's batches stay on the
+ *	host (no link to measure); -SLUICE_ECUDA (message in
+ *	sluice_loader_error()); -EINVAL (@bytes 0, @iters < 1, no loader).
+ * Thread-safety: the consumer thread.
+ */
+SLUICE_API int sluice_loader_measure_h2d(sluice_loader *ld, uint64_t bytes,
+					 int iters, double *bytes_per_s);
+
+/**
+ * sluice_loader_compute - stand in for a training step of @ms
+ * milliseconds.  On a GPU loader: enqueue on @stream (the consumer's
+ * cudaStream_t as an integer; 0 the legacy default stream) a kernel that
+ * keeps every SM busy for @ms of wall time, then wait until @stream has
+ * finished everything queued on it, like a step ending in loss.item().
+ * With @ms 0 only the wait.  Work on @stream is ordered after the copies
+ * of the batches whose tensors were exported to it, so a step that
+ * starts late shows the loader's delay.  On a host loader: spin the
+ * calling thread for @ms.
+ * @return: 0; -SLUICE_ECUDA; -EINVAL (@ms negative or over an hour,
+ *	@stream below 0, no loader).
+ * Thread-safety: any thread.
+ */
+SLUICE_API int sluice_loader_compute(sluice_loader *ld, int64_t stream,
+				     double ms);
 
 /* ------------------------------------------------------------------ */
 /* Batches                                                             */

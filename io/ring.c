@@ -252,7 +252,10 @@ int io_ring_create(struct io_ring **out, const char *const *paths,
 		goto fail;
 	}
 	ring_register_files(r);
-	ring_register_buffers(r, arena, arena_len);
+	if (cfg->plain_reads)
+		ring_note(r, "buffer registration off (asked): plain reads");
+	else
+		ring_register_buffers(r, arena, arena_len);
 	r->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (r->wake_fd < 0) {
 		ret = -errno;

@@ -17,6 +17,8 @@ struct io_ring_config {
 				   holds most of a file, else O_DIRECT when
 				   the fs allows; 0; 1 */
 	int sqpoll;             /* IORING_SETUP_SQPOLL */
+	int plain_reads;        /* 1: do not register the buffers (forces
+				   the plain-read fallback, for tests) */
 };
 
 /* What the ring ended up using, with the reason for each fallback. */

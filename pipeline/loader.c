@@ -204,6 +204,7 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 		.queue_depth = c->cfg.queue_depth,
 		.direct = c->cfg.direct_io,
 		.sqpoll = c->cfg.sqpoll,
+		.plain_reads = c->cfg.plain_reads,
 	};
 	int r;
 
@@ -356,6 +357,7 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 		.arena_bytes = io_bytes + c->cfg.prefetch_depth * c->slot_bytes,
 		.slots = c->cfg.prefetch_depth,
 		.slot_bytes = c->slot_bytes,
+		.pageable = c->cfg.pageable_copies,
 	};
 	r = device_open(&dc, &c->dev, err, errlen);
 	if (r)

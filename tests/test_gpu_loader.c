@@ -7,6 +7,9 @@
  *   across next() calls and runs slow kernels before reading them sees no
  *   corruption: the copy stream waits on the release event instead.
  *
+ * - Fallbacks: the content check again with pageable copies (no
+ *   cudaHostRegister) and with plain reads (no registered buffers).
+ *
  * Skips (77) without CUDA or without a GPU, unless SLUICE_REQUIRE_GPU=1,
  * where that is a failure.
  */
@@ -27,7 +30,12 @@ int main(void)
 #define N 3000
 #define B 100
 
-static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth)
+/* @fallback: 0, FB_PAGEABLE or FB_PLAIN_READS. */
+#define FB_PAGEABLE 1
+#define FB_PLAIN_READS 2
+
+static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth,
+			      int fallback)
 {
 	struct sluice_loader_config cfg;
 	sluice_loader *ld = NULL;
@@ -40,6 +48,8 @@ static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth)
 	cfg.decode_threads = 2;
 	cfg.device = device;
 	cfg.device_id = 0;
+	cfg.pageable_copies = fallback == FB_PAGEABLE;
+	cfg.plain_reads = fallback == FB_PLAIN_READS;
 	r = sluice_loader_open(ds, &cfg, &ld);
 	if (r == -SLUICE_ENODEVICE) {
 		char msg[512];
@@ -77,11 +87,12 @@ static void *to_host(sluice_batch *b, const char *name, cudaStream_t stream,
 	return h;
 }
 
-static void check_content(sluice_dataset *ds)
+static void check_content(sluice_dataset *ds, int fallback)
 {
 	static const char *names[] = { "x", "v", "v.offsets" };
-	sluice_loader *host = open_on(ds, SLUICE_DEVICE_HOST, 3);
-	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 3);
+	sluice_loader *host = open_on(ds, SLUICE_DEVICE_HOST, 3, 0);
+	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 3, fallback);
+	struct sluice_stats st;
 	sluice_batch *hb, *gb;
 	int rh, rg;
 
@@ -103,6 +114,17 @@ static void check_content(sluice_dataset *ds)
 	}
 	T_EQ(rh, SLUICE_EOF);
 	T_EQ(sluice_loader_next(gpu, &gb), SLUICE_EOF);
+	T_OK(sluice_loader_stats(gpu, &st));
+	if (fallback == FB_PAGEABLE) {
+		T_EQ(st.device_pinned, 0);
+		T_CONTAINS(st.fallbacks, "cudaHostRegister off (asked)");
+	}
+	if (fallback == FB_PLAIN_READS) {
+		T_EQ(st.registered_buffers, 0);
+		T_CONTAINS(st.fallbacks, "buffer registration off (asked)");
+	}
+	printf("content equal (fallback %d): pinned %d, registered buffers %d\n",
+	       fallback, st.device_pinned, st.registered_buffers);
 	sluice_loader_close(host);
 	sluice_loader_close(gpu);
 }
@@ -133,7 +155,7 @@ static void check_pending(struct pending *p, int count)
 
 static void check_stream_safety(sluice_dataset *ds)
 {
-	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 2);
+	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 2, 0);
 	struct pending *p = NULL;
 	cudaStream_t s;
 	sluice_batch *b;
@@ -178,7 +200,9 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/d", dir);
 	fx_write(path, N, 65536, 3, 0);
 	T_OK(sluice_dataset_open(path, &ds));
-	check_content(ds);
+	check_content(ds, 0);
+	check_content(ds, FB_PAGEABLE);
+	check_content(ds, FB_PLAIN_READS);
 	check_stream_safety(ds);
 	sluice_dataset_close(ds);
 	fx_rmrf(dir);

@@ -1,16 +1,25 @@
 #!/bin/sh
-# The GPU loader test under compute-sanitizer's memcheck and racecheck.
-# Skips where the GPU test itself skips (no GPU, CUDA=0) or the sanitizer
-# is not installed.
+# The GPU tests (device layer and loader) under compute-sanitizer's
+# memcheck and racecheck.  Skips where the GPU tests themselves skip (no
+# GPU, CUDA=0) or the sanitizer is not installed; with
+# SLUICE_REQUIRE_GPU=1 (make test-gpu) a missing sanitizer is a failure.
 BUILD=${BUILD:-build}
-t="$BUILD/tests/test_gpu_loader"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-[ -x "$t" ] || { echo "skip: $t not built"; exit 77; }
-"$t" >/dev/null 2>&1
-rc=$?
-if [ $rc -eq 77 ]; then "$t" | tail -n 1; exit 77; fi
-[ $rc -eq 0 ] || { echo "test_gpu_loader fails without the sanitizer"; exit 1; }
-[ -x "$cs" ] || { echo "skip: compute-sanitizer not installed"; exit 77; }
-for tool in memcheck racecheck; do
-	"$cs" --tool "$tool" --error-exitcode 3 "$t" || { echo "$tool found errors"; exit 1; }
+for t in "$BUILD/tests/test_gpu" "$BUILD/tests/test_gpu_loader"; do
+	[ -x "$t" ] || { echo "skip: $t not built"; exit 77; }
+	"$t" >/dev/null 2>&1
+	rc=$?
+	if [ $rc -eq 77 ]; then "$t" | tail -n 1; exit 77; fi
+	[ $rc -eq 0 ] || { echo "$t fails without the sanitizer"; exit 1; }
+done
+if [ ! -x "$cs" ]; then
+	[ "$SLUICE_REQUIRE_GPU" = 1 ] && { echo "compute-sanitizer not found"; exit 1; }
+	echo "skip: compute-sanitizer not installed"; exit 77
+fi
+for t in "$BUILD/tests/test_gpu" "$BUILD/tests/test_gpu_loader"; do
+	for tool in memcheck racecheck; do
+		echo "== $tool $t ($(date +%T))"
+		"$cs" --tool "$tool" --error-exitcode 3 "$t" ||
+			{ echo "$tool found errors in $t"; exit 1; }
+	done
 done

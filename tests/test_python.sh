@@ -2,9 +2,12 @@
 # The Python package: build the extension with $BUILD/libsluice.a linked
 # in, into $BUILD/python, then run its pytest suite (python/tests) with a
 # python3 that has pytest and numpy (tools/python_env.sh: the system's, or
-# build/venv, filled on first use).
+# build/venv, filled on first use), less the CUDA tests, which
+# tests/test_gpu_python.sh runs (and skips as a whole).
+# SLUICE_PYTEST_K selects tests by name (pytest -k; default "not cuda").
 # Exit 0 pass, 1 fail, 77 skip with the reason on the last line.
 BUILD=${BUILD:-build}
+SLUICE_PYTEST_K=${SLUICE_PYTEST_K-not cuda}
 PY=${PYTHON:-python3}
 root=$(pwd)
 case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
@@ -57,7 +60,7 @@ san_flags=${SAN:+-fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-point
 cd "$out" || exit 1
 PYTHONPATH="$out/lib" PYTHONDONTWRITEBYTECODE=1 "$PY" -m pytest -q -rs \
 	-p no:cacheprovider --basetemp="${TMPDIR:-/tmp}/sluice-pytest-$$" \
-	"$root/python/tests"
+	${SLUICE_PYTEST_K:+-k "$SLUICE_PYTEST_K"} "$root/python/tests"
 rc=$?
 rm -rf "${TMPDIR:-/tmp}/sluice-pytest-$$"
 case $rc in

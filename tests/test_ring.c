@@ -107,7 +107,8 @@ static struct io_ring *ring_open(const char *const *p, uint32_t n,
 				 int direct, unsigned depth, int sqpoll,
 				 struct io_ring_info *info)
 {
-	struct io_ring_config cfg = { depth, direct, sqpoll };
+	struct io_ring_config cfg = { .queue_depth = depth, .direct = direct,
+				       .sqpoll = sqpoll };
 	struct io_ring *r = NULL;
 	char err[256];
 	int ret = io_ring_create(&r, p, n, arena, ARENA_LEN, &cfg, err,
@@ -533,7 +534,7 @@ static void test_invalid(void)
 	io_ring_destroy(r);
 
 	const char *const missing[] = { paths[0], "/nonexistent/sluice" };
-	struct io_ring_config cfg = { 8, -1, 0 };
+	struct io_ring_config cfg = { .queue_depth = 8, .direct = -1 };
 	char err[256];
 
 	r = (struct io_ring *)&cfg;
@@ -732,7 +733,7 @@ static void test_direct_auto(void)
 static void test_direct_refused(void)
 {
 	const char *const p[] = { paths[0], "/proc/version" };
-	struct io_ring_config cfg = { 8, 1, 0 };
+	struct io_ring_config cfg = { .queue_depth = 8, .direct = 1 };
 	struct io_ring_info info;
 	struct io_ring *r;
 	char err[256], want[512];

@@ -57,6 +57,7 @@ int cmd_bench(int argc, char **argv)
 	rc = opts_parse(argc, argv, CMD_BENCH, &o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	o.measure_h2d = 1;
 	r = sluice_dataset_open(o.path, &ds);
 	if (r) {
 		rc = dataset_error_exit(ds, r);

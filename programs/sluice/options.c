@@ -16,7 +16,7 @@ enum {
 	OPT_PAD, OPT_DROP_LAST, OPT_NO_VERIFY, OPT_ON_ERROR, OPT_DIRECT,
 	OPT_SQPOLL, OPT_CACHE, OPT_COMPUTE, OPT_HASH, OPT_STATE_OUT,
 	OPT_STATE_IN, OPT_STOP, OPT_JSON, OPT_TRACE, OPT_DROP_CACHE,
-	OPT_HELP,
+	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -39,6 +39,8 @@ static const struct option long_opts[] = {
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "cache-bytes", required_argument, NULL, OPT_CACHE },
 	{ "compute-ms", required_argument, NULL, OPT_COMPUTE },
+	{ "plain-reads", no_argument, NULL, OPT_PLAIN_READS },
+	{ "pageable", no_argument, NULL, OPT_PAGEABLE },
 	{ "hash", no_argument, NULL, OPT_HASH },
 	{ "state-out", required_argument, NULL, OPT_STATE_OUT },
 	{ "state-in", required_argument, NULL, OPT_STATE_IN },
@@ -173,6 +175,12 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 		break;
 	case OPT_SQPOLL:
 		cfg->sqpoll = 1;
+		break;
+	case OPT_PLAIN_READS:
+		cfg->plain_reads = 1;
+		break;
+	case OPT_PAGEABLE:
+		cfg->pageable_copies = 1;
 		break;
 	case OPT_CACHE:
 		r = num_arg("cache-bytes", arg, UINT64_MAX, &cfg->cache_bytes);

@@ -28,6 +28,9 @@ struct figures {
 	double read_gbps, decoded_gbps, assembled_gbps;
 	double cpu_s_per_gb, occupancy, wait_frac;
 	struct limit disk, cpu, pcie;
+	double copy_dev_gbps;    /* bytes copied to the device per second */
+	double h2d_fraction;     /* copy_dev_gbps over the PCIe probe */
+	double gpu_idle;         /* 1 - compute time / wall; -1: n/a */
 	double decompress_gbps;  /* threads x one thread, zstd only */
 	double verify_gbps, copy_gbps;
 	const struct limit *binding;
@@ -75,15 +78,29 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 	}
 	x->pcie.name = "pcie";
 	x->pcie.unit = "decoded";
-	x->pcie_status = r->run->device.device_type == kDLCPU
-				 ? "n/a (host device)"
-				 : "not measured (no public PCIe probe)";
+	if (r->run->h2d_bps > 0) {
+		/* What crosses the link per record: the batch tensors, i.e.
+		 * the decoded bytes. */
+		x->pcie.gbps = r->run->h2d_bps / GB;
+		x->pcie.records_s = s ? div0(r->run->h2d_bps * recs,
+					     (double)s->raw_bytes)
+				      : 0;
+		x->pcie_status = r->run->stats.device_pinned
+			? "cudaMemcpyAsync from the loader's pinned arena"
+			: "cudaMemcpyAsync from the loader's arena, NOT pinned";
+	} else {
+		x->pcie_status = r->run->h2d_note[0] ? r->run->h2d_note
+						     : "not measured";
+	}
 	x->binding = NULL;
 	if (x->disk.records_s > 0)
 		x->binding = &x->disk;
 	if (x->cpu.records_s > 0 &&
 	    (!x->binding || x->cpu.records_s < x->binding->records_s))
 		x->binding = &x->cpu;
+	if (x->pcie.records_s > 0 &&
+	    (!x->binding || x->pcie.records_s < x->binding->records_s))
+		x->binding = &x->pcie;
 	x->achieved = x->binding ? div0(x->samples_s,
 					x->binding->records_s) : 0;
 }
@@ -105,6 +122,14 @@ static void derive(const struct bench_report *r, struct figures *x)
 			    (double)st->batches);
 	x->wait_frac = div0((double)st->consumer_wait_ns,
 			    (double)run->wall_ns);
+	x->copy_dev_gbps = div0((double)st->copy.bytes, x->wall_s) / GB;
+	x->h2d_fraction = div0(x->copy_dev_gbps * GB, run->h2d_bps);
+	/* The kernel runs r->o->compute_ms of GPU wall time per batch
+	 * (globaltimer), so what is left of the run the GPU sat idle. */
+	x->gpu_idle = run->device.device_type == kDLCUDA &&
+			      r->o->compute_ms > 0 && x->wall_s > 0
+		? 1 - (double)st->batches * r->o->compute_ms / 1e3 / x->wall_s
+		: -1;
 	derive_limits(r, x);
 }
 
@@ -177,6 +202,17 @@ void report_text(FILE *f, const struct bench_report *r)
 	fprintf(f, "         CPU %.3f s = %.3f s/GB decoded   consumer wait %.1f%%   slot occupancy %.2f of %u\n",
 		run->cpu_s, x.cpu_s_per_gb, 100 * x.wait_frac, x.occupancy,
 		st->prefetch_depth);
+	if (run->device.device_type == kDLCUDA) {
+		fprintf(f, "         to the device %.3f GB/s", x.copy_dev_gbps);
+		if (run->h2d_bps > 0)
+			fprintf(f, " = %.2fx the PCIe probe (%.3f GB/s)",
+				x.h2d_fraction, run->h2d_bps / GB);
+		if (x.gpu_idle >= 0)
+			fprintf(f, "   GPU idle %.1f%% (compute kernel %.3f ms x %llu batches)",
+				100 * x.gpu_idle, o->compute_ms,
+				(unsigned long long)st->batches);
+		fputc('\n', f);
+	}
 	fprintf(f, "stages\n");
 	text_stage(f, "read", &st->read, x.wall_s);
 	text_stage(f, "decode", &st->decode, x.wall_s);
@@ -337,6 +373,10 @@ static void json_result(FILE *f, const struct bench_report *r,
 	jnum(f, "consumer_wait_seconds", (double)st->consumer_wait_ns / 1e9, 0);
 	jnum(f, "consumer_wait_fraction", x->wait_frac, 0);
 	jnum(f, "slot_occupancy", x->occupancy, 0);
+	jnum(f, "device_copy_gbps", x->copy_dev_gbps, 0);
+	jnum(f, "device_copy_over_pcie_probe", x->h2d_fraction, 0);
+	if (x->gpu_idle >= 0)
+		jnum(f, "gpu_idle_fraction", x->gpu_idle, 0);
 	jint(f, "records_skipped", st->records_skipped, 0);
 	jint(f, "blocks_read", st->blocks_read, 0);
 	jint(f, "block_cache_hits", st->block_cache_hits, 0);
@@ -434,6 +474,12 @@ static void json_limits(FILE *f, const struct bench_report *r,
 		fputs("},", f);
 	}
 	json_limit(f, &x->pcie, x->pcie_status, 0);
+	if (r->run->h2d_bps > 0) {
+		fputs("\"pcie_probe\":{", f);
+		jint(f, "copy_bytes_max", r->run->h2d_bytes, 0);
+		jnum(f, "bytes_per_s", r->run->h2d_bps, 0);
+		fprintf(f, "\"pinned\":%d},", r->run->stats.device_pinned);
+	}
 	fputs("\"binding\":", f);
 	cli_json_string(f, x->binding ? x->binding->name : "unknown");
 	fputc(',', f);

@@ -29,7 +29,9 @@ struct cli_opts {
 	const char *state_out;
 	const char *state_in;
 	uint64_t stop_after;      /* batches; 0: no limit */
-	double compute_ms;        /* busy time per batch (simulated step) */
+	double compute_ms;        /* a simulated step per batch: a kernel on
+				     the GPU, a busy loop on the host */
+	int measure_h2d;          /* bench: the loader's PCIe probe */
 	int json;
 	const char *trace_path;
 	int drop_cache;
@@ -109,6 +111,9 @@ struct run_result {
 	DLDevice device;
 	uint64_t batches_per_epoch;
 	struct sluice_stats stats;
+	double h2d_bps;          /* sluice_loader_measure_h2d; 0: none */
+	uint64_t h2d_bytes;      /* bytes per probe copy */
+	char h2d_note[256];      /* why h2d_bps is 0 */
 };
 
 /* Called for each batch while the consumer holds it; non-zero stops the

@@ -81,6 +81,9 @@ class Loader:
     direct_io: "auto" (shards the page cache mostly holds are read
         buffered, the others with O_DIRECT where the filesystem allows;
         stats()["cached_shards"] counts the first), True or False.
+    plain_reads, pageable_copies: force the fallbacks (no io_uring
+        registered buffers; no cudaHostRegister, so pageable copies to
+        the GPU); slower, same data; stats()["fallbacks"] says so.
     state: a state_dict() to resume from; the next batch is the one the
         uninterrupted run would have given.
 
@@ -101,7 +104,8 @@ class Loader:
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io="auto",
-                 sqpoll=False, cache_bytes=0, state=None):
+                 sqpoll=False, cache_bytes=0, plain_reads=False,
+                 pageable_copies=False, state=None):
         self.dataset = path if isinstance(path, Dataset) else Dataset(path)
         kind, device_id = _parse_device(device)
         self.batch_size = batch_size
@@ -124,6 +128,8 @@ class Loader:
             "sqpoll": int(bool(sqpoll)),
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
+            "plain_reads": int(bool(plain_reads)),
+            "pageable_copies": int(bool(pageable_copies)),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state)
         self._resuming = state is not None

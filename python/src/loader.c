@@ -54,6 +54,7 @@ static const struct {
 	OPT(verify, OPT_INT),         OPT(on_error, OPT_INT),
 	OPT(direct_io, OPT_INT),      OPT(sqpoll, OPT_INT),
 	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
+	OPT(plain_reads, OPT_INT),    OPT(pageable_copies, OPT_INT),
 #undef OPT
 };
 

@@ -107,3 +107,26 @@ def test_cuda_keeping_tensors_never_deadlocks(dataset):
     for idx, x in kept:
         want = np.stack([source(i)["data"] for i in idx])
         np.testing.assert_array_equal(x.cpu().numpy(), want)
+
+
+def test_cuda_release_waits_for_consumer_stream(dataset):
+    # A slow kernel queued on the consumer's side stream before the read
+    # of each batch; the batch is let go at once (the read has not run).
+    # The loader reuses the slot meanwhile, so only a release ordered on
+    # the stream the tensor was exported to (torch passes its current
+    # stream to __dlpack__) keeps the queued reads right.
+    torch, ld = cuda_loader(dataset, batch_size=16, seed=4, prefetch=2)
+    side = torch.cuda.Stream()
+    kept = []
+    with ld, torch.cuda.stream(side):
+        for batch in ld:
+            torch.cuda._sleep(20_000_000)    # about 10 ms of GPU time
+            x = torch.from_dlpack(batch["data"])
+            kept.append((list(batch.indices), x.clone()))
+            del x
+            batch.release()
+        side.synchronize()
+    assert sum(len(idx) for idx, _ in kept) == 400
+    for idx, y in kept:
+        want = np.stack([source(i)["data"] for i in idx])
+        np.testing.assert_array_equal(y.cpu().numpy(), want)
