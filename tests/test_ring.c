@@ -793,7 +793,8 @@ static void test_tmpfs(void)
 	T_EQ(info.direct, 0);
 	io_ring_destroy(r);
 	{
-		struct io_ring_config cfg = { 8, 1, 0 };
+		struct io_ring_config cfg = { .queue_depth = 8,
+					      .direct = 1 };
 		char err[256];
 		int ret = io_ring_create(&r, p, 1, arena, ARENA_LEN, &cfg,
 					 err, sizeof(err));
