@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
 
@@ -136,6 +137,54 @@ static int open_shards(struct dataset *ds, char *const *paths, size_t n,
 	return 0;
 }
 
+/* Keeps the first problem an identity check reports as the error. */
+struct first_problem {
+	char *err;
+	size_t errlen;
+	int seen;
+};
+
+static void keep_first(void *ctx, const char *line)
+{
+	struct first_problem *fp = ctx;
+
+	if (!fp->seen++)
+		errf(fp->err, fp->errlen, "%s", line);
+}
+
+/* The shards' identities: against dataset.json when @m, else as a run. */
+static int check_identities(const struct dataset *ds, const char *dir,
+			    const struct manifest *m, char *err,
+			    size_t errlen)
+{
+	char mpath[4200];
+	struct first_problem fp = { err, errlen, 0 };
+	struct shard_identity *ids;
+	const char **paths;
+	long problems;
+
+	ids = calloc(ds->nshards ? ds->nshards : 1, sizeof(*ids));
+	paths = calloc(ds->nshards ? ds->nshards : 1, sizeof(*paths));
+	if (!ids || !paths) {
+		free(ids);
+		free(paths);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < ds->nshards; i++) {
+		ids[i] = ds->shards[i].id;
+		paths[i] = ds->shards[i].path;
+	}
+	snprintf(mpath, sizeof(mpath), "%s/%s", dir ? dir : ".",
+		 DLS_MANIFEST_NAME);
+	problems = m ? identity_check_manifest(mpath, m, paths, ids,
+					       keep_first, &fp)
+		     : identity_check_sequence(paths, ids, ds->nshards,
+					       keep_first, &fp);
+	free(ids);
+	free(paths);
+	return problems ? -SLUICE_ECORRUPT : 0;
+}
+
 static int load_dir(struct dataset *ds, const char *dir, char *err,
 		    size_t errlen)
 {
@@ -167,6 +216,9 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 			     m.shards[ds->nshards].file);
 		goto out;
 	}
+	r = check_identities(ds, dir, &m, err, errlen);
+	if (r < 0)
+		goto out;
 	for (uint32_t i = 0; i < m.nshards; i++) {
 		const struct shard_file *sf = &ds->shards[i];
 
@@ -269,6 +321,12 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 		goto out;
 	}
 	r = open_shards(out, l.v, l.n, err, errlen);
+	if (r < 0)
+		goto out;
+	/* One shard named exactly is the caller's choice (tools inspect
+	 * single shards); lists and globs must hold whole datasets. */
+	if (l.n > 1 || strcmp(l.v[0], path) != 0)
+		r = check_identities(out, NULL, NULL, err, errlen);
 	if (r < 0)
 		goto out;
 	out->schema = out->shards[0].schema;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "identity.h"
 #include "json.h"
 #include "manifest.h"
 #include "shard_internal.h"
@@ -32,9 +33,15 @@ static void put_json_string(FILE *f, const char *s)
 
 static void put_manifest(FILE *f, const struct manifest *m)
 {
-	fprintf(f, "{\"format\":\"dlpack-shard\",\"version\":1,"
+	char hex[DATASET_ID_HEX_LEN + 1] = "";
+
+	if (m->bound)
+		dataset_id_hex(m->dataset_id, hex);
+	fprintf(f, "{\"format\":\"dlpack-shard\",\"version\":%u,%s%s%s"
 		   "\"records\":%llu,\"raw_bytes\":%llu,\"stored_bytes\":%llu,"
 		   "\n\"fields\":[",
+		m->bound ? DLS_VERSION : DLS_VERSION_UNBOUND,
+		m->bound ? "\"dataset_id\":\"" : "", hex, m->bound ? "\"," : "",
 		(unsigned long long)m->records,
 		(unsigned long long)m->raw_bytes,
 		(unsigned long long)m->stored_bytes);
@@ -56,10 +63,17 @@ static void put_manifest(FILE *f, const struct manifest *m)
 
 		fprintf(f, "%s\n {\"file\":", i ? "," : "");
 		put_json_string(f, s->file);
-		fprintf(f, ",\"records\":%llu,\"blocks\":%llu,\"bytes\":%llu}",
+		fprintf(f, ",\"records\":%llu,\"blocks\":%llu,\"bytes\":%llu",
 			(unsigned long long)s->records,
 			(unsigned long long)s->blocks,
 			(unsigned long long)s->bytes);
+		if (s->id.bound) {
+			dataset_id_hex(s->id.dataset_id, hex);
+			fprintf(f, ",\"dataset_id\":\"%s\",\"index\":%u,"
+				   "\"checksum\":\"%016llx\"", hex, s->id.index,
+				(unsigned long long)s->id.checksum);
+		}
+		fputc('}', f);
 	}
 	fputs("]}\n", f);
 }
@@ -170,6 +184,51 @@ fail:
 	return r;
 }
 
+/* 16 lower-case hex digits. */
+static int parse_checksum(const struct json_value *v, uint64_t *out)
+{
+	uint64_t x = 0;
+
+	if (!v || v->type != JSON_STRING || strlen(v->string) != 16)
+		return -1;
+	for (const char *p = v->string; *p; p++) {
+		int d = *p >= '0' && *p <= '9'   ? *p - '0'
+			: *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+						 : -1;
+		if (d < 0)
+			return -1;
+		x = x << 4 | (uint64_t)d;
+	}
+	*out = x;
+	return 0;
+}
+
+static int parse_id(const struct json_value *v, uint8_t *id)
+{
+	return v && v->type == JSON_STRING &&
+			       dataset_id_parse(v->string, id) == 0 ? 0 : -1;
+}
+
+/* A shard's identity: all three keys (v2) or none (a v1 shard). */
+static int parse_shard_identity(const struct json_value *s,
+				struct shard_identity *id)
+{
+	const struct json_value *did = json_get(s, "dataset_id");
+	const struct json_value *idx = json_get(s, "index");
+	const struct json_value *sum = json_get(s, "checksum");
+	uint64_t index;
+
+	memset(id, 0, sizeof(*id));
+	if (!did && !idx && !sum)
+		return 0;
+	if (parse_id(did, id->dataset_id) < 0 || json_u64(idx, &index) < 0 ||
+	    index >= UINT32_MAX || parse_checksum(sum, &id->checksum) < 0)
+		return -1;
+	id->bound = 1;
+	id->index = (uint32_t)index;
+	return 0;
+}
+
 int manifest_parse(const char *text, size_t len, struct manifest *m,
 		   char *err, size_t errlen)
 {
@@ -188,8 +247,15 @@ int manifest_parse(const char *text, size_t len, struct manifest *m,
 	if (!v || v->type != JSON_STRING || strcmp(v->string, "dlpack-shard"))
 		BAD("\"format\" is not \"dlpack-shard\"");
 	if (json_u64(json_get(&root, "version"), &version) < 0 ||
-	    version != DLS_VERSION)
-		BAD("\"version\" is not %u", DLS_VERSION);
+	    (version != DLS_VERSION && version != DLS_VERSION_UNBOUND))
+		BAD("\"version\" is not %u or %u", DLS_VERSION_UNBOUND,
+		    DLS_VERSION);
+	if (version == DLS_VERSION) {
+		if (parse_id(json_get(&root, "dataset_id"), m->dataset_id) < 0)
+			BAD("\"dataset_id\": expected %u hex digits",
+			    DATASET_ID_HEX_LEN);
+		m->bound = 1;
+	}
 	if (json_u64(json_get(&root, "records"), &m->records) < 0 ||
 	    json_u64(json_get(&root, "raw_bytes"), &m->raw_bytes) < 0 ||
 	    json_u64(json_get(&root, "stored_bytes"), &m->stored_bytes) < 0)
@@ -225,6 +291,11 @@ int manifest_parse(const char *text, size_t len, struct manifest *m,
 		    json_u64(json_get(s, "bytes"), &ms->bytes) < 0)
 			BAD("shards[%zu]: bad \"records\", \"blocks\" or "
 			    "\"bytes\"", i);
+		if (parse_shard_identity(s, &ms->id) < 0 ||
+		    (ms->id.bound && !m->bound))
+			BAD("shards[%zu]: bad \"dataset_id\", \"index\" or "
+			    "\"checksum\" (all three, in a version %u manifest)",
+			    i, DLS_VERSION);
 	}
 	json_free(&root);
 	return 0;

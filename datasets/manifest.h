@@ -18,9 +18,13 @@ struct manifest_shard {
 	uint64_t records;
 	uint64_t blocks;
 	uint64_t bytes;                /* file size */
+	struct shard_identity id;      /* unbound: a v1 shard */
 };
 
 struct manifest {
+	int bound;                     /* 0: a v1 manifest, no dataset id */
+	uint8_t dataset_id[DLS_DATASET_ID_LEN]; /* this dataset's (merge:
+						   its own, not its parts') */
 	uint64_t records;
 	uint64_t raw_bytes;
 	uint64_t stored_bytes;

@@ -95,6 +95,48 @@ fail:
 	return r;
 }
 
+static int all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* The dataset identity of a v2 header; v1 headers have none (their
+ * identity bytes were reserved, zero). */
+static int parse_identity(const char *path, const struct dls_header_disk *h,
+			  uint64_t header_sum, struct shard_identity *id,
+			  char *err, size_t errlen)
+{
+	int r = 0;
+
+	memset(id, 0, sizeof(*id));
+	if (h->version == DLS_VERSION_UNBOUND) {
+		if (!all_zero(h->dataset_id, sizeof(h->dataset_id)))
+			FAIL(-SLUICE_ECORRUPT, HDR_OFF(dataset_id),
+			     "reserved bytes set");
+		return 0;
+	}
+	if (all_zero(h->dataset_id, sizeof(h->dataset_id)))
+		FAIL(-SLUICE_ECORRUPT, HDR_OFF(dataset_id), "no dataset id");
+	if (h->shard_count == 0)
+		FAIL(-SLUICE_ECORRUPT, HDR_OFF(shard_count),
+		     "uncommitted shard: left by a write that did not finish, "
+		     "not part of any dataset (delete it)");
+	if (h->shard_index >= h->shard_count)
+		FAIL(-SLUICE_ECORRUPT, HDR_OFF(shard_index),
+		     "shard index %u, not below the shard count %u",
+		     h->shard_index, h->shard_count);
+	id->bound = 1;
+	memcpy(id->dataset_id, h->dataset_id, sizeof(id->dataset_id));
+	id->index = h->shard_index;
+	id->count = h->shard_count;
+	id->checksum = header_sum;
+fail:
+	return r;
+}
+
 int shard_parse(const char *path, const void *header, const void *index,
 		size_t index_len, uint64_t file_size, struct shard_file *out,
 		char *err, size_t errlen)
@@ -118,10 +160,10 @@ int shard_parse(const char *path, const void *header, const void *index,
 	memcpy(&h, header, sizeof(h));
 	if (memcmp(h.magic, DLS_MAGIC, DLS_MAGIC_LEN) != 0)
 		FAIL(-SLUICE_EFORMAT, 0, "bad magic: not a dlpack-shard file");
-	if (h.version != DLS_VERSION)
+	if (h.version != DLS_VERSION && h.version != DLS_VERSION_UNBOUND)
 		FAIL(-SLUICE_EFORMAT, HDR_OFF(version),
-		     "format version %u, this reader knows %u", h.version,
-		     DLS_VERSION);
+		     "format version %u, this reader knows %u and %u",
+		     h.version, DLS_VERSION_UNBOUND, DLS_VERSION);
 	memcpy(&stored, (const uint8_t *)header + DLS_HEADER_CHECKSUM_OFFSET,
 	       8);
 	if (stored != header_checksum(header))
@@ -136,8 +178,10 @@ int shard_parse(const char *path, const void *header, const void *index,
 		FAIL(-SLUICE_ECORRUPT, HDR_OFF(alignment),
 		     "alignment %u not a power of two in 512..1048576",
 		     h.alignment);
-	if (h.reserved[0] || h.reserved[1])
-		FAIL(-SLUICE_ECORRUPT, HDR_OFF(reserved), "reserved bytes set");
+	r = parse_identity(path, &h, stored, &sf.id, err, errlen);
+	if (r < 0)
+		goto fail;
+	sf.version = h.version;
 	r = schema_from_disk(h.fields, h.field_count, &sf.schema, &bad_field,
 			     what, sizeof(what));
 	if (r < 0) {

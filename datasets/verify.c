@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
 
@@ -74,6 +75,58 @@ static void verify_shard(struct verifier *v, const char *path,
 	verify_blocks(v, sf);
 }
 
+/* Identities of the shards verified so far, for the binding checks. */
+struct seen_shards {
+	char **paths;           /* NULL where the shard did not open */
+	struct shard_identity *ids;
+	size_t n, cap;
+};
+
+static void seen_add(struct verifier *v, struct seen_shards *s,
+		     const struct shard_file *sf)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		char **np = realloc(s->paths, cap * sizeof(*np));
+		struct shard_identity *ni;
+
+		if (np)
+			s->paths = np;
+		ni = np ? realloc(s->ids, cap * sizeof(*ni)) : NULL;
+		if (!ni) {
+			problem(v, "out of memory for the shard list");
+			return;
+		}
+		s->ids = ni;
+		s->cap = cap;
+	}
+	s->paths[s->n] = sf->path ? strdup(sf->path) : NULL;
+	s->ids[s->n] = sf->id;
+	s->n++;
+}
+
+static void seen_free(struct seen_shards *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->paths[i]);
+	free(s->paths);
+	free(s->ids);
+	memset(s, 0, sizeof(*s));
+}
+
+static void report_problem(void *ctx, const char *line)
+{
+	problem(ctx, "%s", line);
+}
+
+/* Shards given without dataset.json: each dataset's as one whole run. */
+static void check_sequence(struct verifier *v, struct seen_shards *s)
+{
+	/* The count is kept by report_problem; the return is the same. */
+	(void)identity_check_sequence((const char *const *)s->paths, s->ids,
+				      s->n, report_problem, v);
+}
+
 static int is_tmp_name(const char *n)
 {
 	size_t len = strlen(n);
@@ -125,6 +178,8 @@ static long verify_dir(struct verifier *v, const char *dir)
 		char **paths;
 		size_t n;
 
+		struct seen_shards seen = { 0 };
+
 		closedir(d);
 		snprintf(path, sizeof(path), "%s/*%s", dir, DLS_SHARD_SUFFIX);
 		if (dataset_expand_paths(path, &paths, &n, NULL, 0) == 0) {
@@ -132,14 +187,18 @@ static long verify_dir(struct verifier *v, const char *dir)
 				struct shard_file sf;
 
 				verify_shard(v, paths[i], NULL, &sf);
+				seen_add(v, &seen, &sf);
 				shard_file_free(&sf);
 			}
 			dataset_free_paths(paths, n);
 		}
+		check_sequence(v, &seen);
+		seen_free(&seen);
 		return v->problems;
 	}
 	closedir(d);
 	{
+		struct seen_shards seen = { 0 };
 		uint64_t records = 0;
 
 		for (uint32_t i = 0; i < m.nshards; i++) {
@@ -161,8 +220,15 @@ static long verify_dir(struct verifier *v, const char *dir)
 					(unsigned long long)ms->blocks,
 					(unsigned long long)ms->bytes);
 			records += ms->records;
+			seen_add(v, &seen, &sf);
 			shard_file_free(&sf);
 		}
+		snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
+		if (seen.n == m.nshards)
+			(void)identity_check_manifest(
+				path, &m, (const char *const *)seen.paths,
+				seen.ids, report_problem, v);
+		seen_free(&seen);
 		if (records != m.records)
 			problem(v, "%s/%s: says %llu records, its shards list "
 				"%llu", dir, DLS_MANIFEST_NAME,
@@ -209,16 +275,25 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 			report(ctx, err);
 		return r;
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct shard_file sf;
+	{
+		struct seen_shards seen = { 0 };
 
-		/* The first sound shard sets the schema the others must have. */
-		verify_shard(&v, paths[i], have_first ? &first : NULL, &sf);
-		if (!have_first && sf.path) {
-			first = sf.schema;
-			have_first = 1;
+		for (size_t i = 0; i < n; i++) {
+			struct shard_file sf;
+
+			/* The first sound shard sets the schema the others
+			 * must have. */
+			verify_shard(&v, paths[i], have_first ? &first : NULL,
+				     &sf);
+			if (!have_first && sf.path) {
+				first = sf.schema;
+				have_first = 1;
+			}
+			seen_add(&v, &seen, &sf);
+			shard_file_free(&sf);
 		}
-		shard_file_free(&sf);
+		check_sequence(&v, &seen);
+		seen_free(&seen);
 	}
 	dataset_free_paths(paths, n);
 	return v.problems;

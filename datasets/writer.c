@@ -1,8 +1,10 @@
 /*
  * writer.c - sluice_writer: records into field-major blocks, blocks
  * through the compression pool, written in order into shards at aligned
- * offsets; each shard under a temporary name until its index and header
- * are written and synced; dataset.json last.
+ * offsets.  Every shard stays under a temporary name, its header marked
+ * uncommitted (shard count 0), until the whole dataset is written; then
+ * each header gets the count, is synced, and the shards are renamed;
+ * dataset.json last.  The folder is locked while the writer runs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +19,11 @@
 
 #include <xxhash.h>
 
+#include "dir_lock.h"
+#include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
+#include "writer_commit.h"
 #include "writer_pool.h"
 
 #define WRITER_MAX_THREADS 64u
@@ -38,6 +43,10 @@ struct sluice_writer {
 	char prefix[128];
 	struct sluice_writer_config cfg;
 	struct shard_schema schema;
+	uint8_t dataset_id[DLS_DATASET_ID_LEN];
+	char tag[17];                   /* temporary names: unique per writer */
+	struct shard_names names;       /* out_dir, prefix, tag */
+	int lock_fd;
 
 	struct staging st[DLS_MAX_FIELDS];
 	uint64_t var_bytes[DLS_MAX_FIELDS];
@@ -48,7 +57,7 @@ struct sluice_writer {
 
 	/* the shard being written */
 	int fd;
-	char name[256], tmp_path[PATH_CAP];
+	char name[256], tmp_path[SHARD_PATH_CAP];
 	uint64_t pos;
 	struct dls_index_entry_disk *index;
 	uint64_t nindex, index_cap;
@@ -57,6 +66,8 @@ struct sluice_writer {
 	struct manifest man;            /* finished shards and totals */
 	uint32_t shards_cap;
 	uint64_t blocks;
+	uint32_t renamed;               /* shards under their final names */
+	int committed;                  /* the dataset is complete */
 
 	_Atomic uint64_t progress_records, progress_raw, progress_stored;
 	int failed;
@@ -127,23 +138,28 @@ static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
 	return 0;
 }
 
+/* Shard @k's path, final or temporary (never truncated: out_dir and
+ * prefix lengths are bounded at open). */
+static int shard_path(const struct sluice_writer *w, uint32_t k, int tmp,
+		      char *buf, size_t cap)
+{
+	return shard_names_path(&w->names, k, tmp, buf, cap);
+}
+
 static int open_shard(struct sluice_writer *w)
 {
 	uint32_t k = w->man.nshards;
 
 	snprintf(w->name, sizeof(w->name), "%s-%05u%s", w->prefix, k,
 		 DLS_SHARD_SUFFIX);
-	if ((size_t)snprintf(w->tmp_path, sizeof(w->tmp_path), "%s/.%s.tmp",
-			     w->out_dir, w->name) >= sizeof(w->tmp_path))
-		return fail(w, -ENAMETOOLONG, "%s: path too long", w->out_dir);
-	w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		     0644);
+	shard_path(w, k, 1, w->tmp_path, sizeof(w->tmp_path));
+	/* O_EXCL: the name is this writer's alone. */
+	w->fd = open(w->tmp_path,
+		     O_WRONLY | O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		int r = -errno;
 
-		w->tmp_path[0] = '\0';
-		return fail(w, r, "%s/.%s.tmp: %s", w->out_dir, w->name,
-			    sluice_strerror(r));
+		return fail(w, r, "%s: %s", w->tmp_path, sluice_strerror(r));
 	}
 	w->pos = DLS_HEADER_SIZE;
 	w->nindex = 0;
@@ -151,14 +167,14 @@ static int open_shard(struct sluice_writer *w)
 	return 0;
 }
 
-/* Index and header last, then fsync and rename: a shard that exists
- * under its final name is complete. */
+/* Index and header last; the header says "uncommitted" (shard count 0)
+ * until commit_shards(), and the name stays temporary. */
 static int finish_shard(struct sluice_writer *w)
 {
 	struct dls_header_disk h;
+	struct manifest_shard *ms;
 	uint8_t *page;
 	uint64_t index_off, index_len, sum;
-	char final[PATH_CAP + 300];
 	int r;
 
 	if (w->fd < 0)
@@ -181,6 +197,9 @@ static int finish_shard(struct sluice_writer *w)
 	h.index_length = index_len;
 	h.index_checksum = XXH3_64bits(w->index, index_len);
 	h.raw_bytes = w->shard_raw;
+	memcpy(h.dataset_id, w->dataset_id, sizeof(h.dataset_id));
+	h.shard_index = w->man.nshards;
+	h.shard_count = 0;
 	schema_to_disk(&w->schema, h.fields);
 	page = calloc(1, DLS_HEADER_SIZE);
 	if (!page)
@@ -193,6 +212,8 @@ static int finish_shard(struct sluice_writer *w)
 	if (r < 0)
 		return fail(w, r, "%s: writing the header: %s", w->tmp_path,
 			    sluice_strerror(r));
+	/* Synced now, not at commit: a full disk or an I/O error shows up
+	 * while the shard is written, and commit only rewrites a page. */
 	if (fsync(w->fd) != 0) {
 		r = -errno;
 		return fail(w, r, "%s: fsync: %s", w->tmp_path,
@@ -200,13 +221,8 @@ static int finish_shard(struct sluice_writer *w)
 	}
 	close(w->fd);
 	w->fd = -1;
-	snprintf(final, sizeof(final), "%s/%s", w->out_dir, w->name);
-	if (rename(w->tmp_path, final) != 0) {
-		r = -errno;
-		return fail(w, r, "%s: rename: %s", w->tmp_path,
-			    sluice_strerror(r));
-	}
-	w->tmp_path[0] = '\0';
+	if (w->man.nshards == UINT32_MAX - 1)
+		return fail(w, -E2BIG, "%s: too many shards", w->out_dir);
 	if (w->man.nshards == w->shards_cap) {
 		uint32_t cap = w->shards_cap ? w->shards_cap * 2 : 16;
 		void *nv = realloc(w->man.shards, cap * sizeof(*w->man.shards));
@@ -216,14 +232,27 @@ static int finish_shard(struct sluice_writer *w)
 		w->man.shards = nv;
 		w->shards_cap = cap;
 	}
-	memset(&w->man.shards[w->man.nshards], 0, sizeof(*w->man.shards));
-	snprintf(w->man.shards[w->man.nshards].file, MANIFEST_FILE_MAX, "%s",
-		 w->name);
-	w->man.shards[w->man.nshards].records = w->shard_records;
-	w->man.shards[w->man.nshards].blocks = w->nindex;
-	w->man.shards[w->man.nshards].bytes = index_off + index_len;
+	ms = &w->man.shards[w->man.nshards];
+	memset(ms, 0, sizeof(*ms));
+	snprintf(ms->file, MANIFEST_FILE_MAX, "%s", w->name);
+	ms->records = w->shard_records;
+	ms->blocks = w->nindex;
+	ms->bytes = index_off + index_len;
+	ms->id.bound = 1;
+	memcpy(ms->id.dataset_id, w->dataset_id, sizeof(w->dataset_id));
+	ms->id.index = w->man.nshards;
 	w->man.nshards++;
 	return 0;
+}
+
+/* The dataset is complete: commit and rename its shards. */
+static int commit_shards(struct sluice_writer *w)
+{
+	char what[512];
+	int r = shards_commit(&w->names, &w->man, &w->renamed, what,
+			      sizeof(what));
+
+	return r < 0 ? fail(w, r, "%s", what) : 0;
 }
 
 /* Write one compressed block (the oldest) at the next aligned offset. */
@@ -340,6 +369,46 @@ static int close_block(struct sluice_writer *w, int ends_shard)
 	return drain(w, 0);
 }
 
+/* Names that do not make a folder hold a dataset: all but dataset.json
+ * and committed shards (hidden files are temporary or the lock). */
+static int not_dataset_file(const char *name)
+{
+	size_t len = strlen(name), sl = strlen(DLS_SHARD_SUFFIX);
+
+	if (strcmp(name, DLS_MANIFEST_NAME) == 0)
+		return 0;
+	return name[0] == '.' || len <= sl ||
+	       strcmp(name + len - sl, DLS_SHARD_SUFFIX) != 0;
+}
+
+/* Create and lock the output folder, which must not hold a dataset. */
+static int claim_out_dir(struct sluice_writer *w)
+{
+	char what[512], found[256];
+	int r;
+
+	if (mkdir(w->out_dir, 0755) != 0 && errno != EEXIST) {
+		r = -errno;
+		return fail(w, r, "%s: %s", w->out_dir, sluice_strerror(r));
+	}
+	r = dir_lock(w->out_dir, &w->lock_fd, what, sizeof(what));
+	if (r < 0)
+		return fail(w, r, "%s", what);
+	r = dir_first_entry(w->out_dir, not_dataset_file, found,
+			    sizeof(found));
+	if (r < 0)
+		return fail(w, r, "%s: %s", w->out_dir, sluice_strerror(r));
+	if (r > 0) {
+		/* Not ours to remove on failure: drop the lock first. */
+		dir_unlock(w->out_dir, w->lock_fd);
+		w->lock_fd = -1;
+		return fail(w, -EEXIST, "%s: already holds a dataset (%s); "
+			    "write into a new or empty folder", w->out_dir,
+			    found);
+	}
+	return 0;
+}
+
 SLUICE_API int sluice_writer_open(const char *out_dir,
 				  const struct sluice_field *fields,
 				  int nfields,
@@ -372,6 +441,7 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 	if (!w)
 		return -ENOMEM;
 	w->fd = -1;
+	w->lock_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &w->start);
 	w->cfg = *cfg;
 	if (!w->cfg.alignment)
@@ -382,24 +452,37 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 	snprintf(w->out_dir, sizeof(w->out_dir), "%s", out_dir);
 	r = schema_from_fields(fields, nfields, &w->schema, what, sizeof(what));
 	if (r < 0) {
-		snprintf(w->err, sizeof(w->err), "%s", what);
+		fail(w, r, "%s", what);
 		goto fail;
 	}
+	r = dataset_id_new(w->dataset_id);
+	if (r < 0) {
+		fail(w, r, "getrandom: %s", sluice_strerror(r));
+		goto fail;
+	}
+	{
+		char hex[DATASET_ID_HEX_LEN + 1];
+
+		dataset_id_hex(w->dataset_id, hex);
+		memcpy(w->tag, hex, sizeof(w->tag) - 1);
+	}
+	w->names = (struct shard_names){ w->out_dir, w->prefix, w->tag };
 	w->man.schema = w->schema;
+	w->man.bound = 1;
+	memcpy(w->man.dataset_id, w->dataset_id, sizeof(w->dataset_id));
 	for (uint32_t f = 0; f < w->schema.nfields; f++) {
 		if (!w->schema.fields[f].variable)
 			continue;
 		w->st[f].offs = calloc(64, sizeof(uint64_t));
 		if (!w->st[f].offs) {
-			r = -ENOMEM;
+			r = fail(w, -ENOMEM, "out of memory");
 			goto fail;
 		}
 		w->st[f].offs_cap = 64;
 	}
-	if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
-		r = -errno;
+	r = claim_out_dir(w);
+	if (r < 0)
 		goto fail;
-	}
 	threads = cfg->threads;
 	if (threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -409,12 +492,19 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 	if (threads > WRITER_MAX_THREADS)
 		threads = WRITER_MAX_THREADS;
 	r = wpool_start(&w->pool, threads, cfg->compression_level);
-	if (r < 0)
+	if (r < 0) {
+		fail(w, r, "starting %u compression threads: %s", threads,
+		     sluice_strerror(r));
 		goto fail;
+	}
 	*out = w;
 	return 0;
 fail:
-	sluice_writer_abort(w);
+	/* The failed writer says why (sluice_writer_error); the caller
+	 * aborts it.  It holds no lock (and wrote no file). */
+	dir_unlock(w->out_dir, w->lock_fd);
+	w->lock_fd = -1;
+	*out = w;
 	return r;
 }
 
@@ -511,14 +601,24 @@ SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 	return 0;
 }
 
+/* Remove every file of a dataset that was not committed: temporary
+ * shards (the open one too) and shards already renamed.  Only under the
+ * lock: the folder held no dataset when it was taken, so they are ours. */
+static void remove_uncommitted(struct sluice_writer *w)
+{
+	if (w->committed || w->lock_fd < 0)
+		return;
+	shards_remove(&w->names, w->man.nshards + 1, w->renamed);
+}
+
 /* Stop the workers and remove what is not complete. */
 static void writer_free(struct sluice_writer *w)
 {
 	wpool_stop(&w->pool);
 	if (w->fd >= 0)
 		close(w->fd);
-	if (w->tmp_path[0])
-		unlink(w->tmp_path);
+	remove_uncommitted(w);
+	dir_unlock(w->out_dir, w->lock_fd);
 	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
 		free(w->st[f].buf);
 		free(w->st[f].offs);
@@ -540,8 +640,8 @@ SLUICE_API int sluice_writer_close(sluice_writer *w,
 	if (!w)
 		return -EINVAL;
 	if (!w->failed && (r = close_block(w, 0)) == 0 &&
-	    (r = drain(w, 1)) == 0)
-		r = finish_shard(w);
+	    (r = drain(w, 1)) == 0 && (r = finish_shard(w)) == 0)
+		r = commit_shards(w);
 	if (w->failed) {
 		r = w->failed;
 		goto out;
@@ -557,6 +657,8 @@ SLUICE_API int sluice_writer_close(sluice_writer *w,
 		if (r < 0)
 			fail(w, r, "%s", what);
 	}
+	if (r == 0)
+		w->committed = 1;
 	if (r == 0 && summary) {
 		clock_gettime(CLOCK_MONOTONIC, &end);
 		summary->records = w->man.records;

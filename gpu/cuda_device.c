@@ -1,13 +1,17 @@
 /*
  * cuda_device.c - the device on a GPU: the arena pinned with
- * cudaHostRegister, one device buffer per slot, copies on a non-blocking
- * copy stream, and per-slot events that order the copy stream against
- * the consumer's streams without blocking either host thread.
+ * cudaHostRegister, one device buffer mirroring the arena's batch part,
+ * copies on a non-blocking copy stream, and per-slot events that order
+ * the copy stream against the consumer's streams without blocking either
+ * host thread.
  *
  * Ordering, per slot (DESIGN.md "GPU stream semantics"):
- *   copy:    copy stream waits release[*], memcpy H2D, record ready
+ *   copy:    memcpy H2D into the mirror, record ready
  *   export:  consumer stream waits ready
- *   release: record release[k] on each consumer stream it was exported to
+ *   release: record release[k] on each consumer stream it was exported
+ *            to; the copy stream waits on them at once, since the
+ *            memory goes back to the budget and any later copy (of any
+ *            slot) may land on it
  */
 #ifdef SLUICE_HAVE_CUDA
 
@@ -32,14 +36,14 @@ struct cuda_slot {
 	cudaStream_t consumer[SLOT_STREAMS];  /* exported since last release */
 	int nconsumers;
 	int overflow;                 /* exported to more than SLOT_STREAMS */
-	int npending;                 /* release[0..n) the next copy waits on */
+	int npending;                 /* release[0..n) recorded (close waits) */
 };
 
 struct cuda_device {
 	struct device base;           /* first: device.c sees only this */
 	int id;
 	int registered;               /* cudaHostRegister held on the arena */
-	char *slot_mem;               /* slots * slot_bytes on the device */
+	char *mirror;                 /* mirror_bytes on the device */
 	cudaStream_t copy_stream;
 	struct cuda_slot *slot;
 	uint32_t slots_ready;         /* slots whose lock and events exist */
@@ -143,8 +147,8 @@ static void teardown(struct cuda_device *cd)
 	free(cd->slot);
 	if (cd->copy_stream)
 		(void)cudaStreamDestroy(cd->copy_stream);
-	if (cd->slot_mem)
-		(void)cudaFree(cd->slot_mem);
+	if (cd->mirror)
+		(void)cudaFree(cd->mirror);
 	if (cd->registered)
 		(void)cudaHostUnregister(cd->base.arena.base);
 	arena_unmap(&cd->base.arena);
@@ -159,11 +163,11 @@ static void cuda_close(struct device *d)
 	teardown(to_cuda(d));
 }
 
-static void *cuda_slot_ptr(const struct device *d, uint32_t i)
+static void *cuda_mirror_ptr(const struct device *d, size_t offset)
 {
 	const struct cuda_device *cd = (const struct cuda_device *)d;
 
-	return cd->slot_mem + (size_t)i * d->slot_bytes;
+	return cd->mirror + offset;
 }
 
 static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
@@ -171,25 +175,20 @@ static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
 {
 	struct cuda_device *cd = to_cuda(d);
 	struct cuda_slot *s = &cd->slot[i];
+	/* device_check_copy() put every range inside the mirrored part */
+	size_t base = (size_t)((const uint8_t *)host -
+			       (const uint8_t *)d->arena.base) - d->mirror_offset;
 	cudaError_t e = cudaSuccess;
-	int prev, k, r;
+	int prev, r;
 
 	r = enter(cd, &prev);
 	if (r)
 		return r;
 	pthread_mutex_lock(&s->lock);
-	for (k = 0; k < s->npending && e == cudaSuccess; k++)
-		e = cudaStreamWaitEvent(cd->copy_stream, s->release[k], 0);
-	if (e != cudaSuccess) {
-		r = fail(cd, i, "cudaStreamWaitEvent on a release", e);
-		goto out;
-	}
-	s->npending = 0;
 	for (unsigned g = 0; g < n; g++) {
 		if (ranges[g].len == 0)
 			continue;
-		e = cudaMemcpyAsync((uint8_t *)cuda_slot_ptr(d, i) +
-					    ranges[g].offset,
+		e = cudaMemcpyAsync(cd->mirror + base + ranges[g].offset,
 				    (const uint8_t *)host + ranges[g].offset,
 				    ranges[g].len, cudaMemcpyHostToDevice,
 				    cd->copy_stream);
@@ -269,8 +268,12 @@ static int cuda_slot_release(struct device *d, uint32_t i)
 	if (r)
 		return r;
 	pthread_mutex_lock(&s->lock);
-	for (k = 0; k < s->nconsumers && e == cudaSuccess; k++)
+	for (k = 0; k < s->nconsumers && e == cudaSuccess; k++) {
 		e = cudaEventRecord(s->release[k], s->consumer[k]);
+		if (e == cudaSuccess)
+			e = cudaStreamWaitEvent(cd->copy_stream, s->release[k],
+						0);
+	}
 	if (e != cudaSuccess) {
 		r = fail(cd, i, "cudaEventRecord on the consumer stream", e);
 	} else if (s->overflow) {
@@ -378,7 +381,7 @@ static int cuda_compute(struct device *d, int64_t stream, double ms)
 
 static const struct device_ops cuda_ops = {
 	.close = cuda_close,
-	.slot_ptr = cuda_slot_ptr,
+	.mirror_ptr = cuda_mirror_ptr,
 	.copy_slot = cuda_copy_slot,
 	.wait_copied = cuda_wait_copied,
 	.slot_export = cuda_slot_export,
@@ -456,9 +459,8 @@ int cuda_device_open(const struct device_config *cfg, int id,
 		}
 	}
 
-	what = "cudaMalloc of the device slots";
-	e = cudaMalloc((void **)&cd->slot_mem,
-		       (size_t)cfg->slots * cfg->slot_bytes);
+	what = "cudaMalloc of the device batch memory";
+	e = cudaMalloc((void **)&cd->mirror, cfg->mirror_bytes);
 	if (e != cudaSuccess)
 		goto fail_cuda;
 	what = "cudaStreamCreateWithFlags";

@@ -47,7 +47,8 @@ void device_base_init(struct device *d, const struct device_ops *ops,
 {
 	d->ops = ops;
 	d->slots = cfg->slots;
-	d->slot_bytes = cfg->slot_bytes;
+	d->mirror_offset = cfg->mirror_offset;
+	d->mirror_bytes = cfg->mirror_bytes;
 	pthread_mutex_init(&d->error_lock, NULL);
 }
 
@@ -80,16 +81,16 @@ int device_last_error(struct device *d, char *buf, size_t len)
 int device_check_copy(const struct device *d, uint32_t i, const void *host,
 		      size_t len)
 {
-	uintptr_t lo = (uintptr_t)d->arena.base;
+	uintptr_t lo = (uintptr_t)d->arena.base + d->mirror_offset;
 	uintptr_t p = (uintptr_t)host;
 
-	if (i >= d->slots || len > d->slot_bytes)
+	if (i >= d->slots)
 		return -EINVAL;
 	if (len == 0)
 		return 0;
 	/* Written so that no sum can wrap. */
-	if (!host || p < lo || p - lo > d->arena.bytes ||
-	    len > d->arena.bytes - (p - lo))
+	if (!host || p < lo || p - lo > d->mirror_bytes ||
+	    len > d->mirror_bytes - (p - lo))
 		return -EINVAL;
 	return 0;
 }
@@ -139,16 +140,20 @@ static int check_config(const struct device_config *cfg, char *err,
 		device_set_err(err, errlen, "unknown device kind %d", cfg->kind);
 		return -EINVAL;
 	}
-	if (cfg->arena_bytes == 0 || cfg->slots == 0 || cfg->slot_bytes == 0) {
+	if (cfg->arena_bytes == 0 || cfg->slots == 0 ||
+	    cfg->mirror_bytes == 0) {
 		device_set_err(err, errlen,
-			       "device arena (%zu bytes), slots (%u) and slot "
-			       "size (%zu bytes) must all be > 0",
-			       cfg->arena_bytes, cfg->slots, cfg->slot_bytes);
+			       "device arena (%zu bytes), slots (%u) and mirror "
+			       "(%zu bytes) must all be > 0",
+			       cfg->arena_bytes, cfg->slots, cfg->mirror_bytes);
 		return -EINVAL;
 	}
-	if (cfg->slot_bytes > SIZE_MAX / cfg->slots) {
-		device_set_err(err, errlen, "%u slots of %zu bytes overflow",
-			       cfg->slots, cfg->slot_bytes);
+	if (cfg->mirror_offset > cfg->arena_bytes ||
+	    cfg->mirror_bytes > cfg->arena_bytes - cfg->mirror_offset) {
+		device_set_err(err, errlen,
+			       "device mirror (offset %zu, %zu bytes) overflows the %zu-byte arena",
+			       cfg->mirror_offset, cfg->mirror_bytes,
+			       cfg->arena_bytes);
 		return -EINVAL;
 	}
 	return 0;
@@ -213,11 +218,14 @@ void *device_arena(const struct device *d, size_t *len)
 	return d->arena.base;
 }
 
-void *device_slot_ptr(const struct device *d, uint32_t i)
+void *device_mirror_ptr(const struct device *d, const void *host)
 {
-	if (i >= d->slots)
+	uintptr_t lo = (uintptr_t)d->arena.base + d->mirror_offset;
+	uintptr_t p = (uintptr_t)host;
+
+	if (!host || p < lo || p - lo >= d->mirror_bytes)
 		return NULL;
-	return d->ops->slot_ptr(d, i);
+	return d->ops->mirror_ptr(d, p - lo);
 }
 
 int device_copy_slot(struct device *d, uint32_t i, const void *host,
@@ -235,8 +243,7 @@ int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
 		const struct slot_range *g = &ranges[k];
 		int r;
 
-		if (g->offset > d->slot_bytes ||
-		    g->len > d->slot_bytes - g->offset)
+		if (g->offset > d->mirror_bytes)
 			return -EINVAL;
 		r = device_check_copy(d, i, (const uint8_t *)host + g->offset,
 				      g->len);

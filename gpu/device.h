@@ -3,11 +3,13 @@
  * Two implementations: `cuda` (gpu/cuda_device.c) and `host`
  * (gpu/host_device.c).  Knows nothing of shards or io_uring.
  *
- * Model: one pinned host arena holds io buffers and host batch slots; each
- * batch slot has a device buffer of the same size; a copy moves a host
- * slot to its device buffer asynchronously and records the slot's event.
- * On the host implementation the device buffer IS the host slot and the
- * copy completes at once.
+ * Model: one pinned host arena holds io buffers and host batch memory; the
+ * device holds a mirror of the batch part (mirror_offset, mirror_bytes):
+ * host byte mirror_offset + x lives at device byte x.  A copy moves some
+ * ranges of a batch to their mirror asynchronously and records the
+ * slot's event (slots are the batches in flight, not memory).  On the
+ * host implementation the mirror IS the host memory and the copy
+ * completes at once.
  */
 #ifndef SLUICE_GPU_DEVICE_H
 #define SLUICE_GPU_DEVICE_H
@@ -22,9 +24,10 @@ struct device;
 struct device_config {
 	int kind;               /* enum sluice_device_kind */
 	int device_id;          /* -1: $LOCAL_RANK, else 0 */
-	size_t arena_bytes;     /* pinned host arena (io buffers + slots) */
-	uint32_t slots;         /* prefetch depth */
-	size_t slot_bytes;      /* bytes per batch slot on the device */
+	size_t arena_bytes;     /* pinned host arena (io buffers + batches) */
+	uint32_t slots;         /* prefetch depth: batches with events */
+	size_t mirror_offset;   /* the arena's batch part, mirrored on the */
+	size_t mirror_bytes;    /* device */
 	int pageable;           /* 1: no cudaHostRegister (forces the
 				   pageable-copy fallback, for tests) */
 };
@@ -42,7 +45,7 @@ struct device_info {
  * GPU (no driver, no device, CUDA=0 build) the host implementation is
  * used and info.fallbacks says why; with kind CUDA that is
  * -SLUICE_ENODEVICE.  Allocates the arena (mmap, anonymous, huge pages
- * when available) and the device slots; nothing is allocated later.
+ * when available) and the device mirror; nothing is allocated later.
  */
 int device_open(const struct device_config *cfg, struct device **out,
 		char *err, size_t errlen);
@@ -52,14 +55,15 @@ void device_get_info(const struct device *d, struct device_info *info);
 /* The pinned arena: the region to register with io_uring. */
 void *device_arena(const struct device *d, size_t *len);
 
-/* Device memory of slot @i (slot_bytes long). On host: NULL (the
- * pipeline then exports the host slot itself). */
-void *device_slot_ptr(const struct device *d, uint32_t i);
+/* The device address that mirrors @host (inside the mirrored part of the
+ * arena); on host: @host itself.  NULL when @host is outside it. */
+void *device_mirror_ptr(const struct device *d, const void *host);
 
 /*
- * device_copy_slot - copy @len bytes from @host (inside the arena) to
- * device slot @i on the copy stream, after the copy stream has waited for
- * the last release event of slot @i; records the slot's ready event.
+ * device_copy_slot - copy @len bytes from @host (inside the mirrored part
+ * of the arena) to their mirror on the copy stream, for slot @i (the
+ * batch in flight); records the slot's ready event.  The copy stream
+ * already waits for every release before it (device_slot_release()).
  * Does not block the caller.  Host: no-op.
  */
 int device_copy_slot(struct device *d, uint32_t i, const void *host,
@@ -72,16 +76,16 @@ struct slot_range {
 };
 
 /*
- * device_copy_slot_ranges - like device_copy_slot(), for @n pieces of
- * slot @i: host + offset goes to the device slot + offset, so a batch
- * whose tensors fill only part of their room moves only what it holds.
- * @host is the host slot's start.  One ready event after the last piece.
+ * device_copy_slot_ranges - like device_copy_slot(), for @n pieces of a
+ * batch: host + offset goes to the mirror of host + offset, so only what
+ * the tensors hold moves.  @host is the batch's start.  One ready event
+ * after the last piece.
  */
 int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
 			    const struct slot_range *ranges, unsigned n);
 
-/* device_slot_wait_copied - block until slot @i's copy finished (the
- * pipeline calls this only when handing out without a stream). */
+/* device_slot_wait_copied - block until slot @i's last copy finished:
+ * before its host memory is written again. */
 int device_slot_wait_copied(struct device *d, uint32_t i);
 
 /*
@@ -93,8 +97,10 @@ int device_slot_export(struct device *d, uint32_t i, int64_t stream);
 
 /*
  * device_slot_release - the consumer is done with slot @i: record an event
- * on the stream it was last exported to, which the copy stream waits on
- * before the slot is written again.  Any thread.  Host: no-op.
+ * on each stream it was exported to, and make the copy stream wait on
+ * them, so that no later copy (of any slot: the memory is reused by
+ * whichever batch gets it) overwrites the mirror before the consumer's
+ * queued work has read it.  Any thread.  Host: no-op.
  */
 int device_slot_release(struct device *d, uint32_t i);
 

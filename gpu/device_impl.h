@@ -13,7 +13,7 @@
 
 struct device_ops {
 	void (*close)(struct device *d);
-	void *(*slot_ptr)(const struct device *d, uint32_t i);
+	void *(*mirror_ptr)(const struct device *d, size_t offset);
 	int (*copy_slot)(struct device *d, uint32_t i, const void *host,
 			 const struct slot_range *ranges, unsigned n);
 	int (*wait_copied)(struct device *d, uint32_t i);
@@ -38,7 +38,7 @@ struct device {
 	struct device_info info;
 	struct arena arena;
 	uint32_t slots;
-	size_t slot_bytes;
+	size_t mirror_offset, mirror_bytes;
 	pthread_mutex_t error_lock;   /* copy, consumer and release threads */
 	char last_error[256];
 };
@@ -68,7 +68,7 @@ void device_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Shared argument checks: slot index, and @host..@host+@len inside the
- * arena and no longer than a slot.  0 or -EINVAL. */
+ * mirrored part of the arena.  0 or -EINVAL. */
 int device_check_copy(const struct device *d, uint32_t i, const void *host,
 		      size_t len);
 

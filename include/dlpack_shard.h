@@ -1,5 +1,5 @@
 /*
- * dlpack_shard.h - the dlpack-shard on-disk format, version 1.
+ * dlpack_shard.h - the dlpack-shard on-disk format, version 2.
  *
  * A dataset is a directory of shard files (NAME-00000.dls ...) plus a
  * dataset.json manifest written last.  Everything on disk is little-endian.
@@ -24,7 +24,18 @@
  *
  * Checksums are XXH3-64 with seed 0: the header's over bytes
  * [0, DLS_HEADER_CHECKSUM_OFFSET), the index's over the whole index, each
- * block's over its stored bytes.
+ * block's over its stored bytes.  The header checksum covers the index
+ * checksum, which covers every block checksum: it is the shard's content
+ * checksum, recorded for each shard in dataset.json.
+ *
+ * Version 2 binds each shard to its dataset: a random 128-bit dataset id,
+ * the shard's index in the dataset and the dataset's shard count.  A
+ * writer writes shards under temporary names with shard_count 0
+ * ("uncommitted") and sets the count, then renames, only once the whole
+ * dataset is written: a shard left by a failed or killed write is refused
+ * by every reader, and a committed shard without the others of its
+ * dataset is too.  Version 1 shards (no identity, reserved bytes zero)
+ * are still read, unbound.
  */
 #ifndef DLPACK_SHARD_H
 #define DLPACK_SHARD_H
@@ -33,7 +44,9 @@
 
 #define DLS_MAGIC "DLSHARD\x01"  /* 8 bytes, no terminator on disk */
 #define DLS_MAGIC_LEN 8
-#define DLS_VERSION 1u
+#define DLS_VERSION 2u
+#define DLS_VERSION_UNBOUND 1u  /* still read: no dataset identity */
+#define DLS_DATASET_ID_LEN 16u
 #define DLS_HEADER_SIZE 4096u
 #define DLS_HEADER_CHECKSUM_OFFSET (DLS_HEADER_SIZE - 8u)
 #define DLS_DEFAULT_ALIGNMENT 4096u
@@ -78,7 +91,7 @@ struct dls_field_disk {
 /* The header: first bytes of the 4 KiB header page. */
 struct dls_header_disk {
 	char magic[DLS_MAGIC_LEN];
-	uint32_t version;           /* DLS_VERSION */
+	uint32_t version;           /* DLS_VERSION (or 1) */
 	uint32_t header_size;       /* DLS_HEADER_SIZE */
 	uint32_t alignment;         /* power of two, >= 512, <= 1 MiB */
 	uint32_t field_count;       /* 1 .. DLS_MAX_FIELDS */
@@ -88,8 +101,12 @@ struct dls_header_disk {
 	uint64_t index_length;      /* block_count * sizeof(dls_index_entry_disk) */
 	uint64_t index_checksum;    /* XXH3-64 of the index bytes */
 	uint64_t raw_bytes;         /* sum of the blocks' raw sizes */
-	uint64_t reserved[2];
+	uint8_t dataset_id[DLS_DATASET_ID_LEN]; /* v2: random, not all zero;
+						   v1: reserved, zero */
 	struct dls_field_disk fields[DLS_MAX_FIELDS];
+	uint32_t shard_index;       /* v2: position in the dataset, < count */
+	uint32_t shard_count;       /* v2: shards in the dataset; 0 while the
+				       write is not committed (refused) */
 	/* ... zero padding; uint64 header checksum at
 	 * DLS_HEADER_CHECKSUM_OFFSET */
 };

@@ -139,8 +139,14 @@ typedef struct sluice_dataset sluice_dataset;
  *	carries the error message (read it with sluice_dataset_error(),
  *	then close it), or NULL when even that could not be allocated.
  * Every header and index is parsed and bounds-checked; blocks are not read.
- * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT,
- *	-SLUICE_ESCHEMA (shards disagree).
+ * Shards are checked against their dataset (format v2): by dataset.json
+ * (each name's dataset id, index and content checksum) for a directory;
+ * for a list or glob, each dataset's shards must form one whole run, in
+ * order (a glob otherwise trusts the caller).  A shard of a write that
+ * did not finish is refused.  v1 shards carry no identity and are not.
+ * @return: 0; -ENOENT, -EIO, ...; -SLUICE_EFORMAT, -SLUICE_ECORRUPT
+ *	(also: a duplicated, swapped, foreign, missing or uncommitted
+ *	shard), -SLUICE_ESCHEMA (shards disagree).
  * Thread-safety: the handle may be read from many threads at once.
  */
 SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out);
@@ -214,15 +220,24 @@ SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg);
 
 /**
  * sluice_writer_open - start writing a dataset into directory @out_dir
- * (created when missing).
+ * (created when missing; it must not hold a dataset.json or *.dls).
  * @fields, @nfields: the schema, copied.
- * Shards are written under temporary names (".NAME.tmp"), fsynced and
- * renamed when complete; dataset.json is written last, atomically.
+ * The writer holds an exclusive lock on @out_dir (OUT/.sluice.lock)
+ * until it is closed or aborted: a second writer or merge into the same
+ * folder fails at once with -EBUSY.  Every shard is written under a
+ * temporary name unique to this writer (".NAME.ID.tmp") with a header
+ * marked uncommitted; only when the whole dataset is written (close)
+ * are the headers committed (each gets the dataset's shard count),
+ * synced and the shards renamed, then dataset.json is written,
+ * atomically.  So what a failed or killed write leaves is refused by
+ * every reader, by dataset.json or by glob.  Each dataset gets a random
+ * 128-bit id, recorded with each shard's index in its header.
  * Memory stays bounded by a few blocks per worker thread.
  * @out_dir, @cfg: borrowed for the call.
  * @out: the writer; on failure a writer carrying only the message
  *	(sluice_writer_error(), then sluice_writer_abort()), or NULL.
- * @return: 0; -EINVAL, -SLUICE_ESCHEMA, -errno from mkdir/open.
+ * @return: 0; -EINVAL, -SLUICE_ESCHEMA, -EBUSY (another writer holds
+ *	@out_dir), -EEXIST (@out_dir holds a dataset), -errno.
  * Thread-safety: one thread at a time per writer (the writer runs its
  *	own compression threads).
  */
@@ -255,17 +270,19 @@ struct sluice_writer_summary {
 };
 
 /**
- * sluice_writer_close - flush, finish the last shard, write dataset.json
- * and free @w (in every case: @w is invalid afterwards).
+ * sluice_writer_close - flush, finish the last shard, commit the shards
+ * (see sluice_writer_open), write dataset.json and free @w (in every
+ * case: @w is invalid afterwards).
  * @summary: filled on success; may be NULL.
- * @return: 0, or a negative code (the temporary files are then removed).
+ * @return: 0, or a negative code (every shard of this writer is then
+ *	removed: nothing of a dataset that did not complete remains).
  * Thread-safety: no other call on @w may run or follow.
  */
 SLUICE_API int sluice_writer_close(sluice_writer *w,
 				   struct sluice_writer_summary *summary);
 
-/** sluice_writer_abort - stop, remove temporary files, free @w (NULL ok).
- * Shards already renamed stay; no dataset.json is written.
+/** sluice_writer_abort - stop, remove every shard this writer wrote
+ * (all are still uncommitted), release the folder, free @w (NULL ok).
  * Thread-safety: no other call on @w may run or follow. */
 SLUICE_API void sluice_writer_abort(sluice_writer *w);
 
@@ -281,17 +298,32 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
 				       uint64_t *records, uint64_t *raw_bytes,
 				       uint64_t *stored_bytes);
 
+/* sluice_merge flags */
+#define SLUICE_MERGE_VERIFY 1u  /* check every block checksum first */
+
 /**
- * sluice_merge - join datasets written as parts into one dataset at
- * @out_dir, without rewriting block data (shards are hard-linked, or
- * copied when the link fails), in the order given.
+ * sluice_merge - join datasets written as parts (folders with a
+ * dataset.json) into one new dataset at @out_dir, in the order given,
+ * without rewriting block data: shards are hard-linked, or copied when
+ * the link fails.  No source file is ever removed or written.
+ * Every part is loaded and checked first (each shard's records, blocks,
+ * size and identity against its dataset.json); with SLUICE_MERGE_VERIFY
+ * every block's checksum and layout too, before anything is written.
+ * @out_dir must not be one of the parts and must be new or empty; it is
+ * locked as a writer locks it.  The merged dataset.json gets a new
+ * dataset id and records each shard's own (its part's) identity.
+ * On failure, what the merge created in @out_dir is removed.
  * @parts, @out_dir: borrowed for the call.  @summary may be NULL.
+ * @flags: 0 or SLUICE_MERGE_VERIFY.
  * @err, @errlen: receive a message on failure (may be NULL).
- * @return: 0; -SLUICE_ESCHEMA when the parts' schemas differ; -errno.
- * Thread-safety: any thread (no shared state).
+ * @return: 0; -EINVAL (no parts, @out_dir is a part, or the parts hold
+ *	a shard twice); -ENOTEMPTY; -EBUSY (another writer holds
+ *	@out_dir); -SLUICE_ESCHEMA (schemas differ); -SLUICE_ECORRUPT (a
+ *	part fails its checks); -errno.
+ * Thread-safety: any thread (no shared state); parts are only read.
  */
 SLUICE_API int sluice_merge(const char *const *parts, int nparts,
-			    const char *out_dir,
+			    const char *out_dir, unsigned flags,
 			    struct sluice_writer_summary *summary, char *err,
 			    size_t errlen);
 
@@ -335,7 +367,8 @@ struct sluice_loader_config {
 	int drop_last;             /* drop a short last batch; 0 */
 	int rank;                  /* -1: $RANK, else 0 */
 	int world_size;            /* -1: $WORLD_SIZE, else 1 */
-	uint32_t prefetch_depth;   /* batch slots; 4 */
+	uint32_t prefetch_depth;   /* batches in flight (memory: see
+				      memory_bytes); 4 */
 	uint32_t decode_threads;   /* 0: online CPUs, at most 8 */
 	uint32_t queue_depth;      /* io_uring entries; 64 */
 	enum sluice_device_kind device; /* AUTO */
@@ -351,7 +384,26 @@ struct sluice_loader_config {
 				      L: padded [B, L] + F.lengths, the
 				      true lengths (values past L are cut
 				      and counted: values_truncated) */
-	uint64_t cache_bytes;      /* decoded-block cache; 0: automatic */
+	uint64_t cache_bytes;      /* decoded-block cache (within
+				      memory_bytes); 0: automatic */
+	/*
+	 * The memory budget: the bytes of the loader's one arena, which
+	 * holds every io buffer, decode buffer and host batch (on CUDA the
+	 * device holds a copy of the batch part, and the whole arena is
+	 * pinned).  0 (default): what the dataset's index says prefetch_depth
+	 * + 1 typical batches, the block cache, and the largest record and
+	 * block need, capped at the smaller of 1 GiB and 5% of RAM.  Batches
+	 * take what their records need; the planner fills a slot only when
+	 * the budget has room.  A batch larger than the whole batch part
+	 * (memory_bytes minus the io part) fails the loader with -ENOSPC and
+	 * a message naming its largest value's file, record and field and
+	 * this option; so does a block too large to read within the budget
+	 * (at open).  A consumer that holds all batch memory and asks for
+	 * more gets batches outside the budget on the host (freed on
+	 * release, counted in stats.batches_over_budget) and -EDEADLK on
+	 * CUDA.  Metadata (indices, slot bookkeeping) is not counted.
+	 */
+	uint64_t memory_bytes;
 	/* Force the fallbacks (tests, benchmarks); both stay correct, only
 	 * slower, and sluice_stats.fallbacks says they are on. */
 	int plain_reads;           /* 1: no io_uring registered buffers; 0 */
@@ -376,14 +428,16 @@ SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg);
 
 /**
  * sluice_loader_open - start a loader over @ds.
- * All memory (pinned arena, io buffers, batch slots, device slots) is
- * allocated here; the steady state allocates nothing.  The loader starts
- * at epoch 0 and begins prefetching at once.
+ * All memory (pinned arena, io buffers, batch memory, device memory) is
+ * allocated here, sized by memory_bytes; the steady state allocates
+ * nothing (but see memory_bytes for a consumer that hoards batches).
+ * The loader starts at epoch 0 and begins prefetching at once.
  * @ds: borrowed; must outlive the loader.
  * @cfg: copied; NULL means the defaults.
  * @out: the loader; on failure a handle carrying only the error message
  *	(sluice_loader_error(), then sluice_loader_close()), or NULL.
- * @return: 0; -EINVAL (config), -ENOMEM, -SLUICE_ENODEVICE, -errno.
+ * @return: 0; -EINVAL (config), -ENOMEM, -ENOSPC (a block does not fit
+ *	memory_bytes), -SLUICE_ENODEVICE, -errno.
  * Thread-safety: a loader is driven by one consumer thread;
  *	sluice_batch_release() and tensor deleters may run on any thread.
  */
@@ -422,8 +476,10 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
  * sluice_batch_release().  At the end of an epoch returns SLUICE_EOF once
  * and moves on to the next epoch, so a loop over epochs is
  * `while ((r = next(ld, &b)) == 0) {...}` per epoch.
- * @return: 0; SLUICE_EOF; -SLUICE_ECORRUPT, -EIO, ... (the loader then
- *	stays failed: the message names shard, block and offset).
+ * @return: 0; SLUICE_EOF; -SLUICE_ECORRUPT, -EIO, -ENOSPC (a batch
+ *	larger than memory_bytes allows), -EDEADLK (CUDA: the consumer
+ *	holds every slot or all batch memory), ... (the loader then stays
+ *	failed: the message names shard, block and offset).
  * Thread-safety: the consumer thread.
  */
 SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out);
@@ -502,6 +558,9 @@ struct sluice_stats {
 	uint64_t block_cache_hits;
 	uint64_t slot_occupancy_sum;       /* ready slots seen at each next() */
 	uint32_t prefetch_depth;
+	uint64_t memory_bytes;             /* the arena: io + batch memory */
+	uint64_t io_memory_bytes;          /* of which io and decode buffers */
+	uint64_t batches_over_budget;      /* hoarding consumer, host only */
 	int direct_io;                     /* 1: O_DIRECT on every shard */
 	int registered_buffers;            /* 1: READ_FIXED active */
 	int registered_files;

@@ -48,9 +48,19 @@ struct shard_block {
 	uint64_t checksum;
 };
 
+/* Who a shard says it is (format v2 headers); unbound for v1 shards. */
+struct shard_identity {
+	int bound;              /* 0: a v1 shard, the rest is zero */
+	uint8_t dataset_id[DLS_DATASET_ID_LEN];
+	uint32_t index, count;  /* its index in the dataset; shard count */
+	uint64_t checksum;      /* the header checksum: content checksum */
+};
+
 struct shard_file {
 	char *path;             /* owned */
 	uint64_t file_size;
+	uint32_t version;       /* DLS_VERSION or DLS_VERSION_UNBOUND */
+	struct shard_identity id;
 	uint32_t alignment;
 	uint64_t record_count;
 	uint64_t block_count;

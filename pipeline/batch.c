@@ -1,11 +1,13 @@
 /*
- * batch.c - a slot's tensor layout and its export as DLPack.
+ * batch.c - a batch's tensor layout and its export as DLPack.
  *
- * A slot holds every tensor of one batch at fixed offsets (256-byte
- * aligned, as CUDA kernels like), each sized for the worst case the
- * headers allow, so that a slot never grows.  Exported tensors keep a
- * reference on the slot: it returns to the loader only when the batch
- * handle and every tensor taken from it are gone.
+ * A batch's tensors lie one after another in the batch's memory (256-byte
+ * aligned, as CUDA kernels like), each as long as this batch's records
+ * need: the memory is taken from the budget once the records' sizes are
+ * known (budget.c), not sized for the worst case the headers allow.
+ * Exported tensors keep a reference on the slot: its memory returns to
+ * the budget only when the batch handle and every tensor taken from it
+ * are gone.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,77 +26,99 @@ static struct tensor_desc *add_tensor(struct tensor_desc *t, uint32_t *n,
 	return d;
 }
 
+/* a * b, or UINT64_MAX when it overflows */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /*
- * Compute the tensors of a batch and their capacity in slot 0, copy the
- * layout to every slot, and set c->slot_bytes.  @return: 0 or -EOVERFLOW.
+ * Compute the tensors of a batch (names, dtypes, shapes but the batch
+ * dimension) into c->tensor_layout, and in *@fixed_bytes what a full
+ * batch takes besides its variable values (fixed and padded fields,
+ * offsets or lengths, alignment).  @return: 0 or -EOVERFLOW.
  */
-int slot_layout(struct loader_core *c)
+int slot_layout(struct loader_core *c, uint64_t *fixed_bytes)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	const DLDataType i64 = { kDLInt, 64, 1 };
-	uint64_t b = c->cfg.batch_size, off = 0, pad = c->cfg.pad_length;
+	uint64_t b = c->cfg.batch_size, pad = c->cfg.pad_length, total = 0;
 	struct tensor_desc t[LOADER_MAX_TENSORS];
 	uint32_t n = 0;
 
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		const struct shard_field *fd = &sc->fields[f];
 		struct tensor_desc *d = add_tensor(t, &n, fd->f.name, "");
-		uint64_t cap;
 
 		d->dtype = fd->f.dtype;
 		d->ndim = fd->f.ndim + 1;
 		for (int k = 0; k < fd->f.ndim; k++)
 			d->shape[k + 1] = fd->f.shape[k];
 		if (!fd->variable) {
-			cap = b * fd->record_bytes;
+			total = add_sat(total, mul_sat(b, fd->record_bytes));
 		} else if (pad) {
 			/* [B, L, *shape[1:]] */
 			d->shape[1] = (int64_t)pad;
-			cap = b * pad * fd->unit_bytes;
+			total = add_sat(total,
+					mul_sat(b, mul_sat(pad, fd->unit_bytes)));
 		} else {
 			/* flat values [items, *shape[1:]] */
 			d->ndim = fd->f.ndim;
 			for (int k = 1; k < fd->f.ndim; k++)
 				d->shape[k] = fd->f.shape[k];
-			cap = b * fd->max_value_bytes;
 		}
-		if (cap / b != (fd->variable ? (pad ? pad * fd->unit_bytes
-						     : fd->max_value_bytes)
-					      : fd->record_bytes))
-			return -EOVERFLOW;
-		d->offset = off;
-		d->bytes = cap;
-		off = align_up(off + cap, SLOT_ALIGN);
+		total = add_sat(total, SLOT_ALIGN);
 		if (fd->variable) {
 			struct tensor_desc *a = add_tensor(t, &n, fd->f.name,
 							   pad ? ".lengths"
 							       : ".offsets");
 			a->dtype = i64;
 			a->ndim = 1;
-			a->offset = off;
-			a->bytes = (b + 1) * sizeof(int64_t);
-			off = align_up(off + a->bytes, SLOT_ALIGN);
+			total = add_sat(total, add_sat(mul_sat(b + 1, 8),
+						       SLOT_ALIGN));
 		}
 	}
-	c->slot_bytes = off ? off : SLOT_ALIGN;
+	if (total >= UINT64_MAX / 2)
+		return -EOVERFLOW;
+	*fixed_bytes = total;
 	c->tensors_per_batch = n;
 	memcpy(c->tensor_layout, t, n * sizeof(t[0]));
 	return 0;
 }
 
-/* Set up slot @id with batch buffer @host (NULL: allocate its own). */
-int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
-	      uint8_t *host)
+/*
+ * Lay the slot's tensors out one after another, from their shapes (the
+ * batch dimension, or the values' item count, already set).  @return:
+ * the bytes the batch needs.  The shapes were bounded by the batch size
+ * and by blocks that fit the arena, so nothing here can overflow.
+ */
+uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s)
+{
+	uint64_t off = 0;
+
+	for (uint32_t k = 0; k < c->tensors_per_batch; k++) {
+		struct tensor_desc *d = &s->tensors[k];
+
+		d->offset = off;
+		d->bytes = tensor_bytes(d);
+		off = align_up(off + d->bytes, SLOT_ALIGN);
+	}
+	return off;
+}
+
+/* Set up slot @id; its memory comes per batch from the budget. */
+int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 {
 	uint32_t b = c->cfg.batch_size;
 
 	s->id = id;
-	if (!host) {
-		host = aligned_alloc(SLOT_ALIGN, c->slot_bytes);
-		s->own_host = 1;
-	}
-	s->host = host;
-	s->host_bytes = c->slot_bytes;
 	s->indices = malloc(b * sizeof(*s->indices));
 	s->rec_entry = malloc(b * sizeof(*s->rec_entry));
 	s->rec_in_block = malloc(b * sizeof(*s->rec_in_block));
@@ -103,21 +127,27 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
-	if (!s->host || !s->indices || !s->rec_entry || !s->rec_in_block ||
-	    !s->entries)
+	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries)
 		return -ENOMEM;
 	return 0;
 }
 
-/* Drop one reference; the last returns the slot to the planner. */
+/* Drop one reference; the last returns the slot and its memory. */
 void slot_release_ref(struct loader_core *c, struct slot *s)
 {
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
-	if (c->dev_info.is_cuda)
+	if (c->dev_info.is_cuda) {
+		/* Later copies wait for the consumer's use of the device
+		 * memory; the host memory is written again only after its
+		 * own copy has read it. */
 		device_slot_release(c->dev, s->id);
+		device_slot_wait_copied(c->dev, s->id);
+	}
 	pthread_mutex_lock(&c->mu);
+	batch_memory_free_locked(c, s);
 	s->state = SLOT_FREE;
+	batch_memory_grant_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	if (c->ring)
 		io_ring_wake(c->ring);
@@ -206,7 +236,7 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 		r = device_slot_export(c->dev, s->id, stream);
 		if (r)
 			return r;
-		base = device_slot_ptr(c->dev, s->id);
+		base = device_mirror_ptr(c->dev, s->host);
 	} else {
 		base = s->host;
 	}

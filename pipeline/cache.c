@@ -6,7 +6,10 @@
  * list, so the next batches of a shuffle window (or the next batch of a
  * block split between two batches) find it without a second read.  Entries
  * are only recycled from that list, which is why the planner waits, rather
- * than evicts, when a batch needs more entries than are free.
+ * than evicts, when a batch needs more entries than are free.  An entry
+ * holds io memory (budget.c's io pool) only while it holds a block, as
+ * much as that block needs; taking memory evicts unpinned blocks, least
+ * recently used first.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,7 +19,7 @@
 
 #define NIL UINT32_MAX
 
-int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena)
+int cache_init(struct loader_core *c, uint32_t nentries)
 {
 	c->entries = calloc(nentries, sizeof(*c->entries));
 	c->block_entry = malloc(c->nblocks * sizeof(*c->block_entry));
@@ -27,18 +30,13 @@ int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena)
 		c->block_entry[b] = -1;
 	c->lru_head = c->lru_tail = NIL;
 	c->lru_count = 0;
+	c->lru_bytes = 0;
 	for (uint32_t i = 0; i < nentries; i++) {
 		struct cache_entry *e = &c->entries[i];
 
-		e->stored = arena + (uint64_t)i * c->entry_stride;
 		e->waiters = calloc(c->slots_cap, sizeof(*e->waiters));
 		if (!e->waiters)
 			return -ENOMEM;
-		if (c->has_zstd) {
-			e->scratch = malloc(c->ds->max_raw ? c->ds->max_raw : 1);
-			if (!e->scratch)
-				return -ENOMEM;
-		}
 		cache_lru_push(c, i);
 	}
 	return 0;
@@ -47,10 +45,8 @@ int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena)
 void cache_destroy(struct loader_core *c)
 {
 	if (c->entries) {
-		for (uint32_t i = 0; i < c->nentries; i++) {
+		for (uint32_t i = 0; i < c->nentries; i++)
 			free(c->entries[i].waiters);
-			free(c->entries[i].scratch);
-		}
 	}
 	free(c->entries);
 	free(c->block_entry);
@@ -74,6 +70,7 @@ void cache_lru_remove(struct loader_core *c, uint32_t i)
 		c->lru_tail = e->lru_prev;
 	e->in_lru = 0;
 	c->lru_count--;
+	c->lru_bytes -= e->mem_len;
 }
 
 /* Most recently used at the tail; victims come from the head. */
@@ -90,6 +87,7 @@ void cache_lru_push(struct loader_core *c, uint32_t i)
 	c->lru_tail = i;
 	e->in_lru = 1;
 	c->lru_count++;
+	c->lru_bytes += e->mem_len;
 }
 
 void cache_unpin(struct loader_core *c, uint32_t i)
@@ -108,16 +106,75 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 	cache_lru_push(c, i);
 }
 
+/* io memory that free space and unpinned entries could give. */
+uint64_t cache_reclaimable(const struct loader_core *c)
+{
+	return c->io_pool.size - c->io_pool.used + c->lru_bytes;
+}
+
+/* Forget entry @i's block and give its memory back (it is unpinned). */
+static void cache_evict(struct loader_core *c, uint32_t i)
+{
+	struct cache_entry *e = &c->entries[i];
+
+	if (e->state != ENTRY_EMPTY)
+		c->block_entry[e->block] = -1;
+	e->state = ENTRY_EMPTY;
+	if (e->mem_len) {
+		if (e->in_lru)
+			c->lru_bytes -= e->mem_len;
+		pool_free(&c->io_pool, e->mem_off, e->mem_len);
+	}
+	e->mem_len = 0;
+	e->stored = e->scratch = NULL;
+}
+
+/* Forget every unpinned block: a batch that does not fit between the
+ * cached ones may fit in one piece of the pool. */
+void cache_evict_all(struct loader_core *c)
+{
+	for (uint32_t v = c->lru_head; v != NIL; v = c->entries[v].lru_next)
+		cache_evict(c, v);
+}
+
+/* io memory for @blk in entry @i, evicting the least recently used
+ * blocks until a range is free.  0 or -EAGAIN. */
+static int cache_take_memory(struct loader_core *c, uint32_t i,
+			     const struct shard_block *blk)
+{
+	struct cache_entry *e = &c->entries[i];
+	uint64_t len = block_io_bytes(blk), off;
+	uint32_t v = c->lru_head;
+
+	while (pool_alloc(&c->io_pool, len, &off)) {
+		while (v != NIL && c->entries[v].mem_len == 0)
+			v = c->entries[v].lru_next;
+		if (v == NIL)
+			return -EAGAIN;
+		cache_evict(c, v);
+	}
+	e->mem_off = off;
+	e->mem_len = len;
+	e->stored = c->arena + off;
+	e->scratch = blk->codec == DLS_CODEC_ZSTD
+		? e->stored + len - ((blk->raw_size + 4095) & ~4095ull) : NULL;
+	return 0;
+}
+
 /*
- * Pin the entry of @block, taking a free one (and setting it EMPTY) when
- * the block is not cached.  @return: 1 when the block must be read, 0
- * when it is cached or on its way, -EAGAIN when no entry is free.
+ * Pin the entry of @block, taking a free one (and setting it EMPTY, with
+ * io memory for the block) when the block is not cached.  @keep: io
+ * memory that must stay reclaimable afterwards (read-ahead leaves the
+ * next batch its room).  @return: 1 when the block must be read, 0 when
+ * it is cached or on its way, -EAGAIN when no entry or memory is free.
  */
-int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry)
+int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
+		uint32_t *entry)
 {
 	int32_t have = c->block_entry[block];
+	const struct shard_block *blk;
 	struct cache_entry *e;
-	uint32_t i;
+	uint32_t i, shard;
 
 	if (have >= 0) {
 		i = (uint32_t)have;
@@ -128,11 +185,17 @@ int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry)
 	}
 	if (c->lru_head == NIL)
 		return -EAGAIN;
+	blk = loader_block(c, block, &shard);
+	if (keep && cache_reclaimable(c) < block_io_bytes(blk) + keep)
+		return -EAGAIN;
 	i = c->lru_head;
 	cache_lru_remove(c, i);
+	cache_evict(c, i);
+	if (cache_take_memory(c, i, blk)) {
+		cache_lru_push(c, i);
+		return -EAGAIN;
+	}
 	e = &c->entries[i];
-	if (e->state != ENTRY_EMPTY)
-		c->block_entry[e->block] = -1;
 	e->block = block;
 	e->state = ENTRY_EMPTY;
 	e->refs = 1;

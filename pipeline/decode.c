@@ -60,31 +60,36 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	return 0;
 }
 
+/* The schema of the shard a block belongs to: its own max_value_bytes
+ * bound its values (verify checks the same). */
+static const struct shard_schema *block_schema(const struct loader_core *c,
+						uint64_t block)
+{
+	return &c->ds->shards[c->block_shard[block]].schema;
+}
+
 /*
- * Variable fields: the offsets tensor (in items of shape[1:]) and the
- * values' total, or the lengths tensor when padding; every value is
- * checked against the size the header promised, since the slot was sized
- * by it.
+ * Size the batch: every tensor's batch dimension, or the items its
+ * variable values hold, then its bytes.  A batch that could never fit the
+ * batch memory is an error naming its largest value.
  */
-static int layout_variable_locked(struct loader_core *c, struct slot *s)
+static int measure_batch_locked(struct loader_core *c, struct slot *s)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	uint32_t t = 0, n = s->delivered;
+	uint32_t t = 0, n = s->delivered, big_r = 0, big_f = 0;
+	uint64_t big_len = 0;
 
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		const struct shard_field *fd = &sc->fields[f];
 		struct tensor_desc *td = &s->tensors[t++];
-
-		if (!fd->variable) {
-			td->shape[0] = n;
-			continue;
-		}
-		struct tensor_desc *aux = &s->tensors[t++];
-		int64_t *out = (int64_t *)(void *)(s->host + aux->offset);
 		uint64_t items = 0;
 
-		if (!c->cfg.pad_length)
-			out[0] = 0;
+		td->shape[0] = n;
+		if (!fd->variable)
+			continue;
+		struct tensor_desc *aux = &s->tensors[t++];
+
+		aux->shape[0] = c->cfg.pad_length ? n : n + 1;
 		for (uint32_t r = 0; r < n; r++) {
 			const struct cache_entry *e = &c->entries[s->rec_entry[r]];
 			const uint8_t *p;
@@ -92,7 +97,7 @@ static int layout_variable_locked(struct loader_core *c, struct slot *s)
 
 			block_view_get(sc, &e->view, f, s->rec_in_block[r], &p,
 				       &len);
-			if (len > fd->max_value_bytes) {
+			if (len > block_schema(c, e->block)->fields[f].max_value_bytes) {
 				uint32_t shard;
 				const struct shard_block *blk =
 					loader_block(c, e->block, &shard);
@@ -105,9 +110,66 @@ static int layout_variable_locked(struct loader_core *c, struct slot *s)
 					(unsigned long long)blk->offset,
 					(unsigned long long)s->indices[r],
 					fd->f.name, (unsigned long long)len,
-					(unsigned long long)fd->max_value_bytes);
+					(unsigned long long)block_schema(c, e->block)
+						->fields[f].max_value_bytes);
 				return -SLUICE_ECORRUPT;
 			}
+			if (len > big_len) {
+				big_len = len;
+				big_r = r;
+				big_f = f;
+			}
+			items += len / fd->unit_bytes;
+		}
+		if (!c->cfg.pad_length)
+			td->shape[0] = (int64_t)items;
+	}
+	s->host_bytes = slot_place_tensors(c, s);
+	if (s->host_bytes > c->batch_pool.size) {
+		uint32_t shard = big_len
+			? c->block_shard[c->entries[s->rec_entry[big_r]].block]
+			: 0;
+
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu needs %llu bytes, more than the %llu bytes of batch memory memory_bytes allows; its largest value: %s: record %llu field %s, %llu bytes: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			(unsigned long long)s->batch,
+			(unsigned long long)s->epoch,
+			(unsigned long long)s->host_bytes,
+			(unsigned long long)c->batch_pool.size,
+			c->ds->nshards ? c->ds->shards[shard].path : "-",
+			(unsigned long long)(big_len ? s->indices[big_r] : 0),
+			sc->fields[big_f].f.name,
+			(unsigned long long)big_len);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* The offsets (in items of shape[1:]) or lengths of variable fields,
+ * written into the batch's memory. */
+static void write_variable_index(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0, n = s->delivered;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+
+		t++;
+		if (!fd->variable)
+			continue;
+		int64_t *out = (int64_t *)(void *)(s->host +
+						   s->tensors[t++].offset);
+		uint64_t items = 0;
+
+		if (!c->cfg.pad_length)
+			out[0] = 0;
+		for (uint32_t r = 0; r < n; r++) {
+			const uint8_t *p;
+			uint64_t len;
+
+			block_view_get(sc, &c->entries[s->rec_entry[r]].view, f,
+				       s->rec_in_block[r], &p, &len);
 			len /= fd->unit_bytes;
 			if (c->cfg.pad_length) {
 				/* The true length: the values past pad_length
@@ -120,38 +182,51 @@ static int layout_variable_locked(struct loader_core *c, struct slot *s)
 				out[r + 1] = (int64_t)items;
 			}
 		}
-		if (c->cfg.pad_length) {
-			td->shape[0] = n;
-			aux->shape[0] = n;
-		} else {
-			td->shape[0] = (int64_t)items;
-			aux->shape[0] = n + 1;
-		}
 	}
-	return 0;
 }
 
 static void slot_finish(struct loader_core *c, struct slot *s);
 
-/* All of the slot's blocks are decoded (or failed): start assembling. */
+/*
+ * All of the slot's blocks are decoded (or failed): size the batch and
+ * ask for its memory; assembly goes on in slot_continue_assembly_locked()
+ * once the memory is granted (at once, or when batches are released).
+ */
 void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
-	uint32_t parts;
 	int r;
 
-	s->state = SLOT_ASSEMBLING;
 	s->delivered = s->count;
 	s->truncated = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
-		r = layout_variable_locked(c, s);
+		r = measure_batch_locked(c, s);
 	if (r) {
+		/* No memory: the error is all this batch will deliver. */
 		if (!s->error)
 			s->error = r;
+		s->state = SLOT_ASSEMBLING;
+		s->has_mem = 1;
+		s->host = NULL;
 		s->parts_left = 1;
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
+	s->state = SLOT_MEMORY;
+	batch_memory_grant_locked(c);
+	/* Still waiting: if the consumer holds all the memory, only next()
+	 * can resolve it (budget.c). */
+	if (!s->has_mem)
+		pthread_cond_broadcast(&c->ready_cv);
+}
+
+/* The batch has its memory: copy the records in, in parallel parts. */
+void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
+{
+	uint32_t parts;
+
+	s->state = SLOT_ASSEMBLING;
+	write_variable_index(c, s);
 	/* Enough records per part to amortise the hand-off. */
 	parts = s->delivered / 32;
 	if (parts > c->nworkers)
@@ -189,13 +264,13 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
 	uint64_t t0 = now_ns();
-	int r;
+	int r, ahead;
 
 	r = block_decode(dctx, blk, stored, c->cfg.verify, e->scratch,
-			 c->has_zstd ? c->ds->max_raw : 0, &raw);
+			 e->scratch ? blk->raw_size : 0, &raw);
 	if (!r)
-		r = block_view_init(&c->ds->schema, raw, blk->raw_size,
-				    blk->record_count, &e->view);
+		r = block_view_init(&c->ds->shards[shard].schema, raw,
+				    blk->raw_size, blk->record_count, &e->view);
 	uint64_t t1 = now_ns();
 
 	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
@@ -221,8 +296,11 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		e->raw = raw;
 		e->state = ENTRY_READY;
 	}
+	ahead = e->ahead;
 	entry_ready_locked(c, i);
 	pthread_mutex_unlock(&c->mu);
+	if (ahead)
+		io_ring_wake(c->ring);   /* its pin is gone: room to plan */
 }
 
 /* Copy records [lo, hi) of the slot; runs of neighbouring records of one
@@ -292,7 +370,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
  * make the slot visible to the consumer. */
 static void slot_finish(struct loader_core *c, struct slot *s)
 {
-	int r = 0;
+	int r = 0, idle;
 
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t k = 0; k < s->nentries; k++)
@@ -325,9 +403,13 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		loader_fail_locked(c, s->error, "batch %llu failed",
 				   (unsigned long long)s->batch);
 	s->state = SLOT_READY;
-	c->inflight--;
+	/* The planner may wait for nothing to be in flight to tell a batch
+	 * that can never fit from one that waits for memory. */
+	idle = --c->inflight == 0;
 	pthread_cond_broadcast(&c->ready_cv);
 	pthread_mutex_unlock(&c->mu);
+	if (idle)
+		io_ring_wake(c->ring);
 }
 
 static void run_assemble(struct loader_core *c, struct job j)
@@ -340,11 +422,8 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns();
-
-		/* The slot's last copy to the device may still be reading the
-		 * host buffer (released batches are not waited for). */
-		if (c->dev_info.is_cuda)
-			device_slot_wait_copied(c->dev, s->id);
+		/* No copy reads this memory any more: it returned to the
+		 * budget only after its last copy (batch.c, loader.c). */
 		uint64_t bytes = assemble_part(c, s, lo, hi), t1 = now_ns();
 
 		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);

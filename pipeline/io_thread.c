@@ -82,7 +82,8 @@ static struct slot *free_slot(struct loader_core *c)
 /*
  * Plan the next batch into a free slot.  @return: 1 when planned (its
  * reads appended to c->submit, *nsubmit updated), 0 when it has to wait
- * for a slot or for cache entries.
+ * for a slot or for cache entries, -ENOSPC when its blocks cannot all be
+ * in the io memory at once even with nothing else pinned.
  */
 static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 {
@@ -127,10 +128,36 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 				continue;
 			}
 		}
-		if (cache_claim(c, g, &e) < 0) {
-			/* Not enough free entries yet: undo and wait for the
-			 * batches in flight to unpin theirs. */
+		if (cache_claim(c, g, 0, &e) < 0) {
+			/* Not enough free entries or io memory yet: undo and
+			 * wait for the batches in flight to unpin theirs. */
 			unpin_all(c, s);
+			if (c->inflight == 0 && c->ahead_inflight == 0 &&
+			    !c->plan_compacted) {
+				/* Cached blocks may split the free memory:
+				 * drop them all and try once more. */
+				cache_evict_all(c);
+				c->plan_compacted = 1;
+				return plan_one_locked(c, nsubmit);
+			}
+			if (c->inflight == 0 && c->ahead_inflight == 0) {
+				uint32_t shard;
+				const struct shard_block *blk =
+					loader_block(c, g, &shard);
+
+				loader_fail_locked(c, -ENOSPC,
+					"%s: block %llu (records %llu..%llu, %llu bytes to read and decode) does not fit beside the other blocks of batch %llu of epoch %llu in the %llu bytes of io memory memory_bytes leaves: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+					c->ds->shards[shard].path,
+					(unsigned long long)(g -
+						c->shard_block_base[shard]),
+					(unsigned long long)c->block_first[g],
+					(unsigned long long)(c->block_first[g + 1] - 1),
+					(unsigned long long)block_io_bytes(blk),
+					(unsigned long long)c->plan_batch,
+					(unsigned long long)c->plan_epoch,
+					(unsigned long long)c->io_bytes);
+				return -ENOSPC;
+			}
 			return 0;
 		}
 		s->entries[s->nentries++] = e;
@@ -157,6 +184,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		}
 	}
 	*nsubmit += nread;
+	c->plan_compacted = 0;
 	s->state = SLOT_WAITING;
 	s->epoch = c->plan_epoch;
 	s->batch = c->plan_batch++;
@@ -198,7 +226,8 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 			continue;
 		}
 		g = block_of(c, recs[c->ahead_rec++]);
-		if (c->block_entry[g] >= 0 || cache_claim(c, g, &e) != 1)
+		if (c->block_entry[g] >= 0 ||
+		    cache_claim(c, g, c->io_need_bytes, &e) != 1)
 			continue;
 		c->entries[e].ahead = 1;
 		c->ahead_inflight++;
@@ -278,7 +307,7 @@ void *io_thread_main(void *arg)
 					break;
 				nsubmit = 0;
 			}
-			if (!planned)
+			if (planned <= 0)
 				break;
 		}
 		if (!c->stop && !c->planning_paused && !c->failed) {

@@ -106,6 +106,7 @@ static void free_core(struct loader_core *c)
 	}
 	io_ring_destroy(c->ring);
 	cache_destroy(c);
+	budget_close(c);
 	device_close(c->dev);
 	sampler_destroy(&c->sampler);
 	free(c->slots);
@@ -157,7 +158,7 @@ static int build_geometry(struct loader_core *c)
 	return 0;
 }
 
-static int alloc_slots(struct loader_core *c, uint8_t *host, uint32_t n)
+static int alloc_slots(struct loader_core *c, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		struct slot *s = calloc(1, sizeof(*s));
@@ -165,7 +166,7 @@ static int alloc_slots(struct loader_core *c, uint8_t *host, uint32_t n)
 		if (!s)
 			return -ENOMEM;
 		c->slots[c->nslots++] = s;
-		if (slot_init(c, s, i, host + (uint64_t)i * c->slot_bytes))
+		if (slot_init(c, s, i))
 			return -ENOMEM;
 	}
 	return 0;
@@ -174,8 +175,10 @@ static int alloc_slots(struct loader_core *c, uint8_t *host, uint32_t n)
 /*
  * The consumer holds every slot and asks for more: hand the planner one
  * more slot rather than deadlock.  Only then is memory allocated after
- * open; it stays for reuse until close.  CUDA slots have device memory
- * sized at open, so there the consumer gets -EDEADLK instead.
+ * open; it stays for reuse until close (its batches' memory comes from
+ * the budget, see budget.c for when the consumer holds all of that).
+ * CUDA slots have device events made at open, so there the consumer gets
+ * -EDEADLK instead.
  */
 static int grow_slots_locked(struct loader_core *c)
 {
@@ -186,9 +189,9 @@ static int grow_slots_locked(struct loader_core *c)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	if (slot_init(c, s, c->nslots, NULL)) {
+	if (slot_init(c, s, c->nslots)) {
 		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
-		free(s->entries), free(s->host), free(s);
+		free(s->entries), free(s);
 		return -ENOMEM;
 	}
 	c->slots[c->nslots++] = s;
@@ -295,10 +298,7 @@ static void stop_threads(struct loader_core *c)
 
 static int open_core(struct loader_core *c, char *err, size_t errlen)
 {
-	uint64_t need, entries, io_bytes;
-	struct device_config dc;
-	uint8_t *arena;
-	size_t arena_len;
+	uint64_t need, entries, batch_fixed;
 	int r;
 
 	r = build_geometry(c);
@@ -327,50 +327,44 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	c->ahead_max = 2 * c->cfg.decode_threads;
 	c->ahead_records = c->nblocks
 		? c->ahead_max * (c->ds->record_count / c->nblocks + 1) : 0;
-	c->entry_stride = align_up(c->ds->max_stored, 4096) + 4096;
 	entries = 2 * need + 2 * c->ahead_max;
-	if (c->cfg.cache_bytes / c->entry_stride > entries)
-		entries = c->cfg.cache_bytes / c->entry_stride;
+	if (c->cfg.cache_bytes && c->nblocks) {
+		/* as many entries as blocks of the average size fit */
+		uint64_t stored = 0;
+
+		for (uint32_t s = 0; s < c->ds->nshards; s++)
+			stored += c->ds->shards[s].stored_bytes;
+		stored = stored / c->nblocks + 4096;
+		if (c->cfg.cache_bytes / stored > entries)
+			entries = c->cfg.cache_bytes / stored;
+	}
 	if (entries > c->nblocks)
 		entries = c->nblocks;
 	if (entries < need)
 		entries = need;
 	if (entries == 0)
 		entries = 1;
-	io_bytes = entries * c->entry_stride;
 
 	c->slots_cap = c->cfg.prefetch_depth + SLOT_GROWTH_MAX;
 	c->slots = calloc(c->slots_cap, sizeof(*c->slots));
 	c->fifo = calloc(c->slots_cap, sizeof(*c->fifo));
 	if (!c->slots || !c->fifo)
 		return -ENOMEM;
-	r = slot_layout(c);
+	r = slot_layout(c, &batch_fixed);
 	if (r) {
 		snprintf(err, errlen, "batch of %u records is too large",
 			 c->cfg.batch_size);
 		return r;
 	}
-
-	dc = (struct device_config){
-		.kind = c->cfg.device,
-		.device_id = c->cfg.device_id,
-		.arena_bytes = io_bytes + c->cfg.prefetch_depth * c->slot_bytes,
-		.slots = c->cfg.prefetch_depth,
-		.slot_bytes = c->slot_bytes,
-		.pageable = c->cfg.pageable_copies,
-	};
-	r = device_open(&dc, &c->dev, err, errlen);
-	if (r)
-		return r;
-	device_get_info(c->dev, &c->dev_info);
-	arena = device_arena(c->dev, &arena_len);
-
-	r = cache_init(c, (uint32_t)entries, arena);
+	r = budget_open(c, entries, batch_fixed, err, errlen);
 	if (!r)
-		r = alloc_slots(c, arena + io_bytes, c->cfg.prefetch_depth);
+		r = cache_init(c, (uint32_t)entries);
+	if (!r)
+		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
 		return r;
-	r = open_ring(c, arena, arena_len, err, errlen);
+	/* Reads land only in the io pool: register just that. */
+	r = open_ring(c, c->arena, c->io_bytes, err, errlen);
 	if (r)
 		return r;
 
@@ -473,13 +467,26 @@ static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);
 	pthread_mutex_lock(&c->mu);
-	while (c->inflight > 0 && !c->failed)
+	for (;;) {
+		/* Batches waiting for memory the consumer holds would wait
+		 * for ever: they are dropped anyway. */
+		batch_memory_drop_waiting_locked(c);
+		if (c->inflight == 0 || c->failed)
+			break;
 		pthread_cond_wait(&c->ready_cv, &c->mu);
+	}
 	r = c->failed;
 	if (!r) {
-		for (uint32_t k = 0; k < c->fifo_len; k++)
-			c->slots[c->fifo[(c->fifo_head + k) % c->slots_cap]]->state =
-				SLOT_FREE;
+		for (uint32_t k = 0; k < c->fifo_len; k++) {
+			struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
+							  c->slots_cap]];
+
+			/* Its copy may still read the memory. */
+			if (c->dev_info.is_cuda)
+				device_slot_wait_copied(c->dev, s->id);
+			batch_memory_free_locked(c, s);
+			s->state = SLOT_FREE;
+		}
 		c->fifo_len = 0;
 		if (c->plan_epoch != epoch || c->sampler.epoch != epoch)
 			sampler_set_epoch(&c->sampler, epoch);
@@ -551,6 +558,15 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 		if (c->fifo_len > 0) {
 			struct slot *s = c->slots[c->fifo[c->fifo_head]];
 
+			if (s->state == SLOT_MEMORY) {
+				int h = batch_memory_hoarded_locked(c);
+
+				if (h)
+					loader_fail_locked(c, h,
+						"the consumer holds all %llu bytes of batch memory and asks for more: release batches (or their tensors) or raise memory_bytes (sluice --memory, Python memory_bytes=)",
+						(unsigned long long)c->batch_pool.size);
+				continue;
+			}
 			if (s->state == SLOT_READY) {
 				uint32_t ready = 0;
 
@@ -673,6 +689,9 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->block_cache_hits = atomic_load(&c->cache_hits);
 	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);
 	st->prefetch_depth = c->nslots;
+	st->memory_bytes = c->io_bytes + c->batch_bytes;
+	st->io_memory_bytes = c->io_bytes;
+	st->batches_over_budget = atomic_load(&c->over_budget);
 	st->direct_io = c->ring_info.direct;
 	st->cached_shards = c->ring_info.cached_files;
 	st->registered_buffers = c->ring_info.fixed_buffers;

@@ -22,6 +22,7 @@
 #include "../io/ring.h"
 #include "../gpu/device.h"
 #include "sampler.h"
+#include "pool.h"
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
 #define SLOT_ALIGN 256u
@@ -35,8 +36,9 @@ enum entry_state {
 	ENTRY_FAILED,
 };
 
-/* One decoded-block cache entry: an io buffer in the pinned arena, plus a
- * decode buffer when the dataset has zstd blocks. */
+/* One decoded-block cache entry: while it holds a block, an io buffer
+ * carved from the arena's io pool, followed by a decode buffer when the
+ * block is zstd (sized for that block, not the largest). */
 struct cache_entry {
 	uint64_t block;         /* global block id [mu] */
 	int state;              /* enum entry_state [mu] */
@@ -45,8 +47,9 @@ struct cache_entry {
 	uint32_t *waiters;      /* slot ids, capacity = max slots */
 	uint32_t lru_prev, lru_next; /* free list (refs == 0) [mu] */
 	int in_lru;
+	uint64_t mem_off, mem_len; /* in the io pool; mem_len 0: none [mu] */
 	uint8_t *stored;        /* io buffer (arena) */
-	uint8_t *scratch;       /* decode buffer (zstd) */
+	uint8_t *scratch;       /* decode buffer (zstd), after stored */
 	const uint8_t *raw;     /* decoded bytes (stored or scratch) */
 	struct block_view view;
 	int error;              /* negative code when FAILED */
@@ -60,6 +63,7 @@ struct cache_entry {
 enum slot_state {
 	SLOT_FREE = 0,
 	SLOT_WAITING,           /* planned; blocks being read/decoded */
+	SLOT_MEMORY,            /* blocks decoded; waiting for batch memory */
 	SLOT_ASSEMBLING,
 	SLOT_READY,
 	SLOT_HELD,              /* handed to the consumer */
@@ -70,8 +74,8 @@ struct tensor_desc {
 	DLDataType dtype;
 	int32_t ndim;
 	int64_t shape[SLUICE_MAX_NDIM + 1];
-	uint64_t offset;        /* byte offset in the slot */
-	uint64_t bytes;
+	uint64_t offset;        /* byte offset in the batch's memory */
+	uint64_t bytes;         /* what this batch's tensor holds */
 };
 
 struct sluice_batch {
@@ -94,9 +98,12 @@ struct slot {
 	uint32_t pending;       /* entries not READY yet [mu] */
 	uint32_t parts_left;    /* assembly parts running [mu] */
 	int error;              /* fatal error while filling [mu] */
-	uint8_t *host;          /* host batch buffer (arena, or own) */
-	int own_host;           /* grown slot: host buffer is its own */
-	uint64_t host_bytes;
+	uint8_t *host;          /* the batch's memory: batch pool, or own */
+	int own_host;           /* over budget for a hoarding consumer:
+				   host is malloc'd, freed on release */
+	int has_mem;            /* host is set (also 0 bytes) [mu] */
+	uint64_t mem_off;       /* in the batch pool, unless own_host */
+	uint64_t host_bytes;    /* the batch's bytes: sum of its tensors */
 	struct tensor_desc tensors[LOADER_MAX_TENSORS]; /* tensors_per_batch */
 	_Atomic uint32_t refs;  /* batch handle + exported tensors */
 	struct sluice_batch handle;
@@ -133,19 +140,28 @@ struct loader_core {
 	uint32_t *block_shard;      /* shard of each global block */
 	uint64_t *shard_block_base; /* global id of each shard's block 0 */
 	int has_zstd;
-	uint64_t entry_stride;      /* io buffer bytes per entry */
-	uint64_t slot_bytes;
 	uint32_t tensors_per_batch;
 	struct tensor_desc tensor_layout[LOADER_MAX_TENSORS];
+
+	/* the memory budget (budget.c): one arena, io pool then batch pool */
+	uint8_t *arena;
+	uint64_t io_bytes, batch_bytes;
+	uint64_t io_need_bytes;     /* io memory the next batch may need:
+				       read-ahead leaves it reclaimable */
+	_Atomic uint64_t over_budget; /* batches given own memory */
 
 	/* block cache [mu] */
 	struct cache_entry *entries;
 	uint32_t nentries;
 	int32_t *block_entry;       /* global block -> entry, -1 */
 	uint32_t lru_head, lru_tail, lru_count;
+	uint64_t lru_bytes;         /* io memory held by entries on the LRU */
+	struct pool io_pool;
 
 	/* slots [mu]: prefetch_depth at open; more only while the consumer
-	 * holds every one of them (host device), up to slots_cap */
+	 * holds every one of them (host device), up to slots_cap.  Batch
+	 * memory comes from batch_pool in batch order (budget.c). */
+	struct pool batch_pool;
 	struct slot **slots;
 	uint32_t nslots, slots_cap;
 	uint32_t *fifo;             /* planned slots in batch order (ring of
@@ -158,6 +174,7 @@ struct loader_core {
 	uint64_t plan_epoch, plan_batch;
 	int planning_paused;
 	uint64_t need;              /* most blocks one batch can touch */
+	int plan_compacted;         /* this batch's plan emptied the cache */
 
 	/* read-ahead [mu]: blocks of batches not yet planned, so that every
 	 * decode worker has a block to work on even when one block feeds
@@ -227,12 +244,15 @@ void core_unref(struct loader_core *c);
 uint64_t now_ns(void);
 
 /* cache.c */
-int cache_init(struct loader_core *c, uint32_t nentries, uint8_t *arena);
+int cache_init(struct loader_core *c, uint32_t nentries);
 void cache_destroy(struct loader_core *c);
 void cache_lru_remove(struct loader_core *c, uint32_t e);
 void cache_lru_push(struct loader_core *c, uint32_t e);
 void cache_unpin(struct loader_core *c, uint32_t e);
-int cache_claim(struct loader_core *c, uint64_t block, uint32_t *entry);
+int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
+		uint32_t *entry);
+uint64_t cache_reclaimable(const struct loader_core *c);
+void cache_evict_all(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
 /* io_thread.c */
@@ -257,9 +277,20 @@ static inline uint64_t tensor_bytes(const struct tensor_desc *t)
 }
 
 /* batch.c */
-int slot_layout(struct loader_core *c);
-int slot_init(struct loader_core *c, struct slot *s, uint32_t id,
-	      uint8_t *host);
+int slot_layout(struct loader_core *c, uint64_t *fixed_bytes);
+uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s);
+int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_release_ref(struct loader_core *c, struct slot *s);
+
+/* budget.c */
+uint64_t block_io_bytes(const struct shard_block *blk);
+int budget_open(struct loader_core *c, uint64_t entries,
+		uint64_t batch_fixed_bytes, char *err, size_t errlen);
+void budget_close(struct loader_core *c);
+void batch_memory_grant_locked(struct loader_core *c);
+int batch_memory_hoarded_locked(struct loader_core *c);
+void batch_memory_free_locked(struct loader_core *c, struct slot *s);
+void batch_memory_drop_waiting_locked(struct loader_core *c);
+void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */

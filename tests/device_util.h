@@ -28,8 +28,9 @@ static inline double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The arena's last @mirror bytes are mirrored on the device. */
 static inline struct device_config config(int kind, size_t arena,
-					  uint32_t slots, size_t slot_bytes)
+					  uint32_t slots, size_t mirror)
 {
 	struct device_config cfg;
 
@@ -38,7 +39,8 @@ static inline struct device_config config(int kind, size_t arena,
 	cfg.device_id = -1;
 	cfg.arena_bytes = arena;
 	cfg.slots = slots;
-	cfg.slot_bytes = slot_bytes;
+	cfg.mirror_offset = mirror < arena ? arena - mirror : 0;
+	cfg.mirror_bytes = mirror;
 	return cfg;
 }
 

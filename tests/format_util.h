@@ -158,8 +158,10 @@ static inline int tu_write(const char *dir,
 
 	tu_schema(f);
 	rc = sluice_writer_open(dir, f, TU_NFIELDS, cfg, &w);
-	if (rc < 0)
+	if (rc < 0) {
+		sluice_writer_abort(w);
 		return rc;
+	}
 	for (uint64_t i = first; i < first + n; i++) {
 		tu_make(i, buf, 0, &r);
 		rc = sluice_writer_add(w, r.values, r.lengths);

@@ -2,7 +2,7 @@
  * loader_fixture.h - datasets whose every byte is a function of the record
  * index, so a test can check any delivered record without a reference
  * copy.  Fields: "x" int32[4] (fixed), "v" uint8[-1] (variable, length
- * idx % 37, possibly 0).
+ * idx % 37, possibly 0, unless the test defines FX_VLEN first).
  */
 #ifndef SLUICE_TESTS_LOADER_FIXTURE_H
 #define SLUICE_TESTS_LOADER_FIXTURE_H
@@ -16,7 +16,9 @@
 #include "sluice.h"
 #include "t.h"
 
+#ifndef FX_VLEN
 #define FX_VLEN(i) ((uint64_t)((i) % 37))
+#endif
 
 static inline void fx_x(uint64_t i, int32_t out[4])
 {
@@ -36,7 +38,8 @@ static inline void fx_write(const char *dir, uint64_t n, uint64_t block_size,
 	struct sluice_field f[2];
 	struct sluice_writer_config wc;
 	sluice_writer *w = NULL;
-	uint8_t v[64];
+	uint8_t *v = NULL;
+	uint64_t vcap = 0;
 	int32_t x[4];
 
 	memset(f, 0, sizeof(f));
@@ -58,12 +61,19 @@ static inline void fx_write(const char *dir, uint64_t n, uint64_t block_size,
 		const void *vals[2] = { x, v };
 		uint64_t lens[2] = { sizeof(x), FX_VLEN(i) };
 
+		if (FX_VLEN(i) >= vcap) {
+			vcap = FX_VLEN(i) + 64;
+			v = realloc(v, vcap);
+			T_ASSERT(v != NULL);
+			vals[1] = v;
+		}
 		fx_x(i, x);
 		for (uint64_t k = 0; k < FX_VLEN(i); k++)
 			v[k] = fx_v(i, k);
 		T_OK(sluice_writer_add(w, vals, lens));
 	}
 	T_OK(sluice_writer_close(w, NULL));
+	free(v);
 }
 
 static inline char *fx_tmpdir(void)

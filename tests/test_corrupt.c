@@ -145,7 +145,7 @@ static void test_header_index_flips(const char *root)
 	/* A future version (valid checksum). */
 	img = fresh_copy(root, &n);
 	memcpy(&h, img, sizeof(h));
-	h.version = 2;
+	h.version = DLS_VERSION + 1;
 	memcpy(img, &h, sizeof(h));
 	rewrite_header_checksum(img);
 	spit(shard, img, n);

@@ -97,7 +97,7 @@ grep -q "$(printf '\r')" "$T/err" && fail "progress line written to a non-TTY"
 expect 1 "$DS" convert --from synth --records 8 --field x:uint8 --out "$T/d"
 err_has "not empty"
 expect 1 "$DS" merge "$T/d" --out "$T/d"
-err_has "not empty"
+err_has "is also part 1"
 
 step "info"
 expect 0 "$DS" info "$T/d"
@@ -165,6 +165,24 @@ assert json.load(open(sys.argv[1]))["records"] == 64
 "$DS" cat "$T/d" --hash >"$T/h2"
 cmp -s "$T/h1" "$T/h2" || fail "merged parts differ from the whole"
 expect 1 "$DS" merge "$T/p0" "$T/e" --out "$T/m2"
+expect 1 "$DS" merge "$T/p0" "$T/p1" --out "$T/m"
+err_has "not empty"
+expect 1 "$DS" merge "$T/p0" "$T/p1" --out "$T/p1"
+err_has "is also part 2"
+ls "$T/p1"/*.dls >/dev/null 2>&1 || fail "merge into a part removed its shards"
+expect 0 "$DS" verify "$T/p1"
+expect 0 "$DS" merge "$T/p0" "$T/p1" --out "$T/m3" --verify --quiet
+# a flipped byte in a block: only --verify catches it before merging
+python3 -c '
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[4096 + 7] ^= 1
+open(p, "wb").write(b)
+' "$T/p1/data-00000.dls"
+expect 1 "$DS" merge "$T/p0" "$T/p1" --out "$T/m4" --verify
+err_has "verify found 1 problem; the first: .*data-00000.dls: block 0"
+[ ! -e "$T/m4" ] || fail "a refused merge left $T/m4"
 
 step "progress line on a TTY"
 if command -v script >/dev/null 2>&1 &&

@@ -36,12 +36,13 @@ static void *release_in_thread(void *p)
 	return NULL;
 }
 
-/* Copy a slot back through @stream after exporting it there. */
-static void read_slot(struct device *d, uint32_t i, cudaStream_t s,
-		      uint8_t *out)
+/* Copy slot @i's batch at @host back through @stream after exporting it
+ * there. */
+static void read_slot(struct device *d, uint32_t i, const uint8_t *host,
+		      cudaStream_t s, uint8_t *out)
 {
 	T_EQ(device_slot_export(d, i, (int64_t)(intptr_t)s), 0);
-	CU_OK(cudaMemcpyAsync(out, device_slot_ptr(d, i), SLOT_BYTES,
+	CU_OK(cudaMemcpyAsync(out, device_mirror_ptr(d, host), SLOT_BYTES,
 			      cudaMemcpyDeviceToHost, s));
 	CU_OK(cudaStreamSynchronize(s));
 }
@@ -49,11 +50,11 @@ static void read_slot(struct device *d, uint32_t i, cudaStream_t s,
 static void test_cuda_device(int pageable)
 {
 	struct device_config cfg = config(SLUICE_DEVICE_CUDA, 4 * MIB, 2,
-					  SLOT_BYTES);
+					  2 * SLOT_BYTES);
 	struct release_arg ra;
 	struct device_info info;
 	struct device *d = NULL;
-	uint8_t *arena, *a, *b, *back, *dev_out;
+	uint8_t *arena, *a, *b, *back, *first, *dev_out;
 	char err[256] = "", msg[256];
 	cudaStream_t s1, s2;
 	pthread_t th;
@@ -76,36 +77,41 @@ static void test_cuda_device(int pageable)
 	}
 	check_arena(d, cfg.arena_bytes);
 	arena = device_arena(d, &len);
-	T_ASSERT(device_slot_ptr(d, 0) != NULL);
-	T_EQ((uint8_t *)device_slot_ptr(d, 1) - (uint8_t *)device_slot_ptr(d, 0),
-	     SLOT_BYTES);
+	a = arena + cfg.mirror_offset;
+	b = a + SLOT_BYTES;
+	T_ASSERT(device_mirror_ptr(d, a) != NULL);
+	T_ASSERT(device_mirror_ptr(d, arena) == NULL);
+	T_EQ((uint8_t *)device_mirror_ptr(d, b) -
+	     (uint8_t *)device_mirror_ptr(d, a), SLOT_BYTES);
 
-	a = arena;
-	b = arena + SLOT_BYTES;
 	fill(a, SLOT_BYTES, 1);
 	fill(b, SLOT_BYTES, 2);
 	back = malloc(SLOT_BYTES);
-	T_ASSERT(back != NULL);
+	first = malloc(SLOT_BYTES);
+	T_ASSERT(back != NULL && first != NULL);
+	memcpy(first, a, SLOT_BYTES);
 	CU_OK(cudaStreamCreate(&s1));
 	CU_OK(cudaStreamCreate(&s2));
 	CU_OK(cudaMalloc((void **)&dev_out, SLOT_BYTES));
 
 	/* A copy, exported to a fresh stream, reads back the same bytes. */
 	T_EQ(device_copy_slot(d, 0, a, SLOT_BYTES), 0);
-	read_slot(d, 0, s1, back);
+	read_slot(d, 0, a, s1, back);
 	T_MEMEQ(back, a, SLOT_BYTES);
 	T_EQ(device_slot_release(d, 0), 0);
 
 	/*
-	 * Release orders the next copy after the consumer's work: s1 spins
-	 * 100 ms and only then reads slot 0; the recopy of B is issued at
-	 * once.  Without the release event it would land first and s1
-	 * would read B.
+	 * Release orders every later copy after the consumer's work, also
+	 * another slot's copy into the same memory (the budget hands freed
+	 * memory to whichever batch comes next): s1 spins 100 ms and only
+	 * then reads slot 0's batch; slot 1's copy of new bytes to the same
+	 * place is issued at once.  Without the release's wait it would
+	 * land first and s1 would read the new bytes.
 	 */
 	T_EQ(device_copy_slot(d, 0, a, SLOT_BYTES), 0);
 	T_EQ(device_slot_export(d, 0, (int64_t)(intptr_t)s1), 0);
 	CU_OK(cuda_spin_async(s1, 100.0));
-	CU_OK(cudaMemcpyAsync(dev_out, device_slot_ptr(d, 0), SLOT_BYTES,
+	CU_OK(cudaMemcpyAsync(dev_out, device_mirror_ptr(d, a), SLOT_BYTES,
 			      cudaMemcpyDeviceToDevice, s1));
 	ra.d = d;
 	ra.slot = 0;
@@ -113,18 +119,20 @@ static void test_cuda_device(int pageable)
 	T_EQ(pthread_create(&th, NULL, release_in_thread, &ra), 0);
 	T_EQ(pthread_join(th, NULL), 0);
 	T_EQ(ra.result, 0);
-	T_EQ(device_copy_slot(d, 0, b, SLOT_BYTES), 0);
-	T_EQ(device_slot_wait_copied(d, 0), 0);
+	T_EQ(device_slot_wait_copied(d, 0), 0);   /* host memory free */
+	memcpy(a, b, SLOT_BYTES);
+	T_EQ(device_copy_slot(d, 1, a, SLOT_BYTES), 0);
+	T_EQ(device_slot_wait_copied(d, 1), 0);
 	CU_OK(cudaMemcpy(back, dev_out, SLOT_BYTES, cudaMemcpyDeviceToHost));
-	T_MEMEQ(back, a, SLOT_BYTES);
-	read_slot(d, 0, s2, back);
+	T_MEMEQ(back, first, SLOT_BYTES);
+	read_slot(d, 1, a, s2, back);
 	T_MEMEQ(back, b, SLOT_BYTES);
-	T_EQ(device_slot_release(d, 0), 0);
+	T_EQ(device_slot_release(d, 1), 0);
 
 	/* The legacy default stream (0) is a consumer stream too. */
-	T_EQ(device_copy_slot(d, 1, a, SLOT_BYTES), 0);
-	read_slot(d, 1, (cudaStream_t)0, back);
-	T_MEMEQ(back, a, SLOT_BYTES);
+	T_EQ(device_copy_slot(d, 1, b, SLOT_BYTES), 0);
+	read_slot(d, 1, b, (cudaStream_t)0, back);
+	T_MEMEQ(back, b, SLOT_BYTES);
 	T_EQ(device_slot_release(d, 1), 0);
 
 	T_EQ(device_measure_h2d(d, 2 * MIB, 4, &bw), 0);
@@ -149,6 +157,7 @@ static void test_cuda_device(int pageable)
 	CU_OK(cudaStreamDestroy(s1));
 	CU_OK(cudaStreamDestroy(s2));
 	free(back);
+	free(first);
 	device_close(d);
 
 	/* With a GPU, AUTO picks it. */

@@ -503,19 +503,34 @@ step "interrupted conversion leaves no dataset that verifies"
 	--out "$T/killed" --quiet >/dev/null 2>&1 &
 bgpid=$!
 i=0
-# wait for a finished shard, so the directory holds valid-looking files
-while [ $i -lt 600 ] && ! ls "$T/killed"/*.dls >/dev/null 2>&1; do
+# wait for finished shards (shard 2 begun: 0 and 1 hold their index and
+# header), so the directory holds shards that look complete
+tmps() { ls -a "$T/killed" 2>/dev/null | grep -c '^\.data-.*\.tmp$'; }
+while [ $i -lt 600 ] && [ "$(tmps)" -lt 3 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
+[ "$(tmps)" -ge 3 ] || fail "no finished shard after 60 s"
 kill -9 "$bgpid" 2>/dev/null
 wait "$bgpid" 2>/dev/null
 bgpid=""
 [ -d "$T/killed" ] || fail "the killed conversion made no directory"
 [ ! -e "$T/killed/dataset.json" ] || fail "dataset.json after kill -9"
+ls "$T/killed"/*.dls >/dev/null 2>&1 && fail "shards under final names after kill -9"
 "$DS" verify "$T/killed" >"$T/out" 2>"$T/err"
 rc=$?
 [ $rc -ne 0 ] || fail "verify of an interrupted conversion exited 0: $(cat "$T/out")"
 echo "verify after kill -9 (exit $rc): $(head -n 3 "$T/out" "$T/err")"
+run_fails "no file matches" "$DS" info "$T/killed/*.dls"
+run_fails "uncommitted shard" "$DS" info "$T/killed/.*.tmp"
+run_fails "uncommitted shard" "$DS" info "$(ls -d "$T"/killed/.data-00000.dls.*.tmp)"
+run_fails "dataset.json" "$DS" info "$T/killed"
+run_fails "leftovers of an interrupted conversion.*rm -r" \
+	"$DS" convert --from synth --records 8 --field x:uint8 --out "$T/killed"
+
+step "a failed conversion says how to clean up"
+mkdir -p "$T/full"
+run_fails "holds nothing to keep (remove it with .rm -r" \
+	"$DS" convert --from npy "$T/no-such.npy" --out "$T/full"
 
 echo "all import tests passed"

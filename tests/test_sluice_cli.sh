@@ -213,6 +213,19 @@ grep -q 'decompression n/a (raw)' "$T/bench.txt" && grep -q '^binding ' "$T/benc
 "$SLUICE" stream "$D" --state-out "$T/s" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--state-out without --stop-after-batches: exit $rc, want 2"
 
+# 10. memory budget: a small one still delivers every record once; one
+# too small for a batch fails naming the option; a bad size is usage.
+"$SLUICE" stream "$D" --hash --shuffle full --seed 3 --batch-size 32 \
+	--memory 2M | cut -d' ' -f2- | sort | cmp -s - "$T/zst.sorted" &&
+	ok "--memory 2M: every record once" ||
+	fail "--memory 2M: multiset differs"
+"$SLUICE" stream "$D" --batch-size 500 --memory 64K > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'raise memory_bytes' "$T/err" &&
+	ok "--memory 64K, batch 500: $(head -c 80 "$T/err")" ||
+	fail "--memory 64K, batch 500: exit $rc, '$(cat "$T/err")'"
+"$SLUICE" stream "$D" --memory 1x > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--memory 1x: exit $rc, want 2"
+
 if [ $failures -ne 0 ]; then
 	echo "$failures failure(s)"
 	exit 1

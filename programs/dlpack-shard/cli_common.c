@@ -18,22 +18,38 @@ const char *cli_dtype_name(DLDataType dt, char *buf, size_t len)
 	return buf;
 }
 
+/* What an interrupted write leaves: hidden temporary files (".NAME.tmp",
+ * shards marked uncommitted) and the writer's lock file. */
+static int is_leftover(const char *name)
+{
+	size_t n = strlen(name);
+
+	return name[0] == '.' &&
+	       ((n > 5 && strcmp(name + n - 4, ".tmp") == 0) ||
+		strcmp(name, ".sluice.lock") == 0);
+}
+
 int cli_check_out_dir(const char *dir)
 {
 	struct dirent *de;
 	DIR *d = opendir(dir);
-	int empty = 1;
+	int entries = 0, leftovers = 0;
 
 	if (!d)
 		return errno == ENOENT ? 0 : cli_error("%s: %s", dir,
 						     strerror(errno));
 	while ((de = readdir(d)) != NULL)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-			empty = 0;
-			break;
+			entries++;
+			leftovers += is_leftover(de->d_name);
 		}
 	closedir(d);
-	if (!empty)
+	if (entries && entries == leftovers)
+		return cli_error("%s: holds the leftovers of an interrupted "
+				 "conversion (hidden .tmp files, which no "
+				 "reader loads); remove them with 'rm -r %s' "
+				 "and convert again", dir, dir);
+	if (entries)
 		return cli_error("%s: not empty; stale shards would outlive "
 				 "the new dataset, so remove it or choose "
 				 "another --out", dir);

@@ -428,8 +428,18 @@ int cli_convert(int argc, char **argv)
 	}
 	if (prog.shown)
 		fputs("\r\x1b[K", stderr);
-	if (r < 0)
-		return cli_error_code(err, r);
+	if (r < 0) {
+		cli_error_code(err, r);
+		/* The writer removed its shards; only the folder remains. */
+		if (access(a.o.out_dir, F_OK) == 0)
+			fprintf(stderr, "dlpack-shard: no dataset was written; "
+				"%s holds nothing to keep (remove it with 'rm "
+				"-r %s'). A killed conversion leaves only hidden "
+				".tmp files there, which no reader loads: remove "
+				"them the same way.\n",
+				a.o.out_dir, a.o.out_dir);
+		return CLI_EXIT_ERROR;
+	}
 	print_summary(&a, &sum, (double)clock_ns() / 1e9 - start);
 	return 0;
 }

@@ -1,7 +1,8 @@
 /*
- * cli_merge.c - `dlpack-shard merge DIR... --out DIR`: join the parts
- * written by `convert --part I/N`, in the order given, without rewriting
- * block data.
+ * cli_merge.c - `dlpack-shard merge DIR... --out DIR [--verify]`: join
+ * the parts written by `convert --part I/N`, in the order given, without
+ * rewriting block data.  The checks (destination new or empty and not a
+ * part, parts against their manifests) are the library's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ int cli_merge(int argc, char **argv)
 	const char **parts;
 	const char *out = NULL;
 	char err[1024] = "";
+	unsigned flags = 0;
 	int nparts = 0, quiet = 0, json = 0, r;
 
 	parts = calloc((size_t)argc, sizeof(*parts));
@@ -34,6 +36,8 @@ int cli_merge(int argc, char **argv)
 			quiet = 1;
 		} else if (strcmp(a, "--json") == 0) {
 			json = 1;
+		} else if (strcmp(a, "--verify") == 0) {
+			flags |= SLUICE_MERGE_VERIFY;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			free(parts);
 			cli_usage(stdout);
@@ -49,13 +53,8 @@ int cli_merge(int argc, char **argv)
 		free(parts);
 		return cli_usage_error("merge needs DIR... and --out DIR");
 	}
-	r = cli_check_out_dir(out);
-	if (r) {
-		free(parts);
-		return r;
-	}
 	memset(&sum, 0, sizeof(sum));
-	r = sluice_merge(parts, nparts, out, &sum, err, sizeof(err));
+	r = sluice_merge(parts, nparts, out, flags, &sum, err, sizeof(err));
 	free(parts);
 	if (r < 0)
 		return cli_error_code(err, r);

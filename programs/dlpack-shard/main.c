@@ -39,10 +39,15 @@ void cli_usage(FILE *f)
 "  verify PATH                       check every header, index and block\n"
 "  cat PATH --index I --field F      write one field of one record to stdout\n"
 "  cat PATH --hash                   'INDEX FIELD XXH64' per record and field\n"
-"  merge DIR... --out DIR            join datasets written with --part\n"
+"  merge DIR... --out DIR [--verify] join datasets written with --part (OUT\n"
+"                                    new or empty, not a part; --verify:\n"
+"                                    check every block of every part first)\n"
 "\n"
 "PATH is a dataset directory, a shard file, a comma-separated list of\n"
-"shards or a glob.  Exit status: 0 ok, 1 error, 2 usage error.\n",
+"shards or a glob.  A directory is checked against its dataset.json; a\n"
+"list or glob trusts the caller to name the right shards (only a shard\n"
+"of an unfinished write, or a dataset with shards missing, is refused).\n"
+"Exit status: 0 ok, 1 error, 2 usage error.\n",
 	      f);
 }
 

@@ -14,7 +14,7 @@ enum {
 	OPT_BATCH = 256, OPT_SHUFFLE, OPT_WINDOW, OPT_SEED, OPT_EPOCHS,
 	OPT_RANK, OPT_WORLD, OPT_PREFETCH, OPT_DECODE, OPT_QD, OPT_DEVICE,
 	OPT_PAD, OPT_DROP_LAST, OPT_NO_VERIFY, OPT_ON_ERROR, OPT_DIRECT,
-	OPT_SQPOLL, OPT_CACHE, OPT_COMPUTE, OPT_HASH, OPT_STATE_OUT,
+	OPT_SQPOLL, OPT_CACHE, OPT_MEMORY, OPT_COMPUTE, OPT_HASH, OPT_STATE_OUT,
 	OPT_STATE_IN, OPT_STOP, OPT_JSON, OPT_TRACE, OPT_DROP_CACHE,
 	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_HELP,
 };
@@ -38,6 +38,7 @@ static const struct option long_opts[] = {
 	{ "direct", required_argument, NULL, OPT_DIRECT },
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "cache-bytes", required_argument, NULL, OPT_CACHE },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
 	{ "compute-ms", required_argument, NULL, OPT_COMPUTE },
 	{ "plain-reads", no_argument, NULL, OPT_PLAIN_READS },
 	{ "pageable", no_argument, NULL, OPT_PAGEABLE },
@@ -184,6 +185,9 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 		break;
 	case OPT_CACHE:
 		r = num_arg("cache-bytes", arg, UINT64_MAX, &cfg->cache_bytes);
+		break;
+	case OPT_MEMORY:
+		r = num_arg("memory", arg, UINT64_MAX, &cfg->memory_bytes);
 		break;
 	case OPT_COMPUTE: {
 		char *end;

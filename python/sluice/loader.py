@@ -77,7 +77,10 @@ class Loader:
     memory, ...) is reported once by a RuntimeWarning and stays in
     stats()["fallbacks"].
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
-    prefetch: batch slots the loader fills ahead of the consumer.
+    prefetch: batches the loader fills ahead of the consumer.
+    memory_bytes: the loader's memory budget (io buffers and batches);
+        0: what the dataset needs, at most min(1 GiB, 5% of RAM).  A
+        batch or block that cannot fit raises naming memory_bytes.
     direct_io: "auto" (shards the page cache mostly holds are read
         buffered, the others with O_DIRECT where the filesystem allows;
         stats()["cached_shards"] counts the first), True or False.
@@ -104,8 +107,8 @@ class Loader:
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io="auto",
-                 sqpoll=False, cache_bytes=0, plain_reads=False,
-                 pageable_copies=False, state=None):
+                 sqpoll=False, cache_bytes=0, memory_bytes=0,
+                 plain_reads=False, pageable_copies=False, state=None):
         self.dataset = path if isinstance(path, Dataset) else Dataset(path)
         kind, device_id = _parse_device(device)
         self.batch_size = batch_size
@@ -128,6 +131,7 @@ class Loader:
             "sqpoll": int(bool(sqpoll)),
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
+            "memory_bytes": memory_bytes,
             "plain_reads": int(bool(plain_reads)),
             "pageable_copies": int(bool(pageable_copies)),
         }

@@ -152,10 +152,15 @@ class ShardWriter:
 
     write(record) appends one record: a dict {field: value} or a sequence
     in schema order; values are bytes, numpy arrays, torch tensors,
-    Python scalars or buffers.  close() finishes the shards and writes
+    Python scalars or buffers.  close() commits the shards (until then
+    they are hidden temporary files no reader loads) and writes
     dataset.json; leaving a with-block on an exception aborts instead
-    (unfinished files are removed).  Options left at None take the
-    library's defaults (1 GiB shards, 1 MiB blocks, zstd level 3).
+    (every file of this writer is removed).  Options left at None take
+    the library's defaults (1 GiB shards, 1 MiB blocks, zstd level 3).
+
+    The writer locks out_dir: a second writer on the same folder raises
+    SluiceError (errno EBUSY) at once; a folder that already holds a
+    dataset raises errno EEXIST.  Give each task attempt its own folder.
     """
 
     def __init__(self, out_dir, schema, *, prefix=None, shard_size=None,
@@ -214,8 +219,16 @@ class ShardWriter:
             self.abort()
 
 
-def merge(parts, out_dir):
+def merge(parts, out_dir, verify=False):
     """Join datasets written as parts into out_dir, in the order given,
     without rewriting block data (hard links, else copies).  Returns the
-    merged dataset's summary dict."""
-    return _sluice.merge([os.fspath(p) for p in parts], os.fspath(out_dir))
+    merged dataset's summary dict.
+
+    out_dir must be new or empty and not one of the parts; no part's file
+    is ever removed or written.  Every part is checked against its
+    dataset.json (records, sizes, shard identities) before anything is
+    written; verify=True also checks every block's checksum.  Merge
+    exactly the part folders your tasks reported as finished: a glob of
+    folders also picks up a retried task's earlier attempt."""
+    return _sluice.merge([os.fspath(p) for p in parts], os.fspath(out_dir),
+                         bool(verify))

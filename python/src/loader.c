@@ -54,6 +54,7 @@ static const struct {
 	OPT(verify, OPT_INT),         OPT(on_error, OPT_INT),
 	OPT(direct_io, OPT_INT),      OPT(sqpoll, OPT_INT),
 	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
+	OPT(memory_bytes, OPT_U64),
 	OPT(plain_reads, OPT_INT),    OPT(pageable_copies, OPT_INT),
 #undef OPT
 };
@@ -529,7 +530,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsisIsisisisisssK}", "read",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssK}", "read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
 		stage_dict(&s.copy), "consumer_wait_ns",
@@ -541,7 +542,10 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.blocks_read, "block_cache_hits",
 		(unsigned long long)s.block_cache_hits, "slot_occupancy_sum",
 		(unsigned long long)s.slot_occupancy_sum, "prefetch_depth",
-		(unsigned int)s.prefetch_depth, "direct_io", s.direct_io,
+		(unsigned int)s.prefetch_depth, "memory_bytes",
+		(unsigned long long)s.memory_bytes, "io_memory_bytes",
+		(unsigned long long)s.io_memory_bytes, "batches_over_budget",
+		(unsigned long long)s.batches_over_budget, "direct_io", s.direct_io,
 		"cached_shards", (unsigned int)s.cached_shards,
 		"registered_buffers", s.registered_buffers,
 		"registered_files", s.registered_files, "sqpoll", s.sqpoll,

@@ -181,3 +181,22 @@ def test_direct_io_auto_reads_cached_shards_buffered(dataset):
         assert ld.stats()["cached_shards"] == 0
     with pytest.raises(ValueError, match="direct_io"):
         sluice.Loader(dataset, device="cpu", direct_io="sometimes")
+
+
+def test_memory_budget(dataset):
+    """A small budget still delivers every record once; a hoarding
+    consumer past it gets its batches (host memory outside the budget,
+    counted); one too small for a batch names memory_bytes."""
+    with sluice.Loader(dataset, batch_size=10, shuffle="none",
+                       device="cpu", memory_bytes=64 << 10) as ld:
+        kept = list(ld)
+        seen = [i for b in kept for i in check_batch(b)]
+        assert sorted(seen) == list(range(400))
+        stats = ld.stats()
+        assert stats["memory_bytes"] == 64 << 10
+        assert 0 < stats["io_memory_bytes"] < stats["memory_bytes"]
+        assert stats["batches_over_budget"] > 0
+        del kept
+    with pytest.raises(sluice.SluiceError, match="memory_bytes"):
+        sluice.Loader(dataset, batch_size=5000, device="cpu",
+                      memory_bytes=64 << 10)

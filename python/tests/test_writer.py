@@ -1,5 +1,7 @@
 """ShardWriter round trips and merge of parts written by separate
 processes."""
+import errno
+import json
 import os
 import subprocess
 import sys
@@ -185,3 +187,164 @@ def test_merge_refuses_different_schemas(tmp_path):
     with pytest.raises(sluice.SchemaError) as e:
         sluice.merge([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
     assert str(e.value)                       # the library's message
+
+
+def _files(path):
+    return sorted(os.listdir(path))
+
+
+def test_merge_refuses_a_source_as_destination(tmp_path):
+    write_dataset(tmp_path / "t1", 30, records_per_shard=10)
+    write_dataset(tmp_path / "t2", 30, start=30, records_per_shard=10)
+    before = _files(tmp_path / "t1")
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.merge([tmp_path / "t1", tmp_path / "t2"], tmp_path / "t1")
+    assert e.value.errno == errno.EINVAL
+    assert "is also part 1" in str(e.value)
+    assert _files(tmp_path / "t1") == before        # nothing removed
+    assert len(sluice.Dataset(tmp_path / "t1")) == 30
+
+
+def test_merge_refuses_a_used_folder(tmp_path):
+    write_dataset(tmp_path / "a", 20, records_per_shard=10)
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "data-00007.dls").write_bytes(b"stale")
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.merge([tmp_path / "a"], used)
+    assert e.value.errno == errno.ENOTEMPTY
+    assert _files(used) == ["data-00007.dls"]
+
+
+def test_merge_checks_record_counts_and_verifies(tmp_path):
+    write_dataset(tmp_path / "a", 20, records_per_shard=10)
+    write_dataset(tmp_path / "b", 20, start=20, records_per_shard=10,
+                  compression_level=0)
+    manifest = tmp_path / "a" / "dataset.json"
+    good = manifest.read_text()
+    doc = json.loads(good)
+    doc["shards"][1]["records"] += 1
+    doc["records"] += 1
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(sluice.CorruptDataError) as e:
+        sluice.merge([tmp_path / "a", tmp_path / "b"], tmp_path / "m1")
+    assert "data-00001.dls" in str(e.value) and "manifest says 11" in str(
+        e.value)
+    assert not (tmp_path / "m1").exists()
+    manifest.write_text(good)
+    # A flipped byte inside a block: only verify=True reads every block.
+    shard = tmp_path / "b" / "data-00001.dls"
+    img = bytearray(shard.read_bytes())
+    img[4096 + 3] ^= 0x10
+    shard.write_bytes(bytes(img))
+    with pytest.raises(sluice.CorruptDataError) as e:
+        sluice.merge([tmp_path / "a", tmp_path / "b"], tmp_path / "m2",
+                     verify=True)
+    assert "data-00001.dls: block 0" in str(e.value)
+    assert not (tmp_path / "m2").exists()
+
+
+def test_merged_dataset_binds_each_shard(tmp_path):
+    write_dataset(tmp_path / "a", 20, records_per_shard=10)
+    write_dataset(tmp_path / "b", 20, start=20, records_per_shard=10)
+    sluice.merge([tmp_path / "a", tmp_path / "b"], tmp_path / "m",
+                 verify=True)
+    doc = json.loads((tmp_path / "m" / "dataset.json").read_text())
+    part = json.loads((tmp_path / "a" / "dataset.json").read_text())
+    assert doc["version"] == 2 and doc["dataset_id"] != part["dataset_id"]
+    assert [s["index"] for s in doc["shards"]] == [0, 1, 0, 1]
+    assert doc["shards"][0]["dataset_id"] == part["dataset_id"]
+    # Swapping two merged shards is caught by name.
+    m = tmp_path / "m"
+    os.rename(m / "data-00000.dls", m / "x")
+    os.rename(m / "data-00002.dls", m / "data-00000.dls")
+    os.rename(m / "x", m / "data-00002.dls")
+    with pytest.raises(sluice.CorruptDataError) as e:
+        sluice.Dataset(m)
+    assert "data-00000.dls: is shard 0 of dataset" in str(e.value)
+
+
+TWO_WRITERS_SCRIPT = r"""
+import sys, time
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+import sluice
+from conftest import SCHEMA, source
+w = sluice.ShardWriter(sys.argv[1], SCHEMA, records_per_shard=10)
+w.write(source(0))
+print("open", flush=True)
+sys.stdin.readline()
+for i in range(1, 30):
+    w.write(source(i))
+w.close()
+"""
+
+
+def test_two_writers_on_one_folder(tmp_path):
+    # A speculative task and the original write into the same part folder
+    # at once: the second fails at once, the first is unharmed.
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.dirname(os.path.dirname(sluice.__file__))
+    part = tmp_path / "part-0"
+    first = subprocess.Popen(
+        [sys.executable, "-c", TWO_WRITERS_SCRIPT, str(part), here, pkg],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline() == "open\n"
+        with pytest.raises(sluice.SluiceError) as e:
+            sluice.ShardWriter(part, SCHEMA)
+        assert e.value.errno == errno.EBUSY
+        assert "another writer or merge is writing into this folder" in str(
+            e.value)
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        assert first.wait(timeout=120) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+    ds = sluice.Dataset(part)
+    assert len(ds) == 30
+    # Once it is done, the folder holds a dataset: a late writer is
+    # refused too, and the dataset stays as it was.
+    with pytest.raises(sluice.SluiceError) as e:
+        sluice.ShardWriter(part, SCHEMA)
+    assert e.value.errno == errno.EEXIST
+    assert len(sluice.Dataset(part)) == 30
+
+
+KILLED_WRITER_SCRIPT = r"""
+import os, signal, sys
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+import sluice
+from conftest import SCHEMA, source
+w = sluice.ShardWriter(sys.argv[1], SCHEMA, records_per_shard=5,
+                       block_size=256, threads=1)
+i = 0
+# until shard 2 is begun (shards 0 and 1 finished), then die mid-write
+while sum(n.endswith(".tmp") for n in os.listdir(sys.argv[1])) < 3:
+    w.write(source(i))
+    i += 1
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_killed_writer_leaves_nothing_loadable(tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.dirname(os.path.dirname(sluice.__file__))
+    part = tmp_path / "part-0"
+    p = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER_SCRIPT, str(part), here, pkg],
+        timeout=120)
+    assert p.returncode == -9
+    names = os.listdir(part)
+    assert not any(n.endswith(".dls") for n in names), names
+    assert "dataset.json" not in names
+    with pytest.raises(sluice.DatasetNotFoundError):
+        sluice.Dataset(part)                        # no dataset.json
+    with pytest.raises(sluice.DatasetNotFoundError):
+        sluice.Dataset(str(part / "*.dls"))         # no shard
+    with pytest.raises(sluice.CorruptDataError) as e:
+        sluice.Dataset(str(part / ".*.tmp"))        # the leftovers
+    assert "uncommitted shard" in str(e.value)
+    with pytest.raises(sluice.SluiceError):
+        sluice.merge([part], tmp_path / "m")
+    assert not (tmp_path / "m").exists()

@@ -1,0 +1,367 @@
+/*
+ * budget.c - the loader's memory budget (memory_bytes): one arena, sized
+ * at open, split into an io pool (blocks as read, then as decoded) and a
+ * batch pool (each batch's tensors), both carved at run time by pool.c.
+ *
+ * Batch memory is taken when a batch's blocks are decoded, so it is what
+ * the records need, and it is handed out strictly in batch order: a later
+ * batch never holds memory an earlier one waits for, so a consumer that
+ * takes batches in order always frees what the next one needs.  A batch
+ * waiting for memory is the backpressure that stops the planner (the
+ * slots it holds are not free).
+ *
+ * A batch that views its decoded blocks instead of copying them (issue
+ * 12) is charged the same way: it keeps those cache entries pinned until
+ * released, so their io-pool memory is its memory, out of the planner's
+ * reach (cache_reclaimable()) until then.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader.h"
+
+#define IO_ALIGN 4096u
+#define DEFAULT_BUDGET_MAX (1ull << 30)
+
+/* Read buffer (with room for direct I/O's alignment around the block),
+ * then the decode buffer when the block is compressed.  Blocks are at
+ * most DLS_MAX_BLOCK_BYTES, so this cannot overflow. */
+uint64_t block_io_bytes(const struct shard_block *blk)
+{
+	uint64_t n = align_up(blk->stored_size, IO_ALIGN) + IO_ALIGN;
+
+	if (blk->codec == DLS_CODEC_ZSTD)
+		n += align_up(blk->raw_size, IO_ALIGN);
+	return n;
+}
+
+/* The smaller of 1 GiB and 5% of the machine's memory. */
+static uint64_t default_budget(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t ram;
+
+	if (pages <= 0 || page <= 0)
+		return DEFAULT_BUDGET_MAX;
+	ram = (uint64_t)pages * (uint64_t)page;
+	return ram / 20 < DEFAULT_BUDGET_MAX ? ram / 20 : DEFAULT_BUDGET_MAX;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Typical sizes from the index, robust to the outliers that a mean would
+ * spread over every block: the (lower) median of the blocks' io bytes,
+ * the median record's raw bytes (each block's records weighed as its
+ * average), the largest io bytes and their sum. */
+struct block_sizes {
+	uint64_t io_median, io_max, io_sum, record_median;
+	uint64_t max_block;         /* global block with io_max */
+};
+
+struct per_record {
+	uint64_t bytes, count;
+};
+
+static int cmp_per_record(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct per_record *)a)->bytes,
+		       &((const struct per_record *)b)->bytes);
+}
+
+static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
+{
+	uint64_t n = c->nblocks, *io, seen = 0;
+	struct per_record *rec;
+
+	memset(z, 0, sizeof(*z));
+	if (n == 0)
+		return 0;
+	io = malloc(n * sizeof(*io));
+	rec = malloc(n * sizeof(*rec));
+	if (!io || !rec) {
+		free(io);
+		free(rec);
+		return -ENOMEM;
+	}
+	for (uint64_t g = 0; g < n; g++) {
+		uint32_t shard;
+		const struct shard_block *blk = loader_block(c, g, &shard);
+
+		io[g] = block_io_bytes(blk);
+		rec[g].count = blk->record_count;
+		rec[g].bytes = blk->record_count
+			? (blk->raw_size + blk->record_count - 1) /
+			  blk->record_count : 0;
+		z->io_sum += io[g];
+		if (io[g] > z->io_max) {
+			z->io_max = io[g];
+			z->max_block = g;
+		}
+	}
+	qsort(io, n, sizeof(*io), cmp_u64);
+	qsort(rec, n, sizeof(*rec), cmp_per_record);
+	z->io_median = io[(n - 1) / 2];
+	for (uint64_t k = 0; k < n; k++) {
+		seen += rec[k].count;
+		z->record_median = rec[k].bytes;
+		if (seen * 2 >= c->ds->record_count)
+			break;
+	}
+	free(io);
+	free(rec);
+	return 0;
+}
+
+static uint64_t fixed_record_bytes(const struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t n = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		n += sc->fields[f].record_bytes;
+	return n;
+}
+
+/* The bytes one record's variable values can add to a batch beyond the
+ * typical: the headers' max_value_bytes, but never more than the largest
+ * decoded block (a header may claim far more than any block holds). */
+static uint64_t largest_record_extra(const struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t extra = 0;
+
+	if (c->cfg.pad_length)
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t m = sc->fields[f].max_value_bytes;
+
+		if (sc->fields[f].variable)
+			extra += m < c->ds->max_raw ? m : c->ds->max_raw;
+	}
+	return extra;
+}
+
+/*
+ * Size the arena and map it (device_open), then set up both pools.
+ * @entries: cache entries (io pool allocations at most); @batch_fixed:
+ * what a full batch takes besides variable values (slot_layout()).
+ * Default budget: what the index says prefetch_depth + 1 typical batches
+ * and the cache need, plus the largest record and block once, capped at
+ * min(1 GiB, 5% of RAM).  Given memory_bytes: exactly that.
+ */
+int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
+		char *err, size_t errlen)
+{
+	uint64_t b = c->cfg.batch_size, budget, io_want, batch_want, per_batch;
+	uint64_t records = c->ds->record_count;
+	struct block_sizes z;
+	struct device_config dc;
+	size_t arena_len;
+	int r;
+
+	r = measure_blocks(c, &z);
+	if (r)
+		return r;
+	io_want = add_sat(mul_sat(entries, z.io_median), z.io_max);
+	if (c->cfg.cache_bytes > io_want)
+		io_want = c->cfg.cache_bytes;
+	if (io_want > z.io_sum)
+		io_want = z.io_sum;     /* the whole dataset fits */
+	io_want = align_up(io_want ? io_want : IO_ALIGN, IO_ALIGN);
+
+	/* The median record's variable bytes: its raw size less the fixed
+	 * fields, which batch_fixed holds already. */
+	per_batch = batch_fixed;
+	if (!c->cfg.pad_length && z.record_median > fixed_record_bytes(c))
+		per_batch = add_sat(per_batch,
+				    mul_sat(b < records ? b : records,
+					    z.record_median -
+						    fixed_record_bytes(c)));
+	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + 1ull, per_batch),
+			     largest_record_extra(c));
+	batch_want = add_sat(batch_want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
+
+	if (c->cfg.memory_bytes) {
+		budget = c->cfg.memory_bytes;
+	} else {
+		budget = default_budget();
+		if (add_sat(io_want, batch_want) < budget)
+			budget = io_want + batch_want;
+	}
+	budget &= ~(uint64_t)(IO_ALIGN - 1);
+	if (add_sat(io_want, batch_want) <= budget) {
+		c->io_bytes = io_want;
+		c->batch_bytes = budget - io_want;
+	} else {
+		/* Half each, but io at least what one batch's blocks take
+		 * (its largest included) when that fits. */
+		uint64_t half = (budget / 2) & ~(uint64_t)(IO_ALIGN - 1);
+		uint64_t floor = add_sat(mul_sat(c->need, z.io_median),
+					 z.io_max);
+
+		floor = align_up(floor < io_want ? floor : io_want, IO_ALIGN);
+		c->io_bytes = io_want < half ? io_want
+			    : floor > half ? floor : half;
+		if (c->io_bytes >= budget)
+			c->io_bytes = z.io_max > half ? z.io_max : half;
+		c->batch_bytes = c->io_bytes < budget ? budget - c->io_bytes : 0;
+	}
+	if (c->nblocks && (z.io_max > c->io_bytes || c->batch_bytes == 0)) {
+		uint32_t shard;
+		const struct shard_block *blk = loader_block(c, z.max_block,
+							     &shard);
+
+		snprintf(err, errlen,
+			 "%s: block %llu (records %llu..%llu): reading and decoding it takes %llu bytes, more than memory_bytes %llu allows beside batch memory: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			 c->ds->shards[shard].path,
+			 (unsigned long long)(z.max_block -
+					      c->shard_block_base[shard]),
+			 (unsigned long long)(c->block_first[z.max_block]),
+			 (unsigned long long)(c->block_first[z.max_block] +
+					      blk->record_count - 1),
+			 (unsigned long long)z.io_max,
+			 (unsigned long long)budget);
+		return -ENOSPC;
+	}
+	if (c->batch_bytes < batch_fixed) {
+		snprintf(err, errlen,
+			 "memory_bytes %llu leaves %llu bytes for batches; one batch of %u records takes %llu bytes before any variable-length value: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			 (unsigned long long)budget,
+			 (unsigned long long)c->batch_bytes,
+			 c->cfg.batch_size, (unsigned long long)batch_fixed);
+		return -ENOSPC;
+	}
+	c->io_need_bytes = add_sat(mul_sat(c->need, z.io_median), z.io_max);
+	if (c->io_need_bytes > c->io_bytes / 2)
+		c->io_need_bytes = c->io_bytes / 2;
+
+	dc = (struct device_config){
+		.kind = c->cfg.device,
+		.device_id = c->cfg.device_id,
+		.arena_bytes = c->io_bytes + c->batch_bytes,
+		.slots = c->cfg.prefetch_depth,
+		.mirror_offset = c->io_bytes,
+		.mirror_bytes = c->batch_bytes,
+		.pageable = c->cfg.pageable_copies,
+	};
+	r = device_open(&dc, &c->dev, err, errlen);
+	if (r)
+		return r;
+	device_get_info(c->dev, &c->dev_info);
+	c->arena = device_arena(c->dev, &arena_len);
+	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, (uint32_t)entries);
+	if (!r)
+		r = pool_init(&c->batch_pool, c->batch_bytes, SLOT_ALIGN,
+			      c->slots_cap);
+	return r;
+}
+
+void budget_close(struct loader_core *c)
+{
+	pool_destroy(&c->io_pool);
+	pool_destroy(&c->batch_pool);
+}
+
+static struct slot *fifo_at(const struct loader_core *c, uint32_t k)
+{
+	return c->slots[c->fifo[(c->fifo_head + k) % c->slots_cap]];
+}
+
+/* Give memory to the batches waiting for it, in batch order. */
+void batch_memory_grant_locked(struct loader_core *c)
+{
+	for (uint32_t k = 0; k < c->fifo_len; k++) {
+		struct slot *s = fifo_at(c, k);
+
+		if (s->has_mem)
+			continue;
+		if (s->state != SLOT_MEMORY ||
+		    pool_alloc(&c->batch_pool, s->host_bytes, &s->mem_off))
+			return;
+		s->host = c->arena + c->io_bytes + s->mem_off;
+		s->has_mem = 1;
+		slot_continue_assembly_locked(c, s);
+	}
+}
+
+/*
+ * next() waits for the head batch, which waits for memory: every batch
+ * before it was delivered and none after it holds any, so the consumer
+ * holds all of it.  On the host the batch gets memory of its own, outside
+ * the budget (the consumer chose to keep its batches; freed on release);
+ * CUDA batches have device memory only inside the budget: -EDEADLK.
+ * @return: 0 (nothing to do, or done), -EDEADLK, -ENOMEM.
+ */
+int batch_memory_hoarded_locked(struct loader_core *c)
+{
+	struct slot *s;
+
+	if (c->fifo_len == 0)
+		return 0;
+	s = fifo_at(c, 0);
+	if (s->state != SLOT_MEMORY || s->has_mem)
+		return 0;
+	if (c->dev_info.is_cuda)
+		return -EDEADLK;
+	s->host = aligned_alloc(SLOT_ALIGN, align_up(s->host_bytes ? s->host_bytes
+							   : 1, SLOT_ALIGN));
+	if (!s->host)
+		return -ENOMEM;
+	s->own_host = 1;
+	s->has_mem = 1;
+	atomic_fetch_add(&c->over_budget, 1);
+	slot_continue_assembly_locked(c, s);
+	return 0;
+}
+
+/* The caller made sure no copy still reads the memory. */
+void batch_memory_free_locked(struct loader_core *c, struct slot *s)
+{
+	if (!s->has_mem)
+		return;
+	if (s->own_host)
+		free(s->host);
+	else if (s->host)
+		pool_free(&c->batch_pool, s->mem_off, s->host_bytes);
+	s->host = NULL;
+	s->has_mem = 0;
+	s->own_host = 0;
+}
+
+/* Stop the batches still waiting for memory (an epoch restart drops
+ * them): their blocks are unpinned, and they count as done, holding no
+ * memory. */
+void batch_memory_drop_waiting_locked(struct loader_core *c)
+{
+	for (uint32_t k = 0; k < c->fifo_len; k++) {
+		struct slot *s = fifo_at(c, k);
+
+		if (s->state != SLOT_MEMORY || s->has_mem)
+			continue;
+		for (uint32_t e = 0; e < s->nentries; e++)
+			cache_unpin(c, s->entries[e]);
+		s->nentries = 0;
+		s->state = SLOT_READY;
+		c->inflight--;
+	}
+}

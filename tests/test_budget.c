@@ -1,0 +1,342 @@
+/*
+ * test_budget.c - the loader's memory budget (memory_bytes): a dataset
+ * with one outlier record streams exactly once in memory sized by what
+ * its records need, not batch size x largest record; a budget too small
+ * for a batch or a block fails with a message that names the record or
+ * block and the option; a consumer that hoards batches past the budget
+ * still gets them all; a header that claims a larger max_value_bytes
+ * costs nothing; each shard's own max_value_bytes bounds its values.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <xxhash.h>
+
+#include "dlpack_shard.h"
+
+#define FX_OUTLIER 700u
+#define FX_OUTLIER_BYTES (6ull << 20)
+#define FX_VLEN(i) ((uint64_t)((i) == FX_OUTLIER ? FX_OUTLIER_BYTES : (i) % 37))
+#include "loader_fixture.h"
+
+#define N 2000
+#define MIB (1ull << 20)
+
+static int open_loader(sluice_dataset *ds, int shuffle, uint32_t batch,
+		       uint64_t memory, sluice_loader **ld, char *msg,
+		       size_t len)
+{
+	struct sluice_loader_config cfg;
+	int r;
+
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = shuffle;
+	cfg.batch_size = batch;
+	cfg.seed = 3;
+	cfg.window_blocks = 3;
+	cfg.prefetch_depth = 4;
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.memory_bytes = memory;
+	r = sluice_loader_open(ds, &cfg, ld);
+	msg[0] = '\0';
+	if (r)
+		sluice_loader_error(*ld, msg, len);
+	return r;
+}
+
+static sluice_loader *must_open(sluice_dataset *ds, int shuffle,
+				uint32_t batch, uint64_t memory)
+{
+	sluice_loader *ld = NULL;
+	char msg[512];
+	int r = open_loader(ds, shuffle, batch, memory, &ld, msg, sizeof(msg));
+
+	if (r)
+		T_FAIL_AT("sluice_loader_open: %s: %s", sluice_strerror(r), msg);
+	return ld;
+}
+
+/* One epoch, every record checked; every index delivered exactly once. */
+static void run_epoch_once(sluice_loader *ld, uint64_t n)
+{
+	uint32_t *seen = calloc(n, sizeof(*seen));
+	uint64_t got = 0;
+	sluice_batch *b;
+	int r;
+
+	T_ASSERT(seen != NULL);
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		got += fx_check_batch(b, seen);
+		sluice_batch_release(b);
+	}
+	if (r != SLUICE_EOF) {
+		char msg[512];
+
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("next: %s: %s", sluice_strerror(r), msg);
+	}
+	T_EQ(got, n);
+	for (uint64_t i = 0; i < n; i++)
+		T_EQ(seen[i], 1);
+	free(seen);
+}
+
+/* The outlier streams in every shuffle mode; the default budget is what
+ * the records need (before: 64 x 6 MiB per slot, 1.5 GiB in all). */
+static void check_outlier(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	struct sluice_stats st;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+	     mode++) {
+		sluice_loader *ld = must_open(ds, mode, 64, 0);
+
+		run_epoch_once(ld, N);
+		run_epoch_once(ld, N);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_ASSERT(st.memory_bytes >= 2 * FX_OUTLIER_BYTES);
+		T_ASSERT(st.memory_bytes <= 48 * MIB);
+		T_ASSERT(st.io_memory_bytes < st.memory_bytes);
+		T_EQ(st.batches_over_budget, 0);
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
+/* A budget just above the outlier's block and batch: the planner waits
+ * for room (backpressure) and every record still comes exactly once. */
+static void check_tight_budget(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	struct sluice_stats st;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+	     mode++) {
+		sluice_loader *ld = must_open(ds, mode, 64, 16 * MIB);
+
+		run_epoch_once(ld, N);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_EQ(st.memory_bytes, 16 * MIB);
+		T_EQ(st.batches_over_budget, 0);
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
+/* Too small for the outlier's batch: -ENOSPC naming file, record, field
+ * and the option; too small for its block: the open fails the same way. */
+static void check_over_budget(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	uint64_t got = 0;
+	char msg[512];
+	int r;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = must_open(ds, SLUICE_SHUFFLE_NONE, 64, 12 * MIB);
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		got += fx_check_batch(b, NULL);
+		sluice_batch_release(b);
+	}
+	T_EQ(r, -ENOSPC);
+	/* batches before it, as many as were taken before the failure */
+	T_ASSERT(got <= FX_OUTLIER / 64 * 64);
+	T_EQ(got % 64, 0);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, ".dls: record 700 field v, 6291456 bytes");
+	T_CONTAINS(msg, "raise memory_bytes");
+	T_EQ(sluice_loader_next(ld, &b), -ENOSPC);   /* stays failed */
+	sluice_loader_close(ld);
+
+	ld = NULL;
+	T_EQ(open_loader(ds, SLUICE_SHUFFLE_NONE, 64, 4 * MIB, &ld, msg,
+			 sizeof(msg)), -ENOSPC);
+	T_CONTAINS(msg, ".dls: block ");
+	T_CONTAINS(msg, "(records 700..700)");
+	T_CONTAINS(msg, "raise memory_bytes");
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+/* A consumer that keeps every batch of an epoch, far past the budget,
+ * gets them all intact (host: memory outside the budget, counted), and
+ * the loader goes on within the budget once they are released. */
+static void check_hoarding(const char *dir)
+{
+	enum { n = 600, batch = 20 };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	sluice_batch *held[n / batch + 1];
+	uint32_t seen[n] = { 0 };
+	struct sluice_stats st;
+	uint64_t got = 0, k = 0, over;
+	int r;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = must_open(ds, SLUICE_SHUFFLE_NONE, batch, 64 * 1024);
+	while ((r = sluice_loader_next(ld, &held[k])) == 0)
+		k++;
+	T_EQ(r, SLUICE_EOF);
+	T_EQ(k, n / batch);
+	for (uint64_t i = 0; i < k; i++) {
+		got += fx_check_batch(held[i], seen);
+		sluice_batch_release(held[i]);
+	}
+	T_EQ(got, n);
+	for (uint64_t i = 0; i < n; i++)
+		T_EQ(seen[i], 1);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.memory_bytes, 64 * 1024);
+	T_ASSERT(st.batches_over_budget > 0);
+	T_ASSERT(st.batches_over_budget < n / batch);
+	over = st.batches_over_budget;
+	run_epoch_once(ld, n);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.batches_over_budget, over);
+
+	/* An epoch restart while the consumer holds all the memory: the
+	 * batches waiting for it are dropped, not waited for. */
+	for (k = 0; k < 26; k++)
+		T_OK(sluice_loader_next(ld, &held[k]));
+	T_OK(sluice_loader_set_epoch(ld, 5));
+	for (uint64_t i = 0; i < k; i++)
+		sluice_batch_release(held[i]);
+	run_epoch_once(ld, n);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+/* The one shard file under @dir, into @path. */
+static void shard_path(const char *dir, char *path, size_t len, int k)
+{
+	snprintf(path, len, "%s/data-%05d.dls", dir, k);
+	T_EQ(access(path, R_OK), 0);
+}
+
+/* Rewrite @len bytes at @off of @path. */
+static void patch(const char *path, uint64_t off, const void *p, size_t len)
+{
+	int fd = open(path, O_RDWR);
+
+	T_ASSERT(fd >= 0);
+	T_EQ(pwrite(fd, p, len, (off_t)off), (ssize_t)len);
+	close(fd);
+}
+
+/* A header claiming max_value_bytes of 8 GiB (checksum redone, so it
+ * verifies): the loader sizes by what the blocks hold. */
+static void check_lying_header(const char *dir)
+{
+	struct dls_header_disk h;
+	uint8_t page[DLS_HEADER_SIZE];
+	uint64_t claim = 8ull << 30, sum;
+	sluice_dataset *ds = NULL;
+	struct sluice_stats st;
+	sluice_loader *ld;
+	char path[600];
+	int fd;
+
+	shard_path(dir, path, sizeof(path), 0);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	T_EQ(pread(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	close(fd);
+	memcpy(&h, page, sizeof(h));
+	T_EQ(h.fields[1].max_value_bytes, 36);
+	h.fields[1].max_value_bytes = claim;
+	memcpy(page, &h, sizeof(h));
+	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
+	patch(path, 0, page, sizeof(page));
+
+	T_OK(sluice_dataset_open(path, &ds));
+	ld = must_open(ds, SLUICE_SHUFFLE_WINDOW, 256, 0);
+	run_epoch_once(ld, 600);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_ASSERT(st.memory_bytes < 4 * MIB);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+/*
+ * Two parts written apart and merged (shards joined as they are): part
+ * A's values are at most 9 bytes, B's at most 36.  Move A's record 8's
+ * bytes into record 9 (17 bytes): within the dataset's bound, not A's
+ * own.  Blocks are not verified, so only A's bound can catch it (verify
+ * rejects A too).
+ */
+static void check_shard_bound(const char *dir)
+{
+	/* block 0 at 4096: x is 10 x 16 bytes, then v's offsets */
+	const uint64_t offsets_at = 4096 + 10 * 16;
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	uint64_t offs[11];
+	sluice_batch *b;
+	char a[600], bdir[600], merged[600], path[600], msg[512];
+	const char *parts[2] = { a, bdir };
+	int fd, r;
+
+	snprintf(a, sizeof(a), "%s/a", dir);
+	snprintf(bdir, sizeof(bdir), "%s/b", dir);
+	fx_write(a, 10, 4096, 0, 0);
+	fx_write(bdir, 40, 4096, 0, 0);
+	shard_path(a, path, sizeof(path), 0);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	T_EQ(pread(fd, offs, sizeof(offs), (off_t)offsets_at),
+	     (ssize_t)sizeof(offs));
+	close(fd);
+	T_EQ(offs[0], 0);
+	T_EQ(offs[10], 45);         /* 0 + 1 + ... + 9 */
+	offs[9] = offs[8];
+	patch(path, offsets_at + 9 * 8, &offs[9], sizeof(offs[9]));
+
+	snprintf(merged, sizeof(merged), "%s/merged", dir);
+	T_OK(sluice_merge(parts, 2, merged, NULL, msg, sizeof(msg)));
+	T_OK(sluice_dataset_open(merged, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 10;
+	cfg.verify = 0;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	while ((r = sluice_loader_next(ld, &b)) == 0)
+		sluice_batch_release(b);
+	T_EQ(r, -SLUICE_ECORRUPT);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "/merged/");
+	T_CONTAINS(msg, ": block 0: offset 4096");
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+int main(void)
+{
+	char *dir = fx_tmpdir();
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/outlier", dir);
+	fx_write(path, N, 2048, 0, 0);
+	check_outlier(path);
+	check_tight_budget(path);
+	check_over_budget(path);
+	snprintf(path, sizeof(path), "%s/zstd", dir);
+	fx_write(path, N, 4096, 3, 700);
+	check_outlier(path);
+	snprintf(path, sizeof(path), "%s/plain", dir);
+	fx_write(path, 600, 2048, 0, 0);
+	check_hoarding(path);
+	check_lying_header(path);
+	check_shard_bound(dir);
+	fx_rmrf(dir);
+	free(dir);
+	return 0;
+}
