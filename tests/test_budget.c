@@ -300,7 +300,7 @@ static void check_shard_bound(const char *dir)
 	patch(path, offsets_at + 9 * 8, &offs[9], sizeof(offs[9]));
 
 	snprintf(merged, sizeof(merged), "%s/merged", dir);
-	T_OK(sluice_merge(parts, 2, merged, NULL, msg, sizeof(msg)));
+	T_OK(sluice_merge(parts, 2, merged, 0, NULL, msg, sizeof(msg)));
 	T_OK(sluice_dataset_open(merged, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.shuffle = SLUICE_SHUFFLE_NONE;
