@@ -83,7 +83,7 @@ SLUICE := $(BUILD)/sluice
 TESTS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 FUZZ_REPLAYS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
 
-.PHONY: all test test-gpu demo deps install clean fuzz python print-libs bench-data
+.PHONY: all test test-gpu demo deps install clean fuzz python print-libs bench-data bench-scale
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
 # The programs see the public API, include/sluice_tools.h and their own
@@ -184,6 +184,11 @@ print-libs:
 
 bench-data: all
 	@sh bench/make_data.sh
+
+# What the record count costs: open, first batch, epoch boundary, RSS.
+bench-scale: $(BUILD)/epoch_scale
+$(BUILD)/epoch_scale: bench/scale/epoch_scale.c $(STATIC)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \

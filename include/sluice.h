@@ -445,6 +445,42 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
 				  const struct sluice_loader_config *cfg,
 				  sluice_loader **out);
 
+/*
+ * A mixture of datasets with the same schema ("streams"), like MosaicML
+ * Streaming's Stream(proportion=, repeat=, choose=) and LitData's weighted
+ * combined datasets.  Each stream gives an epoch either exactly @samples
+ * samples, or, when @samples is 0, a share by @weight of the samples the
+ * weighted streams hold together (their record counts summed, rounded so
+ * the shares add up exactly).  A stream with fewer records than samples
+ * repeats them (reshuffled each time), one with more takes the first of
+ * its epoch order (a different subset each epoch).  An epoch interleaves
+ * the streams evenly: any run of positions holds each stream's share to
+ * within one per stream, so every batch has the proportions; each stream
+ * in its own order by the shuffle mode.  Deterministic from seed and
+ * epoch, rank-partitioned and resumable (elastically too) like one
+ * dataset.  Batch indices number the streams' records end to end: stream
+ * s's record r is the sum of the earlier streams' record counts plus r.
+ */
+#define SLUICE_MAX_STREAMS 256
+
+struct sluice_stream {
+	sluice_dataset *dataset;   /* borrowed; must outlive the loader */
+	double weight;             /* share, when samples is 0; >= 0 */
+	uint64_t samples;          /* exact samples per epoch; 0: by weight */
+};
+
+/**
+ * sluice_loader_open_streams - a loader over a mixture of @nstreams
+ * datasets (1 to SLUICE_MAX_STREAMS), otherwise as sluice_loader_open().
+ * @return: 0; -EINVAL (no datasets, a weight < 0 or not finite, samples
+ *	from a dataset without records); -SLUICE_ESCHEMA (fields differ);
+ *	-ENOMEM; as sluice_loader_open().
+ */
+SLUICE_API int sluice_loader_open_streams(const struct sluice_stream *streams,
+					  int nstreams,
+					  const struct sluice_loader_config *cfg,
+					  sluice_loader **out);
+
 /**
  * sluice_loader_close - stop and free @ld (NULL ok), also mid-epoch with
  * reads and decodes in flight.  Batches and tensors still held by the
@@ -464,7 +500,10 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 
 /**
  * sluice_loader_set_epoch - restart at the beginning of @epoch (drops
- * prefetched batches of the current one).
+ * prefetched batches of the current one).  O(blocks) for block and window
+ * shuffle, O(1) otherwise.  Free when the loader is already at the start
+ * of @epoch, which includes a state just restored elastically (so
+ * set_epoch(e) after state_set keeps the resumed epoch).
  * @return: 0, or -SLUICE_ECLOSED after a failure.
  * Thread-safety: the consumer thread.
  */
@@ -484,24 +523,50 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch);
  */
 SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out);
 
-/** sluice_loader_batches - batches in this rank's epoch (0 for NULL).
- * Thread-safety: any thread. */
+/** sluice_loader_batches - batches in this rank's current epoch (fewer
+ * in an epoch resumed elastically; 0 for NULL).
+ * Thread-safety: the consumer thread. */
 SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld);
 
 /** sluice_loader_device - where batches live (kDLCPU or kDLCUDA, id).
  * Thread-safety: any thread. */
 SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld);
 
-/* The resumable position: exactly what a restart needs. */
+/*
+ * The resumable position: exactly what a restart needs, the same on every
+ * rank (data-parallel ranks take their steps in lockstep), so rank 0 alone
+ * can save it.  A job that resumes with the same world size, batch size
+ * and drop_last continues exactly as the uninterrupted job would have.
+ * One with another world size or batch size ("elastic" resume) delivers
+ * exactly the records of the epoch that no earlier job consumed, each
+ * once, split into equal parts over its ranks (each rank still reading
+ * mostly its own blocks), then later epochs as a fresh job of its shape.
+ * Elastic resumes chain: every earlier job of the epoch is one entry of
+ * @earlier, at most SLUICE_STATE_MAX_EARLIER.
+ */
+#define SLUICE_STATE_MAX_EARLIER 16
+
+struct sluice_state_job {
+	int32_t world_size;
+	int32_t drop_last;
+	uint64_t consumed;         /* positions each rank consumed */
+};
+
 struct sluice_state {
 	uint64_t seed;
+	enum sluice_shuffle shuffle;
+	uint32_t window_blocks;    /* checked for SHUFFLE_WINDOW only */
+	uint64_t dataset_records;  /* checked on restore */
+	uint64_t mix;              /* 0, or a mixture's fingerprint */
 	uint64_t epoch;
-	uint64_t batches_consumed; /* within the epoch */
-	int32_t rank;
+	/* the job that saved it */
 	int32_t world_size;
 	uint32_t batch_size;
-	enum sluice_shuffle shuffle;
-	uint64_t dataset_records;  /* checked on restore */
+	int32_t drop_last;
+	uint64_t batches_consumed; /* by each rank, within the epoch */
+	/* earlier jobs of this epoch, oldest first */
+	uint32_t nearlier;
+	struct sluice_state_job earlier[SLUICE_STATE_MAX_EARLIER];
 };
 
 /** sluice_loader_state_get - the position after the last batch returned
@@ -511,18 +576,28 @@ SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
 				       struct sluice_state *st);
 
 /**
- * sluice_loader_state_set - continue from @st: the next batch is the one
- * the uninterrupted run would have returned after batches_consumed.
+ * sluice_loader_state_set - continue from @st (taken by this loader or by
+ * any rank of another job on the same dataset, seed and shuffle).  With
+ * the same world size, batch size and drop_last, the next batch is the
+ * one the uninterrupted run would have returned after batches_consumed;
+ * otherwise the epoch goes on elastically (see struct sluice_state).
  * Skipped batches are not read.
  * @return: 0; -SLUICE_ESTATE when @st does not fit this dataset/config
- *	(the loader goes on where it was; the message says why).
+ *	(or chains more than SLUICE_STATE_MAX_EARLIER earlier jobs); the
+ *	loader then goes on where it was, the message says why.
  * Thread-safety: the consumer thread.
  */
 SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 				       const struct sluice_state *st);
 
+/*
+ * Serialized state: one line of text, for files and Python:
+ *   sluice-state v2 seed=0 shuffle=window window=16 records=10000 mix=0
+ *   epoch=3 world=4 batch=256 drop=0 batches=17 earlier=8/96/0,3/40/1
+ * (one line; earlier=- when the epoch had no earlier job).
+ */
 /* Room for any line sluice_state_format() writes, with its NUL. */
-#define SLUICE_STATE_TEXT_MAX 256
+#define SLUICE_STATE_TEXT_MAX 1024
 
 /**
  * sluice_state_format - @st as one text line (no newline) in @buf, for
@@ -533,8 +608,9 @@ SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 SLUICE_API int sluice_state_format(const struct sluice_state *st, char *buf,
 				   size_t len);
 /** sluice_state_parse - the inverse of sluice_state_format (the line
- * without a newline).  @return: 0; -EINVAL (NULL); -SLUICE_ESTATE (not a
- * state line).  Thread-safety: any thread. */
+ * without a newline; strict: every key once, plain decimal).  @return: 0;
+ * -EINVAL (NULL); -SLUICE_ESTATE (not a state line; @st untouched).
+ * Thread-safety: any thread. */
 SLUICE_API int sluice_state_parse(const char *text, struct sluice_state *st);
 
 /* Per-stage counters. Times in nanoseconds. */

@@ -249,6 +249,9 @@ uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size)
 		}
 		free(sizes);
 	}
+	/* a mixture's batch holds a run of each stream */
+	if (c->sampler.nstreams > 1 && need <= UINT64_MAX / c->sampler.nstreams)
+		need *= c->sampler.nstreams;
 	if (c->cfg.shuffle == SLUICE_SHUFFLE_FULL)
 		need = batch_size;
 	if (need > n)

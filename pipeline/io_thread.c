@@ -87,34 +87,36 @@ static struct slot *free_slot(struct loader_core *c)
  */
 static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 {
-	const uint64_t *recs;
 	uint32_t count, nread = 0;
 	struct slot *s;
 
 	if (c->plan_batch >= c->sampler.nbatches) {
-		if (c->sampler.nbatches == 0)
+		if (c->sampler.nbatches == 0 && c->sampler.nlevels == 0)
 			return 0;
-		/* Everything of this epoch is planned: prefetch the next. */
+		/* Everything of this epoch is planned: prefetch the next,
+		 * which is a fresh one (no earlier jobs). */
 		c->plan_epoch++;
 		sampler_set_epoch(&c->sampler, c->plan_epoch);
 		c->plan_batch = 0;
 		c->ahead_batch = 0;
 		c->ahead_rec = 0;
+		if (c->sampler.nbatches == 0)
+			return 0;
 	}
 	s = free_slot(c);
 	if (!s)
 		return 0;
 
-	sampler_batch(&c->sampler, c->plan_batch, &recs, &count);
+	count = sampler_batch(&c->sampler, c->plan_batch, s->indices);
 	s->nentries = 0;
 	s->pending = 0;
 	for (uint32_t r = 0; r < count; r++) {
-		uint64_t g = block_of(c, recs[r]);
+		uint64_t rec = s->indices[r];
+		uint64_t g = block_of(c, rec);
 		int32_t have = c->block_entry[g];
 		uint32_t e;
 
-		s->indices[r] = recs[r];
-		s->rec_in_block[r] = (uint32_t)(recs[r] - c->block_first[g]);
+		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
 		/* Records of one block are usually neighbours: look at the
 		 * entries this slot pinned last first. */
 		if (have >= 0) {
@@ -205,34 +207,55 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
  */
 static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 {
+	uint64_t batch = c->cfg.batch_size;
+
 	while (c->ahead_inflight < c->ahead_max && c->lru_count > c->need) {
-		const uint64_t *recs;
-		uint32_t count, e;
-		uint64_t g, pos;
+		struct sampler_span sp;
+		uint64_t i, pos;
+		int full = 0;
 
 		if (c->ahead_batch < c->plan_batch) {
 			c->ahead_batch = c->plan_batch;
 			c->ahead_rec = 0;
 		}
-		pos = (c->ahead_batch - c->plan_batch) * c->cfg.batch_size +
-		      c->ahead_rec;
+		pos = (c->ahead_batch - c->plan_batch) * batch + c->ahead_rec;
 		if (c->ahead_batch >= c->sampler.nbatches ||
-		    pos > c->ahead_records)
+		    pos > c->ahead_records ||
+		    c->ahead_rec >= sampler_batch_count(&c->sampler,
+							c->ahead_batch))
 			return;
-		sampler_batch(&c->sampler, c->ahead_batch, &recs, &count);
-		if (c->ahead_rec >= count) {
-			c->ahead_batch++;
-			c->ahead_rec = 0;
-			continue;
+		/* A run of positions and the blocks it needs (a whole
+		 * window's), not record by record: a window of tiny records
+		 * holds millions. */
+		i = c->ahead_batch * batch + c->ahead_rec;
+		sampler_span(&c->sampler, i, &c->ahead_memo, &sp);
+		if (sp.nblocks == 0) {
+			sp.one = block_of(c, sp.record);
+			sp.blocks = &sp.one;
+			sp.nblocks = 1;
 		}
-		g = block_of(c, recs[c->ahead_rec++]);
-		if (c->block_entry[g] >= 0 ||
-		    cache_claim(c, g, c->io_need_bytes, &e) != 1)
-			continue;
-		c->entries[e].ahead = 1;
-		c->ahead_inflight++;
-		prepare_read(c, e);
-		c->submit[(*nsubmit)++] = &c->entries[e].rd;
+		for (uint64_t k = 0; k < sp.nblocks; k++) {
+			uint64_t g = sp.blocks[k];
+			uint32_t e;
+
+			if (c->ahead_inflight >= c->ahead_max ||
+			    c->lru_count <= c->need) {
+				full = 1; /* come back to this span */
+				break;
+			}
+			if (c->block_entry[g] >= 0 ||
+			    cache_claim(c, g, c->io_need_bytes, &e) != 1)
+				continue;
+			c->entries[e].ahead = 1;
+			c->ahead_inflight++;
+			prepare_read(c, e);
+			c->submit[(*nsubmit)++] = &c->entries[e].rd;
+		}
+		if (full)
+			return;
+		i += sp.positions;
+		c->ahead_batch = i / batch;
+		c->ahead_rec = (uint32_t)(i % batch);
 	}
 }
 

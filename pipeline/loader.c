@@ -1,6 +1,6 @@
 /*
  * loader.c - the public loader API: open (size and allocate everything),
- * next, epochs and resumable state, stats, close.
+ * next, epochs, stats, close (the resumable state: loader_state.c).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -118,6 +118,7 @@ static void free_core(struct loader_core *c)
 	free(c->block_first);
 	free(c->block_shard);
 	free(c->shard_block_base);
+	mixture_free(c->owned_ds);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->work_cv);
 	pthread_cond_destroy(&c->ready_cv);
@@ -296,27 +297,37 @@ static void stop_threads(struct loader_core *c)
 	c->nworkers = 0;
 }
 
-static int open_core(struct loader_core *c, char *err, size_t errlen)
+static int open_core(struct loader_core *c,
+		     const struct sampler_stream_spec *specs, uint32_t nspecs,
+		     char *err, size_t errlen)
 {
+	struct sampler_config sc;
 	uint64_t need, entries, batch_fixed;
 	int r;
 
 	r = build_geometry(c);
 	if (r)
 		return r;
-	r = sampler_init(&c->sampler, &(struct sampler_config){
-				 .shuffle = c->cfg.shuffle,
-				 .window_blocks = c->cfg.window_blocks,
-				 .seed = c->cfg.seed,
-				 .batch_size = c->cfg.batch_size,
-				 .drop_last = c->cfg.drop_last,
-				 .rank = (uint32_t)c->cfg.rank,
-				 .world_size = (uint32_t)c->cfg.world_size,
-			 }, c->block_first, c->nblocks);
+	sc = (struct sampler_config){
+		.shuffle = c->cfg.shuffle,
+		.window_blocks = c->cfg.window_blocks,
+		.seed = c->cfg.seed,
+		.batch_size = c->cfg.batch_size,
+		.drop_last = c->cfg.drop_last,
+		.rank = (uint32_t)c->cfg.rank,
+		.world_size = (uint32_t)c->cfg.world_size,
+	};
+	if (specs)
+		r = sampler_init_streams(&c->sampler, &sc, c->block_first,
+					 c->nblocks, specs, nspecs);
+	else
+		r = sampler_init(&c->sampler, &sc, c->block_first, c->nblocks);
 	if (r) {
 		snprintf(err, errlen, "sampler: invalid configuration");
 		return r;
 	}
+	c->fresh_batches = c->sampler.nbatches;
+	c->epoch_batches = c->sampler.nbatches;
 
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
@@ -378,38 +389,49 @@ static int open_core(struct loader_core *c, char *err, size_t errlen)
 	return start_threads(c);
 }
 
-SLUICE_API int sluice_loader_open(sluice_dataset *ds,
-				  const struct sluice_loader_config *cfg,
-				  sluice_loader **out)
+/* A handle that carries only an error message (NULL without memory). */
+sluice_loader *loader_failed(int code, const char *msg)
+{
+	struct sluice_loader *ld = calloc(1, sizeof(*ld));
+
+	if (ld)
+		snprintf(ld->err, sizeof(ld->err), "%s",
+			 msg && msg[0] ? msg : sluice_strerror(code));
+	return ld;
+}
+
+int loader_open_common(struct dataset *d, int owned,
+		       const struct sampler_stream_spec *specs,
+		       uint32_t nspecs, uint64_t mix_id,
+		       const struct sluice_loader_config *cfg,
+		       sluice_loader **out)
 {
 	struct sluice_loader *ld = calloc(1, sizeof(*ld));
 	struct loader_core *c;
 	int r;
 
-	if (!out)
-		return -EINVAL;
 	*out = ld;
-	if (!ld)
+	if (!ld || !(c = calloc(1, sizeof(*c)))) {
+		if (ld)
+			snprintf(ld->err, sizeof(ld->err), "out of memory");
+		if (owned)
+			mixture_free(d);
 		return -ENOMEM;
-	if (!ds || !ds->loaded) {
-		snprintf(ld->err, sizeof(ld->err), "no dataset");
-		return -EINVAL;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->work_cv, NULL);
 	pthread_cond_init(&c->ready_cv, NULL);
 	atomic_init(&c->refs, 1);
-	c->ds = &ds->d;
+	c->ds = d;
+	c->owned_ds = owned ? d : NULL;
+	c->mix_id = mix_id;
 	if (cfg)
 		c->cfg = *cfg;
 	else
 		sluice_loader_config_init(&c->cfg);
 	r = check_config(&c->cfg, ld->err, sizeof(ld->err));
 	if (!r)
-		r = open_core(c, ld->err, sizeof(ld->err));
+		r = open_core(c, specs, nspecs, ld->err, sizeof(ld->err));
 	if (r) {
 		/* Threads stopped first: then nothing writes c->err. */
 		stop_threads(c);
@@ -421,6 +443,19 @@ SLUICE_API int sluice_loader_open(sluice_dataset *ds,
 	}
 	ld->core = c;
 	return 0;
+}
+
+SLUICE_API int sluice_loader_open(sluice_dataset *ds,
+				  const struct sluice_loader_config *cfg,
+				  sluice_loader **out)
+{
+	if (!out)
+		return -EINVAL;
+	if (!ds || !ds->loaded) {
+		*out = loader_failed(-EINVAL, "no dataset");
+		return *out ? -EINVAL : -ENOMEM;
+	}
+	return loader_open_common(&ds->d, 0, NULL, 0, 0, cfg, out);
 }
 
 SLUICE_API void sluice_loader_close(sluice_loader *ld)
@@ -455,10 +490,12 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 
 /*
  * Stop planning, let the batches in flight finish, drop the prefetched
- * ones, and continue planning from (@epoch, @batch).  Slots the consumer
- * holds are untouched.
+ * ones, and continue planning from batch @batch of @epoch, which follows
+ * the @nearlier jobs @earlier (validated by the caller).  Slots the
+ * consumer holds are untouched.
  */
-static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
+int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
+		      const struct sampler_level *earlier, uint32_t nearlier)
 {
 	int r;
 
@@ -488,14 +525,19 @@ static int restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch)
 			s->state = SLOT_FREE;
 		}
 		c->fifo_len = 0;
-		if (c->plan_epoch != epoch || c->sampler.epoch != epoch)
-			sampler_set_epoch(&c->sampler, epoch);
+		r = sampler_resume(&c->sampler, epoch, earlier, nearlier);
+	}
+	if (!r) {
 		c->plan_epoch = epoch;
 		c->plan_batch = batch;
 		c->ahead_batch = batch;
 		c->ahead_rec = 0;
 		c->epoch = epoch;
 		c->consumed = batch;
+		c->epoch_batches = c->sampler.nbatches;
+		c->nearlier = nearlier;
+		if (nearlier)
+			memcpy(c->earlier, earlier, nearlier * sizeof(*earlier));
 	}
 	c->planning_paused = 0;
 	pthread_mutex_unlock(&c->mu);
@@ -511,12 +553,12 @@ SLUICE_API int sluice_loader_set_epoch(sluice_loader *ld, uint64_t epoch)
 		return -EINVAL;
 	if (epoch == c->epoch && c->consumed == 0)
 		return 0;    /* already prefetching it */
-	return restart_at(c, epoch, 0);
+	return loader_restart_at(c, epoch, 0, NULL, 0);
 }
 
 SLUICE_API uint64_t sluice_loader_batches(const sluice_loader *ld)
 {
-	return ld && ld->core ? ld->core->sampler.nbatches : 0;
+	return ld && ld->core ? ld->core->epoch_batches : 0;
 }
 
 SLUICE_API DLDevice sluice_loader_device(const sluice_loader *ld)
@@ -549,9 +591,11 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 			r = c->failed;
 			break;
 		}
-		if (c->consumed >= c->sampler.nbatches) {
+		if (c->consumed >= c->epoch_batches) {
 			c->epoch++;
 			c->consumed = 0;
+			c->nearlier = 0;
+			c->epoch_batches = c->fresh_batches;
 			r = SLUICE_EOF;
 			break;
 		}
@@ -606,57 +650,6 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 	pthread_mutex_unlock(&c->mu);
 	atomic_fetch_add(&c->consumer_wait_ns, now_ns() - t0);
 	return r;
-}
-
-SLUICE_API int sluice_loader_state_get(const sluice_loader *ld,
-				       struct sluice_state *st)
-{
-	const struct loader_core *c = ld ? ld->core : NULL;
-
-	if (!c || !st)
-		return -EINVAL;
-	*st = (struct sluice_state){
-		.seed = c->cfg.seed,
-		.epoch = c->epoch,
-		.batches_consumed = c->consumed,
-		.rank = c->cfg.rank,
-		.world_size = c->cfg.world_size,
-		.batch_size = c->cfg.batch_size,
-		.shuffle = c->cfg.shuffle,
-		.dataset_records = c->ds->record_count,
-	};
-	return 0;
-}
-
-SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
-				       const struct sluice_state *st)
-{
-	struct loader_core *c = ld ? ld->core : NULL;
-
-	if (!c || !st)
-		return -EINVAL;
-	if (st->seed != c->cfg.seed || st->rank != c->cfg.rank ||
-	    st->world_size != c->cfg.world_size ||
-	    st->batch_size != c->cfg.batch_size ||
-	    st->shuffle != c->cfg.shuffle ||
-	    st->dataset_records != c->ds->record_count ||
-	    st->batches_consumed > c->sampler.nbatches) {
-		/* A message, but not a failure: the loader goes on. */
-		pthread_mutex_lock(&c->mu);
-		snprintf(c->err, sizeof(c->err),
-			 "saved state (seed %llu, rank %d/%d, batch %u, shuffle %d, %llu records, batch %llu) does not fit this loader (seed %llu, rank %d/%d, batch %u, shuffle %d, %llu records, %llu batches)",
-			 (unsigned long long)st->seed, st->rank, st->world_size,
-			 st->batch_size, st->shuffle,
-			 (unsigned long long)st->dataset_records,
-			 (unsigned long long)st->batches_consumed,
-			 (unsigned long long)c->cfg.seed, c->cfg.rank,
-			 c->cfg.world_size, c->cfg.batch_size, c->cfg.shuffle,
-			 (unsigned long long)c->ds->record_count,
-			 (unsigned long long)c->sampler.nbatches);
-		pthread_mutex_unlock(&c->mu);
-		return -SLUICE_ESTATE;
-	}
-	return restart_at(c, st->epoch, st->batches_consumed);
 }
 
 static void stage_get(const struct stage_clock *in,

@@ -129,6 +129,8 @@ struct loader_core {
 
 	struct sluice_loader_config cfg;
 	const struct dataset *ds;
+	struct dataset *owned_ds;   /* a mixture's joined dataset, or NULL */
+	uint64_t mix_id;            /* 0, or the mixture's fingerprint */
 	struct device *dev;
 	struct device_info dev_info;
 	struct io_ring *ring;
@@ -184,10 +186,16 @@ struct loader_core {
 	uint32_t ahead_inflight;    /* read-ahead blocks not yet decoded */
 	uint32_t ahead_max;         /* at most this many in flight */
 	uint64_t ahead_records;     /* and no further than this ahead */
+	struct sampler_memo ahead_memo; /* the scan's window permutation */
 
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */
 	uint64_t consumed;          /* batches consumed in it */
+	uint64_t epoch_batches;     /* batches in it (fewer after an
+				       elastic resume) */
+	uint32_t nearlier;          /* earlier jobs of it (elastic resume) */
+	struct sampler_level earlier[SAMPLER_MAX_LEVELS];
+	uint64_t fresh_batches;     /* batches of an epoch started afresh */
 
 	/* jobs [mu] */
 	struct job *jobs;
@@ -235,6 +243,23 @@ static inline uint64_t align_up(uint64_t x, uint64_t a)
 }
 
 /* loader.c */
+sluice_loader *loader_failed(int code, const char *msg);
+/* Open over @d (owned when @owned: freed by mixture_free, also on
+ * failure), a mixture when @specs is not NULL. */
+int loader_open_common(struct dataset *d, int owned,
+		       const struct sampler_stream_spec *specs,
+		       uint32_t nspecs, uint64_t mix_id,
+		       const struct sluice_loader_config *cfg,
+		       sluice_loader **out);
+
+/* Stop planning, drop prefetched batches, go on from batch @batch of
+ * @epoch after @nearlier earlier jobs (validated by the caller). */
+int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
+		      const struct sampler_level *earlier, uint32_t nearlier);
+
+/* mixture.c */
+void mixture_free(struct dataset *d);
+
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
 void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,

@@ -31,9 +31,12 @@ static inline uint8_t fx_v(uint64_t i, uint64_t k)
 	return (uint8_t)(i * 131 + k * 7 + 1);
 }
 
-/* Write @n records into @dir; @level 0 raw, else zstd. */
-static inline void fx_write(const char *dir, uint64_t n, uint64_t block_size,
-			    int level, uint64_t per_shard)
+/* Write records [@first, @first + @n) into @dir; @level 0 raw, else
+ * zstd.  (A mixture of datasets written as consecutive ranges numbers
+ * its records as the fixture does.) */
+static inline void fx_write_range(const char *dir, uint64_t first, uint64_t n,
+				  uint64_t block_size, int level,
+				  uint64_t per_shard)
 {
 	struct sluice_field f[2];
 	struct sluice_writer_config wc;
@@ -57,7 +60,7 @@ static inline void fx_write(const char *dir, uint64_t n, uint64_t block_size,
 	wc.records_per_shard = per_shard;
 	wc.threads = 2;
 	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
-	for (uint64_t i = 0; i < n; i++) {
+	for (uint64_t i = first; i < first + n; i++) {
 		const void *vals[2] = { x, v };
 		uint64_t lens[2] = { sizeof(x), FX_VLEN(i) };
 
@@ -74,6 +77,13 @@ static inline void fx_write(const char *dir, uint64_t n, uint64_t block_size,
 	}
 	T_OK(sluice_writer_close(w, NULL));
 	free(v);
+}
+
+/* Write @n records into @dir; @level 0 raw, else zstd. */
+static inline void fx_write(const char *dir, uint64_t n, uint64_t block_size,
+			    int level, uint64_t per_shard)
+{
+	fx_write_range(dir, 0, n, block_size, level, per_shard);
 }
 
 static inline char *fx_tmpdir(void)

@@ -89,7 +89,7 @@ for ds in raw zst; do
 			--batch-size 32 --state-out "$T/state" \
 			--stop-after-batches $K > "$T/$ds.head" ||
 			{ fail "$ds: --state-out K=$K"; continue; }
-		grep -q '^sluice-state v1 ' "$T/state" || fail "$ds: state file: $(cat "$T/state")"
+		grep -q '^sluice-state v2 ' "$T/state" || fail "$ds: state file: $(cat "$T/state")"
 		"$SLUICE" stream "$D" --hash --shuffle full --seed 5 --epochs 2 \
 			--batch-size 32 --state-in "$T/state" > "$T/$ds.tail" ||
 			{ fail "$ds: --state-in K=$K"; continue; }

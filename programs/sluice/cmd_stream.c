@@ -173,16 +173,29 @@ int cmd_stream(int argc, char **argv)
 	int r, rc;
 
 	rc = opts_parse(argc, argv, CMD_STREAM, &o);
-	if (rc)
+	if (rc) {
+		opts_free(&o);
 		return rc < 0 ? 0 : rc;
-	r = sluice_dataset_open(o.path, &ds);
+	}
+	/* a mixture: every dataset open, the first one's schema hashed */
+	for (int i = 0; i < o.nstreams; i++) {
+		r = sluice_dataset_open(o.stream_paths[i],
+					&o.streams[i].dataset);
+		if (r) {
+			rc = dataset_error_exit(o.streams[i].dataset, r);
+			opts_free(&o);
+			return rc;
+		}
+	}
+	r = o.nstreams ? 0 : sluice_dataset_open(o.path, &ds);
 	if (r) {
 		rc = dataset_error_exit(ds, r);
 		sluice_dataset_close(ds);
 		return rc;
 	}
 	memset(&h, 0, sizeof(h));
-	rc = o.hash ? hash_setup(ds, o.cfg.pad_length, &h) : 0;
+	rc = o.hash ? hash_setup(o.nstreams ? o.streams[0].dataset : ds,
+				 o.cfg.pad_length, &h) : 0;
 	if (!rc)
 		rc = run_loader(ds, &o, NULL, o.hash ? hash_batch : NULL, &h,
 				&res);
@@ -191,5 +204,6 @@ int cmd_stream(int argc, char **argv)
 	if (fflush(stdout) && !rc)
 		rc = cli_error("write error on stdout");
 	sluice_dataset_close(ds);
+	opts_free(&o);
 	return rc;
 }

@@ -252,6 +252,60 @@ static int command_opt(int c, const char *arg, enum cli_command cmd,
 			       stream ? "stream" : "bench");
 }
 
+/*
+ * A mixture: each argument PATH, PATH:WEIGHT or PATH@SAMPLES, the suffix
+ * being what follows the last ':' or '@' ("a:b:0.5" is the path "a:b"
+ * with weight 0.5).  No suffix means weight 1.
+ */
+static int parse_streams(int n, char **args, struct cli_opts *o)
+{
+	if (n > CLI_MAX_STREAMS)
+		return cli_usage_error("at most %d datasets in a mixture",
+				       CLI_MAX_STREAMS);
+	for (int i = 0; i < n; i++) {
+		char *colon = strrchr(args[i], ':'), *at = strrchr(args[i], '@');
+		char *cut = !colon ? at : !at ? colon : colon > at ? colon : at;
+		char *end;
+		struct sluice_stream *st = &o->streams[i];
+
+		st->weight = 1;
+		st->samples = 0;
+		if (cut && cut[1]) {
+			if (cut == colon) {
+				st->weight = strtod(cut + 1, &end);
+				if (*end || !(st->weight >= 0))
+					return cli_usage_error("'%s': the weight after ':' must be a number >= 0",
+							       args[i]);
+			} else {
+				errno = 0;
+				st->samples = strtoull(cut + 1, &end, 10);
+				if (*end || errno || cut[1] == '-' ||
+				    st->samples == 0)
+					return cli_usage_error("'%s': the samples after '@' must be a count > 0",
+							       args[i]);
+			}
+		} else {
+			cut = NULL;
+		}
+		o->stream_paths[i] = cut ? strndup(args[i],
+						   (size_t)(cut - args[i]))
+					 : strdup(args[i]);
+		o->nstreams = i + 1;
+		if (!o->stream_paths[i])
+			return cli_error("out of memory");
+	}
+	return 0;
+}
+
+void opts_free(struct cli_opts *o)
+{
+	for (int i = 0; i < o->nstreams; i++) {
+		sluice_dataset_close(o->streams[i].dataset);
+		free(o->stream_paths[i]);
+	}
+	o->nstreams = 0;
+}
+
 int opts_parse(int argc, char **argv, enum cli_command cmd,
 	       struct cli_opts *o)
 {
@@ -276,9 +330,14 @@ int opts_parse(int argc, char **argv, enum cli_command cmd,
 		if (r)
 			return r;
 	}
-	if (optind != argc - 1)
+	if (cmd == CMD_STREAM && argc - optind > 1) {
+		r = parse_streams(argc - optind, argv + optind, o);
+		if (r)
+			return r;
+	} else if (optind != argc - 1) {
 		return cli_usage_error("want exactly one PATH (got %d)",
 				       argc - optind);
+	}
 	o->path = argv[optind];
 	if (o->cfg.rank >= 0 && o->cfg.world_size < 0)
 		o->cfg.world_size = 1;

@@ -227,7 +227,11 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 		cfg.on_span_ctx = trace;
 	}
 	t0 = clock_ns();
-	r = sluice_loader_open(ds, &cfg, &ld);
+	if (o->nstreams)
+		r = sluice_loader_open_streams(o->streams, o->nstreams, &cfg,
+					       &ld);
+	else
+		r = sluice_loader_open(ds, &cfg, &ld);
 	if (r) {
 		rc = loader_error_exit(ld, r);
 		sluice_loader_close(ld);

@@ -21,9 +21,16 @@
 /* Options (options.c)                                                 */
 /* ------------------------------------------------------------------ */
 
+#define CLI_MAX_STREAMS 64
+
 struct cli_opts {
 	struct sluice_loader_config cfg;
 	const char *path;
+	/* stream only: several PATH[:WEIGHT|@SAMPLES] make a mixture; the
+	 * command opens the datasets into streams[i].dataset */
+	int nstreams;             /* 0: one dataset, path */
+	char *stream_paths[CLI_MAX_STREAMS];
+	struct sluice_stream streams[CLI_MAX_STREAMS];
 	uint64_t epochs;          /* run until the end of epoch epochs - 1 */
 	int hash;                 /* stream: print EPOCH INDEX FIELD XXH64 */
 	const char *state_out;
@@ -44,6 +51,7 @@ enum cli_command { CMD_STREAM, CMD_BENCH };
  * (CLI_EXIT_USAGE after printing why). */
 int opts_parse(int argc, char **argv, enum cli_command cmd,
 	       struct cli_opts *o);
+void opts_free(struct cli_opts *o);
 const char *shuffle_name(int shuffle);
 const char *device_name(int device);
 

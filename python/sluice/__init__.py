@@ -28,6 +28,7 @@ from ._errors import (CorruptDataError, DatasetNotFoundError, DeviceError,
 from ._sluice import Batch, Tensor, strerror
 from .dataset import Dataset
 from .loader import Loader
+from .stream import Stream
 from .writer import ShardWriter, merge
 
 # Batch implements the Mapping protocol in C; say so to isinstance().
@@ -36,7 +37,7 @@ _abc.Mapping.register(Batch)
 __version__ = "0.1.0"
 
 __all__ = [
-    "Loader", "Batch", "Tensor", "Dataset", "ShardWriter", "merge",
+    "Loader", "Stream", "Batch", "Tensor", "Dataset", "ShardWriter", "merge",
     "strerror", "SluiceError", "CorruptDataError", "SchemaError",
     "StateError", "DeviceError", "DatasetNotFoundError", "HeldSlotsError",
 ]

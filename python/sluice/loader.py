@@ -3,6 +3,7 @@ import warnings
 
 from . import _sluice
 from .dataset import Dataset
+from .stream import Stream
 
 _SHUFFLE = {"none": 0, "block": 1, "window": 2, "full": 3}
 _ON_ERROR = {"fail": 0, "skip": 1}
@@ -63,7 +64,8 @@ class Loader:
     next(iter(loader)) loses nothing); the first pass after a resume
     (state=, load_state_dict) goes on from the saved position.
 
-    path: a dataset directory, shard file, comma list, glob or Dataset.
+    path: a dataset directory, shard file, comma list, glob or Dataset;
+        or a list of sluice.Stream for a mixture of datasets.
     shuffle: "none", "block", "window" (window_blocks blocks at a time)
         or "full".
     device: "auto" or None (the GPU of $LOCAL_RANK when one is usable,
@@ -109,7 +111,19 @@ class Loader:
                  verify=True, on_error="fail", direct_io="auto",
                  sqpoll=False, cache_bytes=0, memory_bytes=0,
                  plain_reads=False, pageable_copies=False, state=None):
-        self.dataset = path if isinstance(path, Dataset) else Dataset(path)
+        streams = None
+        if isinstance(path, (list, tuple)):
+            self.streams = [s if isinstance(s, Stream) else Stream(s)
+                            for s in path]
+            if not self.streams:
+                raise ValueError("a mixture needs at least one Stream")
+            streams = [(s.dataset._ds, s.weight, s.samples)
+                       for s in self.streams]
+            self.dataset = self.streams[0].dataset
+        else:
+            self.streams = None
+            self.dataset = (path if isinstance(path, Dataset)
+                            else Dataset(path))
         kind, device_id = _parse_device(device)
         self.batch_size = batch_size
         config = {
@@ -135,7 +149,7 @@ class Loader:
             "plain_reads": int(bool(plain_reads)),
             "pageable_copies": int(bool(pageable_copies)),
         }
-        self._ld = _sluice.Loader(self.dataset._ds, config, state)
+        self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
         self._resuming = state is not None
         fallbacks = self._ld.stats()["fallbacks"]
         if fallbacks:
@@ -190,7 +204,9 @@ class Loader:
         return self._ld.state()["epoch"]
 
     def state_dict(self):
-        """The position after the last delivered batch: a dict of ints."""
+        """The position after the last delivered batch: a dict of ints
+        (and "earlier", the epoch's earlier jobs of an elastic resume),
+        the same on every rank: save it on rank 0, load it on all."""
         return self._ld.state()
 
     def load_state_dict(self, state):

@@ -28,6 +28,10 @@ PyTypeObject *pysluice_loader_type;
 typedef struct {
 	PyObject_HEAD
 	PySluiceDataset *dataset;      /* strong reference; outlives ld */
+	PyObject *stream_refs;         /* a mixture's datasets (a list,
+					  strong), or NULL */
+	struct sluice_stream *streams; /* their library datasets, weights */
+	int nstreams;
 	sluice_loader *ld;             /* NULL once closed */
 	struct sluice_loader_config cfg;
 	sluice_batch *pending;         /* taken from ld, not yet delivered */
@@ -117,20 +121,85 @@ static PyObject *raise_loader(const sluice_loader *ld, int r,
 
 static int state_from_object(PyObject *obj, struct sluice_state *st);
 
+/* The library loader over this loader's dataset or mixture (no GIL). */
+static int open_library_loader(PySluiceLoader *self, sluice_dataset *ds,
+			       sluice_loader **out)
+{
+	if (self->nstreams)
+		return sluice_loader_open_streams(self->streams,
+						  self->nstreams, &self->cfg,
+						  out);
+	return sluice_loader_open(ds, &self->cfg, out);
+}
+
+/* streams: a list of (Dataset handle, weight, samples) tuples. */
+static int streams_from_object(PySluiceLoader *self, PyObject *list)
+{
+	Py_ssize_t n;
+
+	if (!PyList_Check(list)) {
+		PyErr_SetString(PyExc_TypeError,
+				"streams must be a list of (dataset, weight, "
+				"samples)");
+		return -1;
+	}
+	n = PyList_Size(list);
+	if (n < 1 || n > SLUICE_MAX_STREAMS) {
+		PyErr_Format(PyExc_ValueError,
+			     "a mixture needs 1 to %d streams",
+			     SLUICE_MAX_STREAMS);
+		return -1;
+	}
+	self->streams = PyMem_Calloc((size_t)n, sizeof(*self->streams));
+	if (!self->streams) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *t = PyList_GetItem(list, i), *d;
+		unsigned long long samples;
+		double weight;
+
+		if (!PyTuple_Check(t) ||
+		    !PyArg_ParseTuple(t, "O!dK", pysluice_dataset_type, &d,
+				      &weight, &samples)) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError,
+						"each stream is (dataset, "
+						"weight, samples)");
+			return -1;
+		}
+		if (!((PySluiceDataset *)d)->ds) {
+			PyErr_SetString(PyExc_ValueError,
+					"a stream's dataset is closed");
+			return -1;
+		}
+		self->streams[i] = (struct sluice_stream){
+			((PySluiceDataset *)d)->ds, weight, samples };
+	}
+	Py_INCREF(list);
+	self->stream_refs = list;
+	self->nstreams = (int)n;
+	return 0;
+}
+
 static int loader_init(PyObject *o, PyObject *args, PyObject *kw)
 {
 	PySluiceLoader *self = (PySluiceLoader *)o;
-	static char *kwlist[] = { "dataset", "config", "state", NULL };
+	static char *kwlist[] = { "dataset", "config", "state", "streams",
+				  NULL };
 	PyObject *dataset, *config = NULL, *state = Py_None;
+	PyObject *streams = Py_None;
 	PyObject *key, *value;
 	Py_ssize_t pos = 0;
 	struct sluice_state st;
 	sluice_loader *ld = NULL;
 	int r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O!O", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O!OO", kwlist,
 					 pysluice_dataset_type, &dataset,
-					 &PyDict_Type, &config, &state))
+					 &PyDict_Type, &config, &state,
+					 &streams))
 		return -1;
 	if (self->ld) {
 		PyErr_SetString(PyExc_RuntimeError, "loader already open");
@@ -146,9 +215,11 @@ static int loader_init(PyObject *o, PyObject *args, PyObject *kw)
 			return -1;
 	if (state != Py_None && state_from_object(state, &st) < 0)
 		return -1;
+	if (streams != Py_None && !self->streams &&
+	    streams_from_object(self, streams) < 0)
+		return -1;
 	Py_BEGIN_ALLOW_THREADS
-	r = sluice_loader_open(((PySluiceDataset *)dataset)->ds, &self->cfg,
-			       &ld);
+	r = open_library_loader(self, ((PySluiceDataset *)dataset)->ds, &ld);
 	if (r == 0 && state != Py_None)
 		r = sluice_loader_state_set(ld, &st);
 	Py_END_ALLOW_THREADS
@@ -193,6 +264,8 @@ static void loader_dealloc(PyObject *o)
 
 	loader_close_now(self);
 	Py_XDECREF(self->dataset);
+	Py_XDECREF(self->stream_refs);
+	PyMem_Free(self->streams);
 	pysluice_free(o);
 }
 
@@ -227,7 +300,7 @@ static int rollover(PySluiceLoader *self)
 		return -1;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	r = sluice_loader_open(self->dataset->ds, &self->cfg, &nl);
+	r = open_library_loader(self, self->dataset->ds, &nl);
 	if (r == 0)
 		r = sluice_loader_state_set(nl, &st);
 	Py_END_ALLOW_THREADS
@@ -349,18 +422,47 @@ static PyObject *loader_set_epoch(PyObject *o, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+/*
+ * The state as a dict of plain ints, the same on every rank (rank 0 saves
+ * it, every rank loads it); "earlier" lists the epoch's earlier jobs of an
+ * elastic resume as (world_size, consumed, drop_last) tuples.
+ */
 static PyObject *state_to_dict(const struct sluice_state *st)
 {
-	return Py_BuildValue(
-		"{sKsKsKsisisIsisK}", "seed", (unsigned long long)st->seed,
-		"epoch", (unsigned long long)st->epoch, "batches_consumed",
-		(unsigned long long)st->batches_consumed, "rank", (int)st->rank,
-		"world_size", (int)st->world_size, "batch_size",
-		(unsigned int)st->batch_size, "shuffle", (int)st->shuffle,
-		"dataset_records", (unsigned long long)st->dataset_records);
+	PyObject *earlier = PyList_New(0), *d;
+
+	if (!earlier)
+		return NULL;
+	for (uint32_t i = 0; i < st->nearlier; i++) {
+		PyObject *job = Py_BuildValue(
+			"(iKi)", (int)st->earlier[i].world_size,
+			(unsigned long long)st->earlier[i].consumed,
+			(int)st->earlier[i].drop_last);
+
+		if (!job || PyList_Append(earlier, job) < 0) {
+			Py_XDECREF(job);
+			Py_DECREF(earlier);
+			return NULL;
+		}
+		Py_DECREF(job);
+	}
+	d = Py_BuildValue(
+		"{sKsisIsKsKsKsisIsisKsN}", "seed",
+		(unsigned long long)st->seed, "shuffle", (int)st->shuffle,
+		"window_blocks", (unsigned int)st->window_blocks,
+		"dataset_records", (unsigned long long)st->dataset_records,
+		"mix", (unsigned long long)st->mix, "epoch",
+		(unsigned long long)st->epoch, "world_size",
+		(int)st->world_size, "batch_size",
+		(unsigned int)st->batch_size, "drop_last", (int)st->drop_last,
+		"batches_consumed", (unsigned long long)st->batches_consumed,
+		"earlier", earlier);
+	return d;
 }
 
-static int dict_u64(PyObject *d, const char *key, uint64_t *out)
+/* An int of @d[@key] in [0, max]. */
+static int dict_u64(PyObject *d, const char *key, uint64_t max,
+		    uint64_t *out)
 {
 	PyObject *v = PyDict_GetItemString(d, key);
 	unsigned long long x;
@@ -372,21 +474,84 @@ static int dict_u64(PyObject *d, const char *key, uint64_t *out)
 	x = PyLong_AsUnsignedLongLong(v);
 	if (PyErr_Occurred())
 		return -1;
+	if (x > max) {
+		PyErr_Format(PyExc_ValueError, "state field '%s' out of range",
+			     key);
+		return -1;
+	}
 	*out = x;
+	return 0;
+}
+
+static int earlier_from_object(PyObject *list, struct sluice_state *st)
+{
+	Py_ssize_t n;
+
+	if (!PyList_Check(list) && !PyTuple_Check(list)) {
+		PyErr_SetString(PyExc_TypeError,
+				"state['earlier'] must be a list of "
+				"(world_size, consumed, drop_last)");
+		return -1;
+	}
+	n = PySequence_Size(list);
+	if (n < 0)
+		return -1;
+	if (n > SLUICE_STATE_MAX_EARLIER) {
+		PyErr_SetString(PyExc_ValueError,
+				"state lists too many earlier jobs");
+		return -1;
+	}
+	st->nearlier = (uint32_t)n;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *job = PySequence_GetItem(list, i);
+		unsigned long long w, c, d;
+		int ok;
+
+		if (!job)
+			return -1;
+		ok = PyTuple_Check(job) || PyList_Check(job);
+		if (ok) {
+			PyObject *t = PySequence_Tuple(job);
+
+			ok = t && PyArg_ParseTuple(t, "KKK", &w, &c, &d);
+			Py_XDECREF(t);
+		}
+		Py_DECREF(job);
+		if (!ok || w < 1 || w > INT32_MAX || d > 1) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError,
+						"state['earlier']: each job is "
+						"(world_size >= 1, consumed, "
+						"drop_last 0 or 1)");
+			return -1;
+		}
+		st->earlier[i] = (struct sluice_state_job){
+			.world_size = (int32_t)w,
+			.consumed = c,
+			.drop_last = (int32_t)d,
+		};
+	}
 	return 0;
 }
 
 /* A dict from state() or the library's text line. */
 static int state_from_object(PyObject *obj, struct sluice_state *st)
 {
-	uint64_t v[8];
-	static const char *keys[8] = { "seed",	     "epoch",
-				       "batches_consumed", "rank",
-				       "world_size", "batch_size",
-				       "shuffle",    "dataset_records" };
+	uint64_t v[10];
+	static const char *keys[10] = { "seed", "shuffle", "window_blocks",
+					"dataset_records", "epoch",
+					"world_size", "batch_size",
+					"drop_last", "batches_consumed",
+					"mix" };
+	static const uint64_t max[10] = { UINT64_MAX, 3, UINT32_MAX,
+					  UINT64_MAX, UINT64_MAX, INT32_MAX,
+					  UINT32_MAX, 1, UINT64_MAX,
+					  UINT64_MAX };
+	PyObject *earlier;
 
+	memset(st, 0, sizeof(*st));
 	if (PyUnicode_Check(obj)) {
-		char line[512];
+		char line[SLUICE_STATE_TEXT_MAX];
 
 		if (pysluice_utf8(obj, line, sizeof(line)) < 0)
 			return -1;
@@ -403,26 +568,25 @@ static int state_from_object(PyObject *obj, struct sluice_state *st)
 				"state line");
 		return -1;
 	}
-	/* rank, world_size and shuffle are small ints; -1 is not a state. */
-	for (int i = 0; i < 8; i++)
-		if (dict_u64(obj, keys[i], &v[i]) < 0)
+	for (int i = 0; i < 10; i++)
+		if (dict_u64(obj, keys[i], max[i], &v[i]) < 0)
 			return -1;
-	if (v[3] > INT32_MAX || v[4] > INT32_MAX || v[5] > UINT32_MAX ||
-	    v[6] > INT32_MAX) {
-		PyErr_SetString(PyExc_ValueError, "state field out of range");
+	st->seed = v[0];
+	st->shuffle = (int32_t)v[1];
+	st->window_blocks = (uint32_t)v[2];
+	st->dataset_records = v[3];
+	st->epoch = v[4];
+	st->world_size = (int32_t)v[5];
+	st->batch_size = (uint32_t)v[6];
+	st->drop_last = (int32_t)v[7];
+	st->batches_consumed = v[8];
+	st->mix = v[9];
+	earlier = PyDict_GetItemString(obj, "earlier");
+	if (!earlier) {
+		PyErr_SetString(PyExc_KeyError, "state has no 'earlier'");
 		return -1;
 	}
-	*st = (struct sluice_state){
-		.seed = v[0],
-		.epoch = v[1],
-		.batches_consumed = v[2],
-		.rank = (int32_t)v[3],
-		.world_size = (int32_t)v[4],
-		.batch_size = (uint32_t)v[5],
-		.shuffle = (int32_t)v[6],
-		.dataset_records = v[7],
-	};
-	return 0;
+	return earlier_from_object(earlier, st);
 }
 
 static int current_state(PySluiceLoader *self, struct sluice_state *st)
@@ -454,7 +618,7 @@ static PyObject *loader_state_line(PyObject *o, PyObject *unused)
 {
 	PySluiceLoader *self = (PySluiceLoader *)o;
 	struct sluice_state st;
-	char line[512];
+	char line[SLUICE_STATE_TEXT_MAX];
 
 	(void)unused;
 	if (need_open(self) || current_state(self, &st) < 0)
