@@ -91,7 +91,7 @@ FSTATIC := $(BUILD)/libsluice-fuzz.a
 FUZZ_CFLAGS := -DSLUICE_TESTING=1 -DSLUICE_FUZZING=1 -Idatasets \
 	-Iprograms/dlpack-shard/import
 
-.PHONY: all test test-engines test-gpu demo deps install clean fuzz python bench-data bench-scale
+.PHONY: all test test-engines test-gpu demo deps install clean fuzz python print-libs bench-data bench-scale
 all: $(STATIC) $(SHARED) $(DLPACK_SHARD) $(SLUICE)
 
 # The programs see the public API, include/sluice_tools.h and their own
@@ -211,11 +211,14 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo.sh $(BUILD)
 
-# The extension links libsluice.so by its soname, found in $(BUILD) at run
-# time (rpath): `make python`, then PYTHONPATH=python python3 -c 'import sluice'.
-python: $(SHARED)
-	ln -sf libsluice.so $(BUILD)/libsluice.so.0
+# The extension links libsluice.a in (no libsluice.so at run time): `make
+# python`, then PYTHONPATH=python python3 -c 'import sluice'.
+python: $(STATIC)
 	cd python && SLUICE_BUILD=$(abspath $(BUILD)) python3 setup.py -q build_ext --inplace
+
+# The link line libsluice.a needs, for python/setup.py.
+print-libs:
+	@echo $(LIBS)
 
 bench-data: all
 	@sh bench/make_data.sh

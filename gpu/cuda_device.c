@@ -92,7 +92,8 @@ int cuda_device_probe(int id, char *why, size_t whylen)
 
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) {
-		device_set_err(why, whylen, "%s", cudaGetErrorString(e));
+		device_set_err(why, whylen, "the CUDA driver says: %s",
+			       cudaGetErrorString(e));
 		(void)cudaGetLastError();
 		return -SLUICE_ENODEVICE;
 	}

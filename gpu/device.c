@@ -181,20 +181,21 @@ int device_open(const struct device_config *cfg, struct device **out,
 		if (cuda_device_probe(id, why, sizeof(why)) == 0)
 			return cuda_device_open(cfg, id, out, err, errlen);
 		if (cfg->kind == SLUICE_DEVICE_CUDA) {
-			device_set_err(err, errlen, "no CUDA device: %s", why);
+			device_set_err(err, errlen, "no CUDA GPU found: %s",
+				       why);
 			return -SLUICE_ENODEVICE;
 		}
 		snprintf(reason, sizeof(reason),
-			 "no CUDA device: %s; host batches", why);
+			 "no CUDA GPU found: %s; host batches", why);
 	}
 #else
 	if (cfg->kind == SLUICE_DEVICE_CUDA) {
 		device_set_err(err, errlen,
-			       "no CUDA device: built without CUDA (CUDA=0)");
+			       "no CUDA GPU found: built without CUDA (CUDA=0)");
 		return -SLUICE_ENODEVICE;
 	}
 	snprintf(reason, sizeof(reason),
-		 "no CUDA device: built without CUDA; host batches");
+		 "no CUDA GPU found: built without CUDA; host batches");
 #endif
 	return host_device_open(cfg, reason, out, err, errlen);
 }

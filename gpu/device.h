@@ -37,7 +37,7 @@ struct device_info {
 	int is_cuda;
 	int arena_pinned;       /* cudaHostRegister held (cuda) / mlock (host) */
 	int huge_pages;
-	char fallbacks[256];    /* e.g. "no CUDA device: host batches" */
+	char fallbacks[256];    /* e.g. "no CUDA GPU found: ...; host batches" */
 };
 
 /*

@@ -414,10 +414,15 @@ struct sluice_loader_config {
 	int device_id;             /* -1: $LOCAL_RANK, else 0 */
 	int verify;                /* check each block's XXH3; 1 */
 	enum sluice_on_error on_error; /* FAIL */
-	int direct_io;             /* -1 auto (O_DIRECT, fall back), 0, 1 */
+	int direct_io;             /* -1 auto: buffered for shards the page
+				      cache mostly holds (cachestat, else
+				      mincore), O_DIRECT for the others
+				      where the fs allows; 0 off; 1 on */
 	int sqpoll;                /* IORING_SETUP_SQPOLL; 0 */
 	uint32_t pad_length;       /* 0: variable fields as values+offsets;
-				      L: padded [B, L] + F.lengths */
+				      L: padded [B, L] + F.lengths, the
+				      true lengths (values past L are cut
+				      and counted: values_truncated) */
 	uint64_t cache_bytes;      /* decoded-block cache (within
 				      memory_bytes); 0: automatic */
 	/*
@@ -537,7 +542,9 @@ SLUICE_API int64_t sluice_loader_skipped(const sluice_loader *ld, char *buf,
 SLUICE_API void sluice_loader_close(sluice_loader *ld);
 
 /** sluice_loader_error - copy the last detailed message of @ld (why open
- * failed, or the failure the loader stopped on) into @buf.
+ * failed, or the failure the loader stopped on; under on_error=skip and
+ * until a failure, the first skipped block's: file, block, offset) into
+ * @buf.
  * @return: its length, as snprintf.  Thread-safety: any thread. */
 SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 				   size_t len);
@@ -681,7 +688,7 @@ struct sluice_stats {
 	uint64_t memory_bytes;             /* the arena: io + batch memory */
 	uint64_t io_memory_bytes;          /* of which io and decode buffers */
 	uint64_t batches_over_budget;      /* hoarding consumer, host only */
-	int direct_io;                     /* 1: O_DIRECT active */
+	int direct_io;                     /* 1: O_DIRECT on every shard */
 	int registered_buffers;            /* 1: READ_FIXED active */
 	int registered_files;
 	int sqpoll;
@@ -701,7 +708,10 @@ struct sluice_stats {
 					      blocks, without a copy */
 	uint64_t blocks_direct;            /* zstd blocks decompressed
 					      straight into their batch */
-	uint64_t reserved[2];              /* zero: room to grow */
+	uint64_t values_truncated;         /* values past pad_length, cut */
+	uint64_t cached_shards;            /* direct_io=-1: shards read
+					      buffered, found cached */
+	uint64_t reserved[8];              /* zero: room to grow */
 };
 
 /**

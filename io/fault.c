@@ -1,6 +1,7 @@
 /*
  * fault.c - test-only hooks (SLUICE_TESTING builds): the fault-injection
- * hook every completion passes through, and the iovec size override.
+ * hook every completion passes through, the iovec size override, and
+ * mincore in place of cachestat.
  */
 #include "ring_private.h"
 #include "ring_test.h"
@@ -14,6 +15,7 @@ static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static io_fault_fn fault_fn;
 static void *fault_ctx;
 static size_t iovec_max_override;
+static int no_cachestat;
 
 void io_ring_set_fault(io_fault_fn fn, void *ctx)
 {
@@ -50,6 +52,23 @@ size_t ring_test_iovec_max(void)
 
 	pthread_mutex_lock(&fault_lock);
 	v = iovec_max_override;
+	pthread_mutex_unlock(&fault_lock);
+	return v;
+}
+
+void io_ring_test_no_cachestat(int on)
+{
+	pthread_mutex_lock(&fault_lock);
+	no_cachestat = on;
+	pthread_mutex_unlock(&fault_lock);
+}
+
+int ring_test_no_cachestat(void)
+{
+	int v;
+
+	pthread_mutex_lock(&fault_lock);
+	v = no_cachestat;
 	pthread_mutex_unlock(&fault_lock);
 	return v;
 }

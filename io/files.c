@@ -1,6 +1,7 @@
 /*
  * files.c - opening the shards for reading: O_DIRECT where the filesystem
- * allows it (alignment from statx STATX_DIOALIGN), buffered otherwise, and
+ * allows it (alignment from statx STATX_DIOALIGN), buffered otherwise or
+ * (direct=-1) when the page cache already holds most of the file, and
  * registering the descriptors with the ring.
  */
 #include <errno.h>
@@ -16,6 +17,10 @@
 
 /* Alignment when the kernel does not say (no STATX_DIOALIGN). */
 #define DIO_ALIGN_DEFAULT 4096u
+/* direct=-1 reads a file buffered when at least this share is cached:
+ * the device then serves at most the other half. */
+#define CACHED_SHARE_NUM 1u
+#define CACHED_SHARE_DEN 2u
 /* register_files in one go up to here; beyond, a sparse table. */
 #define FILES_DENSE_MAX 1024u
 #define FILES_UPDATE_CHUNK 256u
@@ -66,6 +71,22 @@ static uint32_t dio_alignment(int fd)
 		       : stx.stx_dio_mem_align;
 }
 
+/* A buffered descriptor of @path when the page cache holds most of it,
+ * else -1 (also when the kernel cannot say: O_DIRECT is then tried). */
+static int open_if_cached(const char *path)
+{
+	uint64_t cached, total;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (file_cached_pages(fd, &cached, &total) == 0 && total > 0 &&
+	    cached * CACHED_SHARE_DEN >= total * CACHED_SHARE_NUM)
+		return fd;
+	close(fd);
+	return -1;
+}
+
 static int open_error(const char *path, int e, char *err, size_t errlen)
 {
 	char eb[128], hint[96] = "";
@@ -82,7 +103,7 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 		    uint32_t nfiles, int direct, char *err, size_t errlen)
 {
 	const int flags = O_RDONLY | O_CLOEXEC;
-	uint32_t align = 0, refused = 0;
+	uint32_t align = 0, refused = 0, cached = 0;
 	char first[200] = "";
 	int64_t max_open = ring_reserve_fds(r, nfiles, err, errlen);
 	int ret;
@@ -118,7 +139,12 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 
 		if (!path)
 			return open_error("(null path)", EINVAL, err, errlen);
-		if (direct != 0) {
+		if (direct == -1) {
+			fd = open_if_cached(path);
+			if (fd >= 0)
+				cached++;
+		}
+		if (direct != 0 && fd < 0) {
 			fd = open(path, flags | O_DIRECT);
 			if (fd < 0 && errno != EINVAL)
 				return open_error(path, errno, err, errlen);
@@ -177,7 +203,9 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 	else if (refused > 1)
 		ring_note(r, "%s and %u more files: buffered reads", first,
 			  refused - 1);
-	r->info.direct = nfiles > 0 && refused == 0 && direct != 0;
+	r->info.direct = nfiles > 0 && refused == 0 && cached == 0 &&
+			 direct != 0;
+	r->info.cached_files = cached;
 	/* Only O_DIRECT files need alignment; 1 says "none". */
 	r->info.alignment = align ? align : 1;
 	return 0;

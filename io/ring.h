@@ -13,7 +13,9 @@ struct io_ring;
 
 struct io_ring_config {
 	unsigned queue_depth;   /* SQ entries; reads beyond it wait */
-	int direct;             /* -1: O_DIRECT when the fs allows, 0, 1 */
+	int direct;             /* -1 auto: buffered when the page cache
+				   holds most of a file, else O_DIRECT when
+				   the fs allows; 0; 1 */
 	int sqpoll;             /* IORING_SETUP_SQPOLL */
 	int plain_reads;        /* 1: do not register the buffers (forces
 				   the plain-read fallback, for tests) */
@@ -22,6 +24,7 @@ struct io_ring_config {
 /* What the ring ended up using, with the reason for each fallback. */
 struct io_ring_info {
 	int direct;             /* O_DIRECT active on every file */
+	uint32_t cached_files;  /* auto: read buffered, found in the cache */
 	int fixed_buffers;      /* READ_FIXED into registered buffers */
 	int fixed_files;        /* IOSQE_FIXED_FILE */
 	int sqpoll;

@@ -122,6 +122,9 @@ int64_t ring_reserve_fds(struct io_ring *r, uint32_t nfiles, char *err,
 			 size_t errlen);
 const char *ring_nofile_hint(char *buf, size_t len);
 
+/* residency.c: pages of @fd in the page cache (cachestat, else mincore). */
+int file_cached_pages(int fd, uint64_t *cached, uint64_t *total);
+
 /* buffers.c: the arena as registered iovecs. */
 void ring_register_buffers(struct io_ring *r, void *arena, size_t len);
 int ring_buffer_index(const struct io_ring *r, const void *buf,
@@ -138,6 +141,7 @@ void ring_op_finish(struct io_ring *r, struct ring_op *op, int err);
 void ring_fault_apply(uint32_t file, uint64_t offset, uint64_t length,
 		      int *res);
 size_t ring_test_iovec_max(void);
+int ring_test_no_cachestat(void);
 #endif
 
 #endif /* SLUICE_IO_RING_PRIVATE_H */

@@ -18,6 +18,9 @@ uint64_t io_ring_test_reopens(const struct io_ring *r);
 /* Register the arena in iovecs of @bytes (0: the 1 GiB default), for
  * rings created after the call: lets a small arena span several. */
 void io_ring_test_set_iovec_max(size_t bytes);
+
+/* 1: file residency comes from mincore, as on kernels before cachestat. */
+void io_ring_test_no_cachestat(int on);
 #endif
 
 #endif /* SLUICE_IO_RING_TEST_H */

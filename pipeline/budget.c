@@ -287,9 +287,14 @@ static struct slot *fifo_at(const struct loader_core *c, uint32_t k)
 	return c->slots[c->fifo[(c->fifo_head + k) % c->slots_cap]];
 }
 
-/* Give memory to the batches waiting for it, in batch order. */
+/* Give memory to the batches waiting for it, in batch order.  Not after
+ * sluice_loader_close(): no worker is left to assemble them, and the
+ * dataset their blocks and schema belong to may be closed already (a
+ * batch the consumer releases later must not touch it). */
 void batch_memory_grant_locked(struct loader_core *c)
 {
+	if (c->stop)
+		return;
 	for (uint32_t k = 0; k < c->fifo_len; k++) {
 		struct slot *s = fifo_at(c, k);
 

@@ -172,8 +172,11 @@ static void write_variable_index(struct loader_core *c, struct slot *s)
 				       s->rec_in_block[r], &p, &len);
 			len /= fd->unit_bytes;
 			if (c->cfg.pad_length) {
-				out[r] = (int64_t)(len < c->cfg.pad_length
-						   ? len : c->cfg.pad_length);
+				/* The true length: the values past pad_length
+				 * are cut, and counted, not hidden. */
+				out[r] = (int64_t)len;
+				if (len > c->cfg.pad_length)
+					s->truncated += len - c->cfg.pad_length;
 			} else {
 				items += len;
 				out[r + 1] = (int64_t)items;
@@ -194,6 +197,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 	int r;
 
 	s->delivered = s->count;
+	s->truncated = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
 		r = measure_batch_locked(c, s);
@@ -371,7 +375,9 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				       s->rec_in_block[r], &p, &len);
 			if (pad) {
 				uint64_t cap = pad * unit;
-				uint64_t n = (uint64_t)aux[r] * unit;
+				uint64_t n = (uint64_t)aux[r] < pad
+						     ? (uint64_t)aux[r] * unit
+						     : cap;
 				uint8_t *row = dst + (uint64_t)r * cap;
 
 				memcpy(row, p, n);

@@ -659,6 +659,7 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped,
 						 s->count - s->delivered);
+				atomic_fetch_add(&c->truncated, s->truncated);
 				*out = &s->handle;
 				break;
 			}
@@ -706,6 +707,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->batches = atomic_load(&c->batches);
 	st->records = atomic_load(&c->records);
 	st->records_skipped = atomic_load(&c->skipped);
+	st->values_truncated = atomic_load(&c->truncated);
 	st->blocks_read = atomic_load(&c->blocks_read);
 	st->block_cache_hits = atomic_load(&c->cache_hits);
 	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);
@@ -714,6 +716,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->io_memory_bytes = c->io_bytes;
 	st->batches_over_budget = atomic_load(&c->over_budget);
 	st->direct_io = c->ring_info.direct;
+	st->cached_shards = c->ring_info.cached_files;
 	st->registered_buffers = c->ring_info.fixed_buffers;
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;

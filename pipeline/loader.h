@@ -96,6 +96,7 @@ struct slot {
 	uint64_t epoch, batch;  /* which batch it holds [mu] */
 	uint32_t count;         /* records planned */
 	uint32_t delivered;     /* records after skips (the rest: skipped) */
+	uint64_t truncated;     /* values cut by pad_length */
 	uint64_t *indices;      /* dataset index per record (count) */
 	uint32_t *rec_entry;    /* cache entry per record */
 	uint32_t *rec_in_block; /* record within its block */
@@ -241,7 +242,7 @@ struct loader_core {
 	_Atomic uint64_t cpu_read_ns, cpu_verify_ns, cpu_decompress_ns,
 		cpu_assemble_ns;
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
-		batches_viewed, blocks_direct,
+		batches_viewed, blocks_direct, truncated,
 		blocks_read, cache_hits, occupancy_sum;
 
 	char err[512];              /* [mu] */

@@ -1,21 +1,99 @@
 """Build the sluice Python package: a small C extension on the CPython
-limited API (one abi3 build for Python 3.8 and later) over libsluice.
+limited API (one abi3 build for Python 3.8 and later) with libsluice
+linked in statically, so the result depends on no libsluice.so, no
+`make install`, no ldconfig and no RUNPATH:
 
-Against an installed libsluice (make install):   pip install ./python
-Against a build tree:  SLUICE_BUILD=../build python3 setup.py build_ext --inplace
-(the extension then finds libsluice.so.0 in that directory at run time).
+    pip install ./python            # builds libsluice from source too
+    python -m build python          # sdist (carries the library) + wheel
+
+libsluice is built with the project's Makefile into this build's own
+temporary directory (make's dependency files rebuild what changed) and the
+extension is relinked every time, so a stale build is never reused.
+`make python` and the tests pass SLUICE_BUILD=<make's build dir> to link
+the libsluice.a that make just built (sanitizer builds included).
 """
 import os
+import shlex
+import shutil
+import subprocess
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
 
 here = os.path.dirname(os.path.abspath(__file__))
-build = os.environ.get("SLUICE_BUILD")
-library_dirs, runtime_dirs = [], []
-if build:
-    build = os.path.abspath(build)
-    library_dirs.append(build)
-    runtime_dirs.append(build)
+# What libsluice is built from: the checkout around python/, or the copy
+# an sdist carries (see SdistWithLibrary).
+LIBRARY_PARTS = ["Makefile", "include", "datasets", "io", "pipeline", "gpu"]
+BUNDLED = os.path.join(here, "libsluice")
+
+
+def library_root():
+    for root in (BUNDLED, os.path.join(here, "..")):
+        if os.path.isfile(os.path.join(root, "include", "sluice.h")) and \
+                os.path.isfile(os.path.join(root, "Makefile")):
+            return os.path.abspath(root)
+    raise SystemExit("sluice: libsluice's sources are not here (neither "
+                     "../include/sluice.h nor libsluice/): build from a "
+                     "checkout or from the sdist")
+
+
+def make(root, *args):
+    cmd = ["make", "--no-print-directory", "-C", root] + list(args)
+    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
+                          universal_newlines=True).stdout
+
+
+class BuildWithLibrary(build_ext):
+    """Build (or take from SLUICE_BUILD) libsluice.a, then link it in."""
+
+    def run(self):
+        root = library_root()
+        build = os.environ.get("SLUICE_BUILD")
+        if build:
+            build = os.path.abspath(build)
+        else:
+            build = os.path.abspath(os.path.join(self.build_temp,
+                                                 "libsluice"))
+            jobs = str(os.cpu_count() or 1)
+            make(root, "-j" + jobs, "BUILD=" + build,
+                 os.path.join(build, "libsluice.a"))
+        static = os.path.join(build, "libsluice.a")
+        if not os.path.isfile(static):
+            raise SystemExit("sluice: %s is missing (run make first)" %
+                             static)
+        # The link line libsluice.a needs (-luring -lzstd ..., cudart).
+        libs = shlex.split(make(root, "-s", "BUILD=" + build,
+                                "print-libs"))
+        for ext in self.extensions:
+            ext.include_dirs.append(os.path.join(root, "include"))
+            ext.extra_objects.append(static)
+            ext.libraries += [a[2:] for a in libs if a.startswith("-l")]
+            ext.extra_link_args += [a for a in libs
+                                    if not a.startswith("-l")]
+            # libsluice's symbols stay private to the extension.
+            ext.extra_link_args.append("-Wl,--exclude-libs,ALL")
+        self.force = True     # relink: libsluice.a may have changed
+        super().run()
+
+
+class SdistWithLibrary(sdist):
+    """The sdist carries libsluice's sources in libsluice/, so that the
+    wheel built from it (python -m build) needs nothing outside it."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        root = library_root()
+        dest = os.path.join(base_dir, "libsluice")
+        for part in LIBRARY_PARTS:
+            src = os.path.join(root, part)
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(dest, part),
+                                ignore=shutil.ignore_patterns("*.o", "*.d"))
+            else:
+                os.makedirs(dest, exist_ok=True)
+                shutil.copy2(src, os.path.join(dest, part))
+
 
 warnings = ["-Wall", "-Wextra", "-Wshadow", "-Wpointer-arith", "-Wvla",
             "-Wformat=2", "-Wundef", "-Wmissing-prototypes",
@@ -29,12 +107,9 @@ ext = Extension(
     sources=[os.path.join("src", f) for f in
              ("module.c", "dataset.c", "loader.c", "batch.c", "tensor.c",
               "writer.c")],
-    include_dirs=[os.path.join(here, "..", "include")],
+    depends=[os.path.join("src", f) for f in ("pysluice.h", "tensor.h")],
     define_macros=[("Py_LIMITED_API", "0x03080000"), ("_GNU_SOURCE", "1")],
     py_limited_api=True,
-    libraries=["sluice"],
-    library_dirs=library_dirs,
-    runtime_library_dirs=runtime_dirs,
     extra_compile_args=["-std=c11"] + warnings,
 )
 
@@ -45,6 +120,7 @@ setup(
                 "as DLPack tensors",
     packages=["sluice"],
     ext_modules=[ext],
+    cmdclass={"build_ext": BuildWithLibrary, "sdist": SdistWithLibrary},
     python_requires=">=3.8",
     options={"bdist_wheel": {"py_limited_api": "cp38"}},
 )

@@ -80,7 +80,8 @@ static inline const char *no_gpu_reason(char *buf, size_t len)
 
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) {
-		snprintf(buf, len, "%s", cudaGetErrorString(e));
+		snprintf(buf, len, "the CUDA driver says: %s",
+			 cudaGetErrorString(e));
 		return buf;
 	}
 	if (n == 0) {

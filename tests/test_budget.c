@@ -5,7 +5,8 @@
  * for a batch or a block fails with a message that names the record or
  * block and the option; a consumer that hoards batches past the budget
  * still gets them all; a header that claims a larger max_value_bytes
- * costs nothing; each shard's own max_value_bytes bounds its values.
+ * costs nothing; each shard's own max_value_bytes bounds its values;
+ * batches released after close give their memory to no one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #define FX_OUTLIER_BYTES (6ull << 20)
 #define FX_VLEN(i) ((uint64_t)((i) == FX_OUTLIER ? FX_OUTLIER_BYTES : (i) % 37))
 #include "loader_fixture.h"
+#include "loader.h"     /* -Ipipeline: to wait for a batch's state */
 
 #define N 2000
 #define MIB (1ull << 20)
@@ -212,6 +214,81 @@ static void check_hoarding(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Batches released after the loader and its dataset were closed, while
+ * later batches waited for the memory they hold: the release frees the
+ * memory and nothing else (no assembly of a waiting batch, which read
+ * the closed dataset's schema and blocks: a crash, or ASan's
+ * use-after-free). */
+/* Whether a prefetched batch waits for batch memory, once the loader
+ * settled: one waits, or none is in flight (no clock: the loader signals
+ * ready_cv when a batch starts waiting or gets ready). */
+static int batch_waits_for_memory(sluice_loader *ld)
+{
+	struct loader_core *c = ld->core;
+	int found = 0;
+
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		for (uint32_t k = 0; k < c->fifo_len && !found; k++) {
+			struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
+							  c->slots_cap]];
+
+			found = s->state == SLOT_MEMORY && !s->has_mem;
+		}
+		if (found || c->inflight == 0 || c->failed)
+			break;
+		pthread_cond_wait(&c->ready_cv, &c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return found;
+}
+
+/* Batches released after the loader and its dataset were closed, while
+ * a later batch waited for the memory they hold: the release frees the
+ * memory and nothing else (no assembly of the waiting batch, which read
+ * the closed dataset's schema and blocks: a crash, or ASan's
+ * use-after-free; the Python loader met it after a Ctrl-C). */
+static void check_release_after_close(const char *dir)
+{
+	enum { batch = 20, most = 64 };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	sluice_batch *held[most];
+	uint32_t k = 0, rounds = 0;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = must_open(ds, SLUICE_SHUFFLE_NONE, batch, 64 * 1024);
+	/* Keep the batches with budget memory, release those that had to
+	 * get memory outside it (their slots are prefetched into again),
+	 * until a prefetched batch waits for the memory the kept ones hold. */
+	for (;;) {
+		uint32_t kept = 0, released = 0;
+		int r;
+
+		T_ASSERT(++rounds < 1000 && k < most);
+		r = sluice_loader_next(ld, &held[k]);
+		if (r == SLUICE_EOF)
+			continue;
+		T_OK(r);
+		k++;
+		for (uint32_t i = 0; i < k; i++) {
+			if (ld->core->slots[held[i]->slot]->own_host) {
+				sluice_batch_release(held[i]);
+				released++;
+			} else {
+				held[kept++] = held[i];
+			}
+		}
+		k = kept;
+		if (released && batch_waits_for_memory(ld))
+			break;
+	}
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	for (uint32_t i = 0; i < k; i++)
+		sluice_batch_release(held[i]);
+}
+
 /* The one shard file under @dir, into @path. */
 static void shard_path(const char *dir, char *path, size_t len, int k)
 {
@@ -334,6 +411,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/plain", dir);
 	fx_write(path, 600, 2048, 0, 0);
 	check_hoarding(path);
+	check_release_after_close(path);
 	check_lying_header(path);
 	check_shard_bound(dir);
 	fx_rmrf(dir);

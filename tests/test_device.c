@@ -126,9 +126,9 @@ static void test_no_gpu(const char *why)
 	device_get_info(d, &info);
 	T_EQ(info.is_cuda, 0);
 	T_EQ(info.dl.device_type, kDLCPU);
-	snprintf(want, sizeof(want), "no CUDA device: %s; host batches", why);
+	snprintf(want, sizeof(want), "no CUDA GPU found: %s; host batches", why);
 	T_CONTAINS(info.fallbacks, want);
-	T_ASSERT(strncmp(info.fallbacks, "no CUDA device: ", 16) == 0);
+	T_ASSERT(strncmp(info.fallbacks, "no CUDA GPU found: ", 19) == 0);
 	printf("AUTO fallbacks: %s\n", info.fallbacks);
 	check_arena(d, cfg.arena_bytes);
 	device_close(d);
@@ -137,7 +137,7 @@ static void test_no_gpu(const char *why)
 	d = (struct device *)&cfg;
 	T_EQ(device_open(&cfg, &d, err, sizeof(err)), -SLUICE_ENODEVICE);
 	T_ASSERT(d == NULL);
-	T_CONTAINS(err, "no CUDA device: ");
+	T_CONTAINS(err, "no CUDA GPU found: ");
 	printf("CUDA kind: %s\n", err);
 }
 

@@ -162,9 +162,9 @@ fi
 [ ! -e "$T/dir_bad/dataset.json" ] || fail "dataset.json after error"
 
 # ------------------------------------------------------------------ tar
-step "tar: round trip (ustar, GNU long names, pax), empty member"
+step "tar: round trip (ustar, GNU long names, pax), empty member, __key__, int64 .cls"
 python3 - "$T" <<'EOF' || fail "generating the tar sources"
-import io, os, random, sys, tarfile
+import io, os, random, struct, sys, tarfile
 t = sys.argv[1]
 rnd = random.Random(2)
 exp = os.path.join(t, "exp_tar")
@@ -175,27 +175,36 @@ for i in range(150):
     key = "%s/s%05d" % ("shard-a" if i < 75 else longdir, i)
     fields = [
         ("jpg", rnd.randbytes(rnd.choice([10, 5000, 90000]))),
-        ("cls", b"" if i == 3 else str(i % 10).encode()),
+        ("cls", (" %d\n" if i == 3 else "%d") % (i % 10 - 5)),
         ("seg.png", rnd.randbytes(rnd.randrange(0, 2000))),
     ]
     if i % 2:  # a later sample may list its fields in another order
         fields.reverse()
     samples.append((key, fields))
-def write(path, fmt):
+def write(path, fmt, samples=samples):
     with tarfile.open(path, "w", format=fmt) as tf:
         d = tarfile.TarInfo("shard-a")
         d.type = tarfile.DIRTYPE
         tf.addfile(d)
         for key, fields in samples:
             for ext, data in fields:
+                data = data.encode() if isinstance(data, str) else data
                 ti = tarfile.TarInfo(key + "." + ext)
                 ti.size = len(data)
                 tf.addfile(ti, io.BytesIO(data))
 write(os.path.join(t, "gnu.tar"), tarfile.GNU_FORMAT)
 write(os.path.join(t, "pax.tar"), tarfile.PAX_FORMAT)
+# The same samples as a WebDataset of 12 shards (the last one short).
+os.makedirs(os.path.join(t, "wds"))
+for k in range(12):
+    write(os.path.join(t, "wds", "shard-%03d.tar" % k), tarfile.GNU_FORMAT,
+          samples[13 * k:13 * (k + 1)])
 for i, (key, fields) in enumerate(samples):
     if i % 5 == 0 or i in (3, 149):
+        open(os.path.join(exp, "%d.__key__" % i), "wb").write(key.encode())
         for ext, data in fields:
+            if ext == "cls":
+                data = struct.pack("<q", int(data))
             open(os.path.join(exp, "%d.%s" % (i, ext)), "wb").write(data)
 EOF
 run "$DS" convert "$T/gnu.tar" --out "$T/tar_raw" --block-size 64K \
@@ -206,14 +215,83 @@ run "$DS" convert "$T/pax.tar" --out "$T/tar_zstd" --compression zstd \
 python3 -c '
 import json, sys
 names = [f["name"] for f in json.load(open(sys.argv[1]))["fields"]]
-assert names == ["jpg", "cls", "seg.png"], names
-' "$T/info.json" || fail "tar: fields not in first-sample order"
+assert names == ["__key__", "jpg", "cls", "seg.png"], names
+' "$T/info.json" || fail "tar: fields not __key__ then first-sample order"
+"$DS" info "$T/tar_raw" | grep -q 'cls.*int64' || fail "tar: cls is not int64"
 check_expect "$T/tar_raw" "$T/exp_tar"
 check_expect "$T/tar_zstd" "$T/exp_tar"
 same_hashes "$T/tar_raw" "$T/tar_zstd"
 
 step "tar: 3 parts merged equal the whole"
 parts_equal_whole "$T/tar_raw" "$T/gnu.tar" --block-size 64K
+
+step "tar: many tars (brace pattern, glob, list) in order equal one tar"
+run "$DS" convert "$T/wds/shard-{000..011}.tar" --out "$T/wds_brace" \
+	--block-size 64K --compression none --quiet
+same_hashes "$T/tar_raw" "$T/wds_brace"
+run "$DS" convert "$T/wds/shard-*.tar" --from tar --out "$T/wds_glob" \
+	--block-size 64K --compression none --quiet
+same_hashes "$T/tar_raw" "$T/wds_glob"
+list=$(ls "$T"/wds/shard-*.tar | tr '\n' ',' | sed 's/,$//')
+run "$DS" convert "$list" --out "$T/wds_list" --block-size 64K \
+	--compression none --quiet
+same_hashes "$T/tar_raw" "$T/wds_list"
+run "$DS" convert "$T/wds/shard-{000..005}.tar,$T/wds/shard-{006,007,008,009,010,011}.tar" \
+	--from tar --out "$T/wds_mixed" --block-size 64K --compression none --quiet
+same_hashes "$T/tar_raw" "$T/wds_mixed"
+run_fails "shard-6.tar" "$DS" convert "$T/wds/shard-{6..7}.tar" --from tar \
+	--out "$T/x_unpadded" --quiet
+run "$DS" convert "$T/wds/shard-00{0..9}.tar,$T/wds/shard-01{0,1}.tar" \
+	--from tar --out "$T/wds_mixed2" --block-size 64K --compression none --quiet
+same_hashes "$T/tar_raw" "$T/wds_mixed2"
+parts_equal_whole "$T/tar_raw" "$T/wds/shard-{000..011}.tar" --block-size 64K
+run "$DS" convert "$T/wds/shard-{011..000}.tar" --out "$T/wds_rev" --quiet
+"$DS" cat "$T/wds_rev" --index 0 --field __key__ >"$T/key0" || fail "cat key"
+[ "$(cat "$T/key0")" = "$(printf 'd%.0s' $(seq 120))/s00143" ] ||
+	fail "a descending range is read in its order: first key $(cat "$T/key0")"
+run_fails "no file matches" "$DS" convert "$T/wds/nope-*.tar" \
+	--out "$T/x_nomatch" --quiet
+run_fails "nested braces" "$DS" convert "$T/wds/s-{0,{1,2}}.tar" \
+	--out "$T/x_nested" --quiet
+run_fails "empty path" "$DS" convert "$T/gnu.tar,,$T/gnu.tar" --from tar \
+	--out "$T/x_empty" --quiet
+
+step "tar: --drop-key; labels that are not integers stay bytes"
+run "$DS" convert "$T/gnu.tar" --out "$T/tar_nokey" --drop-key --quiet
+"$DS" info "$T/tar_nokey" --json >"$T/info.json" || fail "info"
+python3 -c '
+import json, sys
+names = [f["name"] for f in json.load(open(sys.argv[1]))["fields"]]
+assert names == ["jpg", "cls", "seg.png"], names
+' "$T/info.json" || fail "tar --drop-key: fields"
+python3 - "$T" <<'EOF' || fail "generating label tars"
+import io, os, sys, tarfile
+t = sys.argv[1]
+def tar(path, members):
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+tar(os.path.join(t, "textcls.tar"), [("a.jpg", b"1"), ("a.cls", b"cat"),
+    ("b.jpg", b"2"), ("b.cls", b"7")])
+tar(os.path.join(t, "badcls.tar"), [("a.jpg", b"1"), ("a.cls", b"3"),
+    ("b.jpg", b"2"), ("b.cls", b"4"), ("sample-b.cls", b"x"),
+    ("sample-b.jpg", b"2")])
+tar(os.path.join(t, "bigcls.tar"), [("a.cls", b"9223372036854775807"),
+    ("b.cls", b"9223372036854775808")])
+tar(os.path.join(t, "keyext.tar"), [("a.__key__", b"1")])
+EOF
+run "$DS" convert "$T/textcls.tar" --out "$T/tar_textcls" --quiet
+"$DS" info "$T/tar_textcls" | grep -q 'cls.*uint8' || fail "text cls is not bytes"
+"$DS" cat "$T/tar_textcls" --index 1 --field cls >"$T/got" || fail "cat cls"
+[ "$(cat "$T/got")" = 7 ] || fail "text cls: '$(cat "$T/got")'"
+run_fails "key 'sample-b': 'cls' is not an integer" \
+	"$DS" convert "$T/badcls.tar" --out "$T/x_badcls" --quiet
+run_fails "key 'b': 'cls' is not an integer" \
+	"$DS" convert "$T/bigcls.tar" --out "$T/x_bigcls" --quiet
+run_fails "drop-key" "$DS" convert "$T/keyext.tar" --out "$T/x_keyext" --quiet
+run "$DS" convert "$T/keyext.tar" --out "$T/tar_keyext" --drop-key --quiet
 
 step "tar: malformed archives"
 python3 - "$T" <<'EOF' || fail "generating bad tars"

@@ -18,6 +18,7 @@
 #include "import_common.h"
 #include "import_npy_header.h"
 #include "import_tar_reader.h"
+#include "import_tar_sources.h"
 #include "t.h"
 
 static char err[1024];
@@ -491,6 +492,56 @@ static void test_part_range(void)
 	T_EQ(import_check_part(&o, err, sizeof(err)), -EINVAL);
 }
 
+/* @spec expands to the '|'-joined @want (no globbing: no * ? [). */
+static void expands_to(const char *spec, const char *want)
+{
+	struct tar_sources s;
+	char msg[256] = "", got[4096] = "";
+
+	T_OK(tar_sources_expand(spec, &s, msg, sizeof(msg)));
+	for (size_t i = 0; i < s.n; i++) {
+		if (i)
+			strcat(got, "|");
+		strcat(got, s.paths[i]);
+	}
+	if (strcmp(got, want) != 0)
+		T_FAIL_AT("'%s' expands to '%s', want '%s'", spec, got, want);
+	tar_sources_free(&s);
+}
+
+static void refuses(const char *spec, const char *msg)
+{
+	struct tar_sources s;
+	char why[256] = "";
+
+	T_EQ(tar_sources_expand(spec, &s, why, sizeof(why)), -SLUICE_EINPUT);
+	T_CONTAINS(why, msg);
+	T_EQ(s.n, 0);
+}
+
+static void test_tar_sources(void)
+{
+	expands_to("a.tar", "a.tar");
+	expands_to("a.tar,b.tar", "a.tar|b.tar");
+	expands_to("s-{000..003}.tar", "s-000.tar|s-001.tar|s-002.tar|s-003.tar");
+	expands_to("s-{8..11}.tar", "s-8.tar|s-9.tar|s-10.tar|s-11.tar");
+	expands_to("s-{2..0}.tar", "s-2.tar|s-1.tar|s-0.tar");
+	expands_to("s-{-1..1}", "s--1|s-0|s-1");
+	expands_to("{train,val}-{0..1}.tar",
+		   "train-0.tar|train-1.tar|val-0.tar|val-1.tar");
+	expands_to("x{,y}", "x|xy");
+	expands_to("s-{0..1}.tar,t.tar", "s-0.tar|s-1.tar|t.tar");
+	expands_to("{a,b},c", "a|b|c");
+	expands_to("s-{x..y}", "s-x..y");       /* not a range: one item */
+	refuses("s-{0,{1}}", "nested braces");
+	refuses("s-{0..1", "unbalanced");
+	refuses("a,,b", "empty path");
+	refuses("", "empty path");
+	refuses("s-{0..99999999999}", "range of more than");
+	refuses("/nonexistent-dir-sluice/*.tar", "no file matches");
+	printf("tar sources: ok\n");
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -500,6 +551,7 @@ int main(void)
 	test_tar_members();
 	test_tar_errors();
 	test_part_range();
+	test_tar_sources();
 	printf("test_import_parse: ok\n");
 	return 0;
 }

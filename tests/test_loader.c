@@ -205,13 +205,16 @@ static void check_resume(const char *dir)
 	sluice_dataset_close(ds);
 }
 
-/* Padded variable fields: [B, L] plus lengths, zero beyond the value. */
+/* Padded variable fields: [B, L] plus the true lengths, zero beyond the
+ * value; values past L are cut and counted. */
 static void check_padding(const char *dir)
 {
 	struct sluice_loader_config cfg;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
 	sluice_batch *b;
+	struct sluice_stats st;
+	uint64_t cut = 0;
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
@@ -234,7 +237,9 @@ static void check_padding(const char *dir)
 			const uint8_t *row = (const uint8_t *)tv->dl_tensor.data + r * 20;
 			uint64_t len = FX_VLEN(idx[r]) < 20 ? FX_VLEN(idx[r]) : 20;
 
-			T_EQ(((const int64_t *)tl->dl_tensor.data)[r], len);
+			T_EQ(((const int64_t *)tl->dl_tensor.data)[r],
+			     FX_VLEN(idx[r]));
+			cut += FX_VLEN(idx[r]) - len;
 			for (uint64_t k = 0; k < 20; k++)
 				T_EQ(row[k], k < len ? fx_v(idx[r], k) : 0);
 		}
@@ -242,6 +247,9 @@ static void check_padding(const char *dir)
 		tl->deleter(tl);
 		sluice_batch_release(b);
 	}
+	T_OK(sluice_loader_stats(ld, &st));
+	T_LT(0, cut);
+	T_EQ(st.values_truncated, cut);
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
 }

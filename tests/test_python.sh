@@ -1,7 +1,7 @@
 #!/bin/sh
-# The Python package: build the extension against $BUILD/libsluice.so into
-# $BUILD/python, then run its pytest suite (python/tests) with a python3
-# that has pytest and numpy (tools/python_env.sh: the system's, or
+# The Python package: build the extension with $BUILD/libsluice.a linked
+# in, into $BUILD/python, then run its pytest suite (python/tests) with a
+# python3 that has pytest and numpy (tools/python_env.sh: the system's, or
 # build/venv, filled on first use), less the CUDA tests, which
 # tests/test_gpu_python.sh runs (and skips as a whole).
 # SLUICE_PYTEST_K selects tests by name (pytest -k; default "not cuda").
@@ -28,7 +28,7 @@ cat "$env_err"
 rm -f "$env_err"
 [ $rc -eq 0 ] || skip "no Python with pytest and numpy (see above)"
 echo "python: $PY"
-[ -f "$build/libsluice.so" ] || { echo "no $build/libsluice.so"; exit 1; }
+[ -f "$build/libsluice.a" ] || { echo "no $build/libsluice.a"; exit 1; }
 
 # Sanitizer builds: the runtime must be loaded before the interpreter.
 case ${SAN:-} in
@@ -52,7 +52,6 @@ esac
 out=${SLUICE_PY_OUT:-$build/python}
 rm -rf "$out"
 mkdir -p "$out"
-ln -sf libsluice.so "$build/libsluice.so.0"
 san_flags=${SAN:+-fsanitize=$SAN -fno-sanitize-recover=all -fno-omit-frame-pointer}
 (cd python && LD_PRELOAD= SLUICE_BUILD="$build" CFLAGS="$san_flags" \
 	LDFLAGS="${SAN:+-fsanitize=$SAN}" "$PY" setup.py -q build \

@@ -73,6 +73,36 @@ static void check_bytes(const void *buf, unsigned seed, uint64_t off,
 				  pat(seed, off + i));
 }
 
+/* Drop @path's clean pages from the page cache (no root needed), so that
+ * direct=-1 takes O_DIRECT for it. */
+static void evict(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	T_ASSERT(fd >= 0);
+	T_EQ(fsync(fd), 0);
+	T_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+}
+
+static void evict_all(void)
+{
+	for (unsigned i = 0; i < 3; i++)
+		evict(paths[i]);
+}
+
+/* Read @path through the page cache, as a previous epoch would have. */
+static void warm(const char *path)
+{
+	char buf[65536];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	T_ASSERT(fd >= 0);
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+}
+
 static struct io_ring *ring_open(const char *const *p, uint32_t n,
 				 int direct, unsigned depth, int sqpoll,
 				 struct io_ring_info *info)
@@ -683,6 +713,71 @@ static void test_files_on_demand(int direct)
 	io_ring_destroy(r);
 }
 
+/*
+ * direct=-1: a file the page cache holds is read buffered (O_DIRECT
+ * would read it from the device again); one it does not hold, with
+ * O_DIRECT where the filesystem allows.  Right bytes either way.
+ */
+static void test_direct_auto(void)
+{
+	const char *const p[] = { paths[0], paths[1] };
+	struct io_ring_info info;
+	struct io_ring *r;
+	int fd = open(paths[0], O_RDONLY | O_DIRECT | O_CLOEXEC);
+	int fs_direct = fd >= 0;
+
+	if (fd >= 0)
+		close(fd);
+	warm(paths[0]);
+	warm(paths[1]);
+	r = ring_open(p, 2, -1, 8, 0, &info);
+	T_EQ(info.cached_files, 2);
+	T_EQ(info.direct, 0);
+	T_EQ(info.alignment, 1);
+	T_ASSERT(!strstr(info.fallbacks, "O_DIRECT"));
+	set_read(0, 0, 3 * BLK + 5, 1000, 1000, arena);
+	set_read(1, 1, 0, BLK, BLK, arena + 2 * BLK);
+	submit(r, 2, NULL);
+	reap_all(r, 2);
+	check_read(0, 0);
+	check_read(1, 1);
+	io_ring_destroy(r);
+
+	evict(paths[0]);
+	r = ring_open(p, 2, -1, 8, 0, &info);
+	T_EQ(info.cached_files, 1);          /* paths[1] still cached */
+	T_EQ(info.direct, 0);
+	if (fs_direct)
+		T_ASSERT(info.alignment >= 512);  /* paths[0]: O_DIRECT */
+	io_ring_destroy(r);
+
+	evict_all();
+	r = ring_open(p, 2, -1, 8, 0, &info);
+	T_EQ(info.cached_files, 0);
+	T_EQ(info.direct, fs_direct);
+	set_read(0, 0, 0, BLK, BLK, arena);
+	set_read(1, 1, 5 * BLK, 2 * BLK, 2 * BLK, arena + 2 * BLK);
+	submit(r, 2, NULL);
+	reap_all(r, 2);
+	check_read(0, 0);
+	check_read(1, 1);
+	io_ring_destroy(r);
+
+	/* direct=1 and 0 ignore the cache. */
+	warm(paths[0]);
+	r = ring_open(p, 1, 0, 8, 0, &info);
+	T_EQ(info.cached_files, 0);
+	io_ring_destroy(r);
+	if (fs_direct) {
+		r = ring_open(p, 1, 1, 8, 0, &info);
+		T_EQ(info.cached_files, 0);
+		T_EQ(info.direct, 1);
+		io_ring_destroy(r);
+	}
+	printf("direct auto: ok%s\n",
+	       fs_direct ? "" : " (no O_DIRECT on this filesystem)");
+}
+
 /* A file that refuses O_DIRECT: /proc/version (procfs: EINVAL). */
 static void test_direct_refused(void)
 {
@@ -703,6 +798,7 @@ static void test_direct_refused(void)
 			    sizeof(err)), -EINVAL);
 	T_CONTAINS(err, "O_DIRECT refused on /proc/version (proc)");
 
+	evict(paths[0]);
 	r = ring_open(p, 2, -1, 8, 0, &info);
 	T_CONTAINS(info.fallbacks,
 		   "O_DIRECT refused on /proc/version (proc): buffered reads");
@@ -726,7 +822,7 @@ static void test_direct_refused(void)
 }
 
 /* tmpfs: O_DIRECT since Linux 6.6, refused before; right bytes either
- * way. */
+ * way.  Its pages are the page cache, so direct=-1 reads it buffered. */
 static void test_tmpfs(void)
 {
 	struct statfs sf;
@@ -742,12 +838,27 @@ static void test_tmpfs(void)
 	snprintf(path, sizeof(path), "/dev/shm/sluice-ring-%d", (int)getpid());
 	make_file(path, 7, 64 * BLK);
 	r = ring_open(p, 1, -1, 8, 0, &info);
-	if (info.direct)
-		printf("tmpfs: O_DIRECT accepted (alignment %u)\n",
-		       info.alignment);
-	else
-		T_CONTAINS(info.fallbacks, "(tmpfs): buffered reads");
-	printf("tmpfs: %s\n", info.fallbacks[0] ? info.fallbacks : "-");
+	T_EQ(info.cached_files, 1);
+	T_EQ(info.direct, 0);
+	io_ring_destroy(r);
+	{
+		struct io_ring_config cfg = { .queue_depth = 8,
+					      .direct = 1 };
+		char err[256];
+		int ret = io_ring_create(&r, p, 1, arena, ARENA_LEN, &cfg,
+					 err, sizeof(err));
+
+		if (ret == 0) {
+			io_ring_get_info(r, &info);
+			printf("tmpfs: O_DIRECT accepted (alignment %u)\n",
+			       info.alignment);
+		} else {
+			T_EQ(ret, -EINVAL);
+			T_CONTAINS(err, "(tmpfs)");
+			printf("tmpfs: %s\n", err);
+			r = ring_open(p, 1, -1, 8, 0, &info);
+		}
+	}
 	for (unsigned i = 0; i < 16; i++)
 		set_read(i, 0, (uint64_t)(15 - i) * 4 * BLK, BLK, BLK,
 			 arena + i * BLK);
@@ -869,8 +980,10 @@ int main(void)
 	T_ASSERT(arena != MAP_FAILED);
 
 	test_memlock();  /* forks: before any thread */
+	evict_all();
 	report();
 	for (int direct = -1; direct <= 0; direct++) {
+		evict_all();    /* -1 then takes O_DIRECT where it can */
 		test_scattered(direct);
 		test_coalesce(direct);
 		test_short_and_again(direct);
@@ -886,6 +999,10 @@ int main(void)
 	test_sqpoll();
 	test_many_files();
 	test_direct_refused();
+	test_direct_auto();
+	io_ring_test_no_cachestat(1);   /* kernels before 6.5: mincore */
+	test_direct_auto();
+	io_ring_test_no_cachestat(0);
 	test_tmpfs();
 	test_files_on_demand(-1);  /* lowers RLIMIT_NOFILE: last */
 	test_files_on_demand(0);

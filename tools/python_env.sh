@@ -1,6 +1,7 @@
 #!/bin/sh
 # tools/python_env.sh - print the path of a python3 that has what the
-# Python tests need (pytest, numpy, setuptools): the system's when it has
+# Python tests need (pytest, numpy; setuptools, wheel and build to build
+# the package offline in tests/test_python_install.sh): the system's when it has
 # them, otherwise a project-local virtual environment (build/venv,
 # git-ignored) created and filled on first use.  Never installs into the
 # system.  Exit 0 with the path on stdout, or 1 with the reason on stderr.
@@ -8,9 +9,9 @@
 # (use the venv even when the system has everything).
 PY=${PYTHON:-python3}
 VENV=${SLUICE_VENV:-build/venv}
-NEED="pytest numpy setuptools"
+NEED="pytest numpy setuptools wheel build"
 
-has_all() { "$1" -c 'import pytest, numpy, setuptools' 2>/dev/null; }
+has_all() { "$1" -c 'import pytest, numpy, setuptools, wheel, build' 2>/dev/null; }
 fail() { echo "$*" >&2; exit 1; }
 
 command -v "$PY" >/dev/null 2>&1 || fail "$PY not found"

@@ -195,7 +195,7 @@ static enum source_kind guess_kind(const char *src)
 enum {
 	OPT_FROM = 256, OPT_SHARD_SIZE, OPT_RECORDS_PER_SHARD, OPT_BLOCK_SIZE,
 	OPT_COMPRESSION, OPT_THREADS, OPT_PART, OPT_PREFIX, OPT_JSON,
-	OPT_RECORDS, OPT_FIELD, OPT_SEED,
+	OPT_RECORDS, OPT_FIELD, OPT_SEED, OPT_DROP_KEY,
 };
 
 static const struct option convert_options[] = {
@@ -213,6 +213,7 @@ static const struct option convert_options[] = {
 	{ "records", required_argument, NULL, OPT_RECORDS },
 	{ "field", required_argument, NULL, OPT_FIELD },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "drop-key", no_argument, NULL, OPT_DROP_KEY },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -301,6 +302,9 @@ static int parse_option(struct convert_args *a, int c, const char *arg)
 		if (parse_field(arg, &o->synth_fields[o->synth_nfields]))
 			return CLI_EXIT_USAGE;
 		o->synth_nfields++;
+		return -1;
+	case OPT_DROP_KEY:
+		o->tar_drop_key = 1;
 		return -1;
 	case OPT_SEED:
 		if (cli_parse_u64(arg, &o->synth_seed) < 0)

@@ -243,8 +243,8 @@ void report_text(FILE *f, const struct bench_report *r)
 	text_stage(f, "decode", &st->decode, x.wall_s);
 	text_stage(f, "assemble", &st->assemble, x.wall_s);
 	text_stage(f, "copy", &st->copy, x.wall_s);
-	fprintf(f, "io       direct %s, registered buffers %s, files %s, sqpoll %s, device pinned %s\n",
-		st->direct_io ? "yes" : "no",
+	fprintf(f, "io       direct %s (%u shards cached: buffered), registered buffers %s, files %s, sqpoll %s, device pinned %s\n",
+		st->direct_io ? "yes" : "no", (unsigned)st->cached_shards,
 		st->registered_buffers ? "yes" : "no",
 		st->registered_files ? "yes" : "no", st->sqpoll ? "yes" : "no",
 		st->device_pinned ? "yes" : "no");
@@ -440,9 +440,10 @@ static void json_stages(FILE *f, const struct bench_report *r,
 		fputc('}', f);
 	}
 	fputc('}', f);
-	fprintf(f, ",\"fallbacks\":{\"direct_io\":%d,\"registered_buffers\":%d,\"registered_files\":%d,\"sqpoll\":%d,\"device_pinned\":%d,\"reasons\":",
-		st->direct_io, st->registered_buffers, st->registered_files,
-		st->sqpoll, st->device_pinned);
+	fprintf(f, ",\"fallbacks\":{\"direct_io\":%d,\"cached_shards\":%llu,\"registered_buffers\":%d,\"registered_files\":%d,\"sqpoll\":%d,\"device_pinned\":%d,\"reasons\":",
+		st->direct_io, (unsigned long long)st->cached_shards,
+		st->registered_buffers, st->registered_files, st->sqpoll,
+		st->device_pinned);
 	cli_json_string(f, st->fallbacks);
 	fputc('}', f);
 }

@@ -1,22 +1,33 @@
-"""A training loop fed by sluice, with resumable checkpoints.
+"""A data-parallel training loop fed by sluice, with exact resume.
 
-    # a small synthetic dataset (written with sluice.ShardWriter), then train
-    python3 examples/train.py --make-data /tmp/sluice-demo
-    python3 examples/train.py /tmp/sluice-demo --epochs 3
+    # one process (CPU or the GPU of LOCAL_RANK); writes a small synthetic
+    # dataset first (sluice.ShardWriter, parts merged)
+    python3 examples/train.py /tmp/sluice-demo --make-data --epochs 3
 
-    # several GPUs: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK, which the
-    # loader reads; each rank gets its own part of every epoch
-    torchrun --nproc-per-node 8 examples/train.py /data/train
+    # data-parallel: torchrun starts the processes and sets RANK,
+    # WORLD_SIZE and LOCAL_RANK; each rank's loader reads its own part of
+    # every epoch; gloo on CPU, NCCL on GPUs
+    torchrun --standalone --nproc-per-node 2 examples/train.py /tmp/sluice-demo
 
-Stop it with Ctrl-C and run it again: it continues from the checkpoint,
-with the exact batch order of an uninterrupted run.
+Rank 0 writes the checkpoint (model, optimizer, and every rank's loader
+position), atomically, every --save-every steps and at each epoch's end.
+Kill the job and start the same command again: every rank loads it and
+continues with exactly the batches an uninterrupted run would have seen
+(--stop-after N stops cleanly after step N's checkpoint, to try it).
+
+Every rank's loader position is gathered into rank 0's checkpoint
+(dist.all_gather_object) because a loader's state names its rank; a
+restart therefore needs the same number of processes.
 """
 import argparse
+import hashlib
 import os
 import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 import sluice
 import sluice.torch
@@ -41,79 +52,134 @@ def make_data(path, records=20000, parts=4):
     print("merged:", sluice.merge(part_dirs, path))
 
 
+def params_digest(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("data", help="dataset directory")
     ap.add_argument("--make-data", action="store_true",
-                    help="write a synthetic dataset at DATA first")
+                    help="write a synthetic dataset at DATA first "
+                         "(when missing)")
+    ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--device", default=None,
-                    help="cpu, cuda, cuda:N (default: LOCAL_RANK's GPU)")
+    ap.add_argument("--device", default="auto",
+                    help="auto, cpu, cuda, cuda:N (auto: LOCAL_RANK's GPU "
+                         "when there is one)")
     ap.add_argument("--checkpoint", default="/tmp/sluice-train.pt")
+    ap.add_argument("--save-every", type=int, default=20,
+                    help="checkpoint every N steps (and at epoch ends)")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop cleanly after N steps of this run, "
+                         "checkpointed (to try a restart)")
     args = ap.parse_args()
 
-    if args.make_data:
-        make_data(args.data)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    distributed = world > 1
+    if distributed:
+        # gloo works everywhere; NCCL is what GPUs want.
+        backend = "nccl" if (torch.cuda.is_available() and
+                             args.device != "cpu") else "gloo"
+        dist.init_process_group(backend)
+    rank = dist.get_rank() if distributed else 0
+
+    if args.make_data and rank == 0 and not os.path.exists(args.data):
+        make_data(args.data, args.records)
+    if distributed:
+        dist.barrier()          # the data exists before anyone opens it
 
     ckpt = None
     if os.path.exists(args.checkpoint):
-        ckpt = torch.load(args.checkpoint, weights_only=False)
-        print("resuming at epoch %(epoch)d, batch %(batches_consumed)d"
-              % ckpt["loader"])
+        ckpt = torch.load(args.checkpoint, map_location="cpu",
+                          weights_only=False)
+        if ckpt["world_size"] != world:
+            raise SystemExit(
+                "%s was written by %d processes, this run has %d: the "
+                "loader positions are per rank" % (
+                    args.checkpoint, ckpt["world_size"], world))
+        if rank == 0:
+            print("resuming at epoch %(epoch)d, batch %(batches_consumed)d"
+                  % ckpt["loader"][0])
 
+    # RANK and WORLD_SIZE come from the environment; state= continues
+    # this rank's part exactly where the checkpoint left it.
     loader = sluice.torch.Loader(
         args.data, batch_size=args.batch_size, shuffle="window", seed=0,
         device=args.device, prefetch=4,
-        state=ckpt["loader"] if ckpt else None)
+        state=ckpt["loader"][rank] if ckpt else None)
     device = loader.device
+    torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
         torch.nn.Linear(64, CLASSES)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    first_epoch = 0
     if ckpt:
         model.load_state_dict(ckpt["model"])
+    if distributed:
+        model = DDP(model, device_ids=[device.index]
+                    if device.type == "cuda" else None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if ckpt:
         opt.load_state_dict(ckpt["opt"])
-        first_epoch = ckpt["loader"]["epoch"]
-
-    # The loader position after the last batch whose step completed: a
-    # Ctrl-C inside a step must not count that batch as trained.
-    position = loader.state_dict()
+    first_epoch = ckpt["loader"][0]["epoch"] if ckpt else 0
+    plain = model.module if distributed else model
 
     def save():
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
-                    "loader": position}, args.checkpoint)
+        """Collective: every rank calls it at the same step."""
+        position = loader.state_dict()
+        if distributed:
+            positions = [None] * world
+            dist.all_gather_object(positions, position)
+        else:
+            positions = [position]
+        if rank == 0:
+            tmp = args.checkpoint + ".tmp"
+            torch.save({"model": plain.state_dict(), "opt": opt.state_dict(),
+                        "loader": positions, "world_size": world}, tmp)
+            os.replace(tmp, args.checkpoint)   # never half a checkpoint
 
-    try:
-        for epoch in range(first_epoch, args.epochs):
-            if not (ckpt and epoch == first_epoch):
-                loader.set_epoch(epoch)    # a resumed epoch goes on as is
-            start, seen, correct, loss_sum = time.time(), 0, 0, 0.0
-            for step, batch in enumerate(loader):
-                x, y = batch["data"], batch["label"]
-                logits = model(x)
-                loss = torch.nn.functional.cross_entropy(logits, y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                position = loader.state_dict()
-                seen += len(y)
-                correct += int((logits.argmax(1) == y).sum())
-                loss_sum += loss.item() * len(y)
-                if step % 20 == 0:
-                    save()
-            print("epoch %d: %d records, loss %.3f, accuracy %.3f, %.0f "
-                  "records/s" % (epoch, seen, loss_sum / max(seen, 1),
-                                 correct / max(seen, 1),
-                                 seen / (time.time() - start)))
-            position = loader.state_dict()
-            save()
-    except KeyboardInterrupt:
+    steps = 0
+    for epoch in range(first_epoch, args.epochs):
+        # After a resume this keeps the saved position in that epoch.
+        loader.set_epoch(epoch)
+        start, seen, correct, loss_sum = time.time(), 0, 0, 0.0
+        for batch in loader:
+            x, y = batch["data"], batch["label"]
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+            seen += len(y)
+            correct += int((logits.argmax(1) == y).sum())
+            loss_sum += loss.item() * len(y)
+            consumed = loader.state_dict()["batches_consumed"]
+            if args.stop_after and steps == args.stop_after:
+                save()
+                if rank == 0:
+                    print("stopped after %d steps (epoch %d, batch %d); "
+                          "run again to resume" % (steps, epoch, consumed))
+                if distributed:
+                    dist.destroy_process_group()
+                return
+            if consumed % args.save_every == 0:
+                save()
         save()
-        print("interrupted; run again to resume from", args.checkpoint)
-        return
-    os.remove(args.checkpoint)
+        if rank == 0:
+            print("epoch %d: rank 0 saw %d records, loss %.3f, accuracy "
+                  "%.3f, %.0f records/s" % (
+                      epoch, seen, loss_sum / max(seen, 1),
+                      correct / max(seen, 1),
+                      seen / (time.time() - start)))
+    if rank == 0:
+        print("final params sha256", params_digest(plain))
+    if distributed:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     import sluice
     loader = sluice.Loader("data/train", batch_size=256, shuffle="window",
-                           seed=0, device="cuda", prefetch=4)
+                           seed=0, device="auto", prefetch=4)
     for epoch in range(3):
         loader.set_epoch(epoch)
         for batch in loader:          # a mapping: name -> sluice.Tensor
@@ -13,6 +13,15 @@ JAX) without a copy.  Write datasets with ShardWriter, join parts written
 by many processes with merge().
 """
 import collections.abc as _abc
+
+try:
+    from . import _sluice
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise ImportError(
+        "sluice's C extension (sluice._sluice) is not built or does not "
+        "load (%s). Install with `pip install ./python`, or from a "
+        "checkout run `make python` and use PYTHONPATH=python." % (e,)
+    ) from e
 
 from ._errors import (CorruptDataError, DatasetNotFoundError, DeviceError,
                       HeldSlotsError, SchemaError, SluiceError, StateError)

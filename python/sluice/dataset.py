@@ -28,7 +28,11 @@ class Dataset:
     def read(self, index, field):
         """The bytes of one record's field (a variable field: all values)."""
         if field not in self._names:
-            raise KeyError(field)
+            raise KeyError("no field %r in %s; it has %s (npy datasets name "
+                           "fields after the files' stems, tar datasets "
+                           "after the members' extensions)" % (
+                               field, self.path,
+                               ", ".join(f.name for f in self.fields)))
         if index < 0:
             index += self.records
         return self._ds.read(index, field)

@@ -1,4 +1,6 @@
 """Loader: iterate a dataset's batches as mappings of DLPack tensors."""
+import warnings
+
 from . import _sluice
 from .dataset import Dataset
 from .stream import Stream
@@ -26,6 +28,16 @@ def _parse_device(device):
                      "int, not %r" % (device,))
 
 
+def _direct_io(value):
+    """"auto"/None -> -1, True -> 1, False -> 0."""
+    if value is None or value == "auto":
+        return -1
+    if isinstance(value, (bool, int)) and value in (0, 1):
+        return int(value)
+    raise ValueError("direct_io must be 'auto', True or False, not %r"
+                     % (value,))
+
+
 def _choice(name, value, table):
     if isinstance(value, int) and not isinstance(value, bool):
         if value in table.values():
@@ -37,7 +49,7 @@ def _choice(name, value, table):
 
 
 class Loader:
-    """Loader(path, batch_size=256, shuffle="window", seed=0, device=None,
+    """Loader(path, batch_size=256, shuffle="window", seed=0, device="auto",
     prefetch=4, decode_threads=0, ...)
 
     Iterating yields the batches of the current epoch; each is a mapping
@@ -46,19 +58,34 @@ class Loader:
     "F" (the values, flat) and "F.offsets" (int64[B+1]), or with
     pad_length=L "F" [B, L, ...] and "F.lengths".  At the end of an epoch
     the loader moves on to the next one: iterate again, or call
-    set_epoch(e) first (as with a DistributedSampler).
+    set_epoch(e) first (as with a DistributedSampler).  As with a torch
+    DataLoader, every iter() starts a pass: one started before the
+    previous pass finished restarts that epoch (peeking with
+    next(iter(loader)) loses nothing); the first pass after a resume
+    (state=, load_state_dict) goes on from the saved position.
 
     path: a dataset directory, shard file, comma list, glob or Dataset;
         or a list of sluice.Stream for a mixture of datasets.
     shuffle: "none", "block", "window" (window_blocks blocks at a time)
         or "full".
-    device: None (the GPU of $LOCAL_RANK when one is usable, else host
-        memory), "cpu", "cuda" ($LOCAL_RANK's GPU), "cuda:N" or N.
+    device: "auto" or None (the GPU of $LOCAL_RANK when one is usable,
+        else host memory, with a RuntimeWarning saying why), "cpu",
+        "cuda" ($LOCAL_RANK's GPU; DeviceError "no CUDA GPU found: ..."
+        without one), "cuda:N" or N.
+    on_error: "fail" (corrupt data raises CorruptDataError) or "skip"
+        (its records are left out, counted in stats()["records_skipped"],
+        and a RuntimeWarning names the first corrupt block).
+    Every fallback the loader takes (no GPU, no O_DIRECT, unpinned
+    memory, ...) is reported once by a RuntimeWarning and stays in
+    stats()["fallbacks"].
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
     prefetch: batches the loader fills ahead of the consumer.
     memory_bytes: the loader's memory budget (io buffers and batches);
         0: what the dataset needs, at most min(1 GiB, 5% of RAM).  A
         batch or block that cannot fit raises naming memory_bytes.
+    direct_io: "auto" (shards the page cache mostly holds are read
+        buffered, the others with O_DIRECT where the filesystem allows;
+        stats()["cached_shards"] counts the first), True or False.
     plain_reads, pageable_copies: force the fallbacks (no io_uring
         registered buffers; no cudaHostRegister, so pageable copies to
         the GPU); slower, same data; stats()["fallbacks"] says so.
@@ -73,15 +100,15 @@ class Loader:
 
     Ctrl-C: the KeyboardInterrupt is raised as soon as the library hands
     over the next batch (the wait for it is not interruptible); that batch
-    is not lost: the next iteration delivers it, and state_dict() counts
-    it as not consumed.
+    is not lost: next() on the same iterator delivers it (a new for loop
+    starts the pass over), and state_dict() counts it as not consumed.
     """
 
     def __init__(self, path, batch_size=256, shuffle="window", seed=0,
-                 device=None, prefetch=4, decode_threads=0, *,
+                 device="auto", prefetch=4, decode_threads=0, *,
                  window_blocks=16, drop_last=False, rank=None,
                  world_size=None, pad_length=0, queue_depth=64,
-                 verify=True, on_error="fail", direct_io=None,
+                 verify=True, on_error="fail", direct_io="auto",
                  sqpoll=False, cache_bytes=0, memory_bytes=0,
                  plain_reads=False, pageable_copies=False, state=None):
         streams = None
@@ -114,7 +141,7 @@ class Loader:
             "device_id": device_id,
             "verify": int(bool(verify)),
             "on_error": _choice("on_error", on_error, _ON_ERROR),
-            "direct_io": -1 if direct_io is None else int(bool(direct_io)),
+            "direct_io": _direct_io(direct_io),
             "sqpoll": int(bool(sqpoll)),
             "pad_length": pad_length,
             "cache_bytes": cache_bytes,
@@ -123,21 +150,53 @@ class Loader:
             "pageable_copies": int(bool(pageable_copies)),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
+        self._resuming = state is not None
+        fallbacks = self._ld.stats()["fallbacks"]
+        if fallbacks:
+            # e.g. device="auto" without a GPU: say so, once.
+            warnings.warn("sluice: " + fallbacks, RuntimeWarning,
+                          stacklevel=2)
 
     def __iter__(self):
+        """Start a pass, as a torch DataLoader does: the current epoch
+        from its beginning, unless this is the first pass after a resume
+        (state= or load_state_dict), which goes on from the saved
+        position.  A pass that ran to its end moved the loader to the
+        next epoch, so a new pass is that epoch; one left unfinished
+        (a peek, a break) is started over, so no batch is lost."""
+        self._begin_pass()
         # The extension's own iterator: no Python frame between the
         # library and the caller's loop.
         return self._ld
 
     def __next__(self):
+        """The next batch of the current pass (no restart)."""
+        self._resuming = False
         return next(self._ld)
+
+    def _begin_pass(self):
+        """Returns True when an unfinished pass was started over."""
+        if self._resuming:
+            self._resuming = False
+            return False
+        state = self._ld.state()
+        if state["batches_consumed"] == 0:
+            return False
+        self._ld.set_epoch(state["epoch"])
+        return True
 
     def __len__(self):
         """Batches in this rank's epoch."""
         return self._ld.batches()
 
     def set_epoch(self, epoch):
-        """Restart at the beginning of epoch (free when already there)."""
+        """Restart at the beginning of epoch (free when already there).
+        Right after a resume, set_epoch(the saved epoch) keeps the saved
+        position, so the usual `for epoch in ...: set_epoch(epoch)` loop
+        resumes mid-epoch."""
+        if self._resuming and epoch == self.epoch:
+            return
+        self._resuming = False
         self._ld.set_epoch(epoch)
 
     @property
@@ -151,8 +210,10 @@ class Loader:
         return self._ld.state()
 
     def load_state_dict(self, state):
-        """Continue from state_dict() output (or the library's line)."""
+        """Continue from state_dict() output (or the library's line): the
+        next pass starts there."""
         self._ld.set_state(state)
+        self._resuming = True
 
     @property
     def device(self):

@@ -2,7 +2,7 @@
 used a torch DataLoader.
 
     from sluice.torch import Loader
-    loader = Loader("data/train", batch_size=256, device="cuda")
+    loader = Loader("data/train", batch_size=256, device="auto")
     for epoch in range(epochs):
         loader.set_epoch(epoch)
         for batch in loader:               # {"data": Tensor, ...}
@@ -38,7 +38,9 @@ class Loader:
         return out
 
     def __iter__(self):
-        it = iter(self._loader)
+        if self._loader._begin_pass():
+            self._undelivered = None    # that pass is started over
+        it = self._loader._ld
         while True:
             if self._undelivered is None:
                 try:
@@ -53,7 +55,8 @@ class Loader:
         return len(self._loader)
 
     def set_epoch(self, epoch):
-        self._undelivered = None
+        if not (self._loader._resuming and epoch == self._loader.epoch):
+            self._undelivered = None
         self._loader.set_epoch(epoch)
 
     def state_dict(self):

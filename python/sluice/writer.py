@@ -85,11 +85,7 @@ def _to_bytes(value, field):
     if np is not None and dtype_for_numpy != "bfloat16":
         target = np.dtype("bool" if dtype_for_numpy == "bool"
                           else dtype_for_numpy)
-        if isinstance(value, np.ndarray) or isinstance(value, np.generic):
-            if not np.can_cast(value.dtype, target, "same_kind"):
-                raise TypeError("field %r: cannot store %s as %s" % (
-                    name, value.dtype, dtype_for_numpy))
-        arr = np.asarray(value, dtype=target)  # tobytes() is C order
+        arr = _fitting_array(np, value, target, name)  # C order bytes
         want = tuple(shape[1:]) if variable else tuple(shape)
         got = arr.shape[1:] if variable else arr.shape
         if variable and arr.ndim == 0:
@@ -101,9 +97,52 @@ def _to_bytes(value, field):
         return arr.tobytes()
     if shape == () and dtype in _STRUCT and isinstance(
             value, (int, float, bool)):
-        return struct.pack("<" + _STRUCT[dtype], value)
+        if dtype not in ("float16", "float32", "float64") and \
+                not isinstance(value, int):
+            raise ValueError("field %r (%s): %r is not an integer" % (
+                name, dtype, value))
+        try:
+            return struct.pack("<" + _STRUCT[dtype], value)
+        except (struct.error, OverflowError) as e:
+            raise ValueError("field %r (%s): %r does not fit (%s)" % (
+                name, dtype, value, e)) from None
     raise TypeError("field %r (%s): cannot convert %s without numpy; pass "
                     "bytes" % (name, dtype, type(value).__name__))
+
+
+def _fitting_array(np, value, target, name):
+    """value as an array of dtype target, or ValueError when a value would
+    change on the way (1.5 into an int field, 300 into uint8, -1 into an
+    unsigned field, 1e6 into float16): a writer never stores what it was
+    not given."""
+    src = np.asarray(value)
+    if src.dtype == target or src.size == 0:
+        return np.asarray(src, dtype=target)
+    if src.dtype.kind not in "biuf":
+        raise TypeError("field %r: cannot store %s values as %s" % (
+            name, src.dtype, target))
+    with np.errstate(all="ignore"):
+        if target.kind in "biu":
+            if src.dtype.kind == "f" and not (
+                    np.isfinite(src).all() and (src == np.trunc(src)).all()):
+                bad = src[~(np.isfinite(src) & (src == np.trunc(src)))]
+                raise ValueError("field %r (%s): %r is not an integer" % (
+                    name, target, bad.flat[0].item()))
+            lo, hi = ((0, 1) if target.kind == "b" else
+                      (int(np.iinfo(target).min), int(np.iinfo(target).max)))
+            if src.dtype.kind == "f":
+                low, high = float(src.min()), float(src.max())
+            else:
+                low, high = int(src.min()), int(src.max())
+            if low < lo or high > hi:
+                raise ValueError("field %r (%s): %r does not fit (%d..%d)" % (
+                    name, target, low if low < lo else high, lo, hi))
+            return src.astype(target)
+        arr = src.astype(target)
+        if np.isfinite(src).all() and not np.isfinite(arr).all():
+            raise ValueError("field %r (%s): %r overflows it" % (
+                name, target, src[~np.isfinite(arr)].flat[0].item()))
+        return arr
 
 
 class ShardWriter:

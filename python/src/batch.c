@@ -71,6 +71,32 @@ static PyObject *batch_names(PySluiceBatch *self)
 	return list;
 }
 
+PyObject *pysluice_batch_key_error(PySluiceBatch *self, PyObject *key)
+{
+	PyObject *names = batch_names(self), *sep = NULL, *joined = NULL;
+
+	if (names)
+		sep = PyUnicode_FromString(", ");
+	if (sep)
+		joined = PyUnicode_Join(sep, names);
+	if (joined) {
+		PyObject *msg = PyUnicode_FromFormat(
+			"no tensor %R in this batch; it has %U (npy datasets "
+			"name fields after the files' stems, tar datasets "
+			"after the members' extensions)",
+			key, joined);
+
+		if (msg) {
+			PyErr_SetObject(PyExc_KeyError, msg);
+			Py_DECREF(msg);
+		}
+	}
+	Py_XDECREF(joined);
+	Py_XDECREF(sep);
+	Py_XDECREF(names);
+	return NULL;
+}
+
 static PyObject *batch_keys(PyObject *o, PyObject *unused)
 {
 	(void)unused;
@@ -84,14 +110,11 @@ static PyObject *batch_getitem(PyObject *o, PyObject *key)
 
 	if (pysluice_batch_live(self))
 		return NULL;
-	if (!PyUnicode_Check(key)) {
-		PyErr_SetObject(PyExc_KeyError, key);
-		return NULL;
-	}
+	if (!PyUnicode_Check(key))
+		return pysluice_batch_key_error(self, key);
 	if (pysluice_utf8(key, name, sizeof(name)) < 0) {
 		PyErr_Clear();
-		PyErr_SetObject(PyExc_KeyError, key);
-		return NULL;
+		return pysluice_batch_key_error(self, key);
 	}
 	return pysluice_tensor_new(self, name, key);
 }

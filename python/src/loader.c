@@ -37,6 +37,8 @@ typedef struct {
 	sluice_batch *pending;         /* taken from ld, not yet delivered */
 	unsigned long long rollovers;
 	int busy;                      /* a call runs without the GIL */
+	int skip_warned;               /* on_error=skip reported once */
+	int cut_warned;                /* pad_length cuts reported once */
 } PySluiceLoader;
 
 enum opt_kind { OPT_U32, OPT_INT, OPT_U64 };
@@ -319,6 +321,47 @@ static int rollover(PySluiceLoader *self)
 	return 0;
 }
 
+/*
+ * Data the loop does not see in full: records skipped (on_error=skip) and
+ * values cut by pad_length are each reported once through warnings.
+ * -1: a warning became an exception.
+ */
+static int warn_losses(PySluiceLoader *self)
+{
+	struct sluice_stats st;
+	char msg[512];
+	int skip = self->cfg.on_error == SLUICE_ON_ERROR_SKIP &&
+		   !self->skip_warned;
+	int pad = self->cfg.pad_length && !self->cut_warned;
+
+	if ((!skip && !pad) || sluice_loader_stats(self->ld, &st) < 0)
+		return 0;
+	if (skip && st.records_skipped) {
+		self->skip_warned = 1;
+		sluice_loader_skipped(self->ld, msg, sizeof(msg));
+		if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+				     "sluice: on_error='skip' skipped %llu "
+				     "records of corrupt blocks "
+				     "(stats()['records_skipped'] counts them "
+				     "all); the first: %s",
+				     (unsigned long long)st.records_skipped,
+				     msg) < 0)
+			return -1;
+	}
+	if (pad && st.values_truncated) {
+		self->cut_warned = 1;
+		if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+				     "sluice: pad_length=%u cut %llu values of "
+				     "longer records (stats()['values_truncated']"
+				     " counts them all; F.lengths keeps the true "
+				     "lengths)",
+				     (unsigned)self->cfg.pad_length,
+				     (unsigned long long)st.values_truncated) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static PyObject *loader_iternext(PyObject *o)
 {
 	PySluiceLoader *self = (PySluiceLoader *)o;
@@ -351,7 +394,7 @@ static PyObject *loader_iternext(PyObject *o)
 		return NULL; /* StopIteration; the library is at the next epoch */
 	if (r < 0)
 		return raise_loader(self->ld, r, "next batch");
-	if (PyErr_CheckSignals() < 0) {
+	if (PyErr_CheckSignals() < 0 || warn_losses(self) < 0) {
 		self->pending = b;
 		return NULL;
 	}
@@ -651,7 +694,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsIsKsKsKsisisisisisssKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -659,7 +702,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.consumer_wait_ns, "batches",
 		(unsigned long long)s.batches, "records",
 		(unsigned long long)s.records, "records_skipped",
-		(unsigned long long)s.records_skipped, "blocks_read",
+		(unsigned long long)s.records_skipped, "values_truncated",
+		(unsigned long long)s.values_truncated, "blocks_read",
 		(unsigned long long)s.blocks_read, "block_cache_hits",
 		(unsigned long long)s.block_cache_hits, "slot_occupancy_sum",
 		(unsigned long long)s.slot_occupancy_sum, "prefetch_depth",
@@ -667,6 +711,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.memory_bytes, "io_memory_bytes",
 		(unsigned long long)s.io_memory_bytes, "batches_over_budget",
 		(unsigned long long)s.batches_over_budget, "direct_io", s.direct_io,
+		"cached_shards", (unsigned int)s.cached_shards,
 		"registered_buffers", s.registered_buffers,
 		"registered_files", s.registered_files, "sqpoll", s.sqpoll,
 		"device_pinned", s.device_pinned, "fallbacks", s.fallbacks,

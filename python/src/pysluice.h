@@ -49,6 +49,9 @@ typedef struct {
  * (then @b is released). */
 PyObject *pysluice_batch_new(sluice_batch *b, DLDevice device);
 
+/* KeyError for @key naming the batch's tensors; @return NULL. */
+PyObject *pysluice_batch_key_error(PySluiceBatch *self, PyObject *key);
+
 /*
  * Raise the library's error: the registered Python factory turns
  * (code, message) into an exception instance (sluice.SluiceError and its

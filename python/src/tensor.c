@@ -56,10 +56,8 @@ PyObject *pysluice_tensor_new(PySluiceBatch *batch, const char *name,
 
 	/* Export once without synchronising, only to learn the layout. */
 	r = sluice_batch_tensor(batch->b, name, -1, &m);
-	if (r == -ENOENT) {
-		PyErr_SetObject(PyExc_KeyError, key);
-		return NULL;
-	}
+	if (r == -ENOENT)
+		return pysluice_batch_key_error(batch, key);
 	if (r < 0)
 		return pysluice_raise_code(r, name);
 	self = (PySluiceTensor *)alloc(pysluice_tensor_type, 0);

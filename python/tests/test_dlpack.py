@@ -107,7 +107,7 @@ def test_copy_true_gives_independent_memory(loader):
     del batch, t
     # The slot is reused by later batches; the copy does not change.
     for _ in range(30):
-        next(iter(loader), None)
+        next(loader, None)
     np.testing.assert_array_equal(copied, want)
 
 

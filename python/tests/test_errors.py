@@ -1,6 +1,5 @@
 """Errors raise Python exceptions carrying the library's message;
 Ctrl-C stops cleanly and loses no batch."""
-import itertools
 import os
 import shutil
 import signal
@@ -8,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -81,9 +81,50 @@ def test_skip_corrupt_records(tmp_path):
     corrupt_first_block(path)
     with sluice.Loader(path, batch_size=10, shuffle="none", device="cpu",
                        on_error="skip") as ld:
-        n = sum(b.size for b in ld)
+        with pytest.warns(RuntimeWarning) as caught:
+            n = sum(b.size for b in ld)
         assert 0 < n < 100
         assert ld.stats()["records_skipped"] == 100 - n
+        # Once per loader, naming the first corrupt block.
+        assert len(caught) == 1, [str(w.message) for w in caught]
+        msg = str(caught[0].message)
+        assert "skipped" in msg and "data-00000.dls" in msg, msg
+        assert "offset 4096" in msg, msg
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert sum(b.size for b in ld) == n        # no second warning
+
+
+def test_skip_warning_as_error_loses_no_batch(tmp_path):
+    path = str(tmp_path / "ds")
+    write_dataset(path, 100, compression_level=0)
+    corrupt_first_block(path)
+    kw = dict(batch_size=10, shuffle="none", device="cpu", on_error="skip")
+    with sluice.Loader(path, **kw) as ld, pytest.warns(RuntimeWarning):
+        want = [list(b.indices) for b in ld]
+    with sluice.Loader(path, **kw) as ld:
+        it = iter(ld)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(RuntimeWarning):
+                next(it)
+        assert [list(b.indices) for b in it] == want
+
+
+def test_cuda_without_a_gpu_says_so(dataset):
+    try:
+        ld = sluice.Loader(dataset, device="cuda")
+    except sluice.DeviceError as e:
+        assert str(e).startswith("no CUDA GPU found: "), str(e)
+        # device="auto" falls back to host memory and says why, once.
+        with pytest.warns(RuntimeWarning, match="no CUDA GPU found"):
+            ld = sluice.Loader(dataset, device="auto")
+        assert ld.device == (1, 0)
+        assert "no CUDA GPU found" in ld.stats()["fallbacks"]
+        ld.close()
+        return
+    ld.close()
+    pytest.skip("a CUDA GPU is present: the fallback is not taken")
 
 
 def test_bad_arguments(dataset):
@@ -136,8 +177,13 @@ def test_ctrl_c_loses_no_batch(dataset):
         got = [b.indices[0] for b in batches]
         del batches[:]
         state = ld.state_dict()
-        # The same loader goes on exactly where the loop stopped.
-        after = [b.indices[0] for b in itertools.islice(ld, 3)]
+        # The same loader goes on exactly where the loop stopped (next()
+        # continues the pass; a new for loop would start it over).
+        after = []
+        while len(after) < 3:
+            b = next(ld, None)                # None: an epoch ended
+            if b is not None:
+                after.append(b.indices[0])
         assert after == full[len(got):len(got) + 3]
     with sluice.Loader(dataset, state=state, **kw) as ld:
         while len(got) < len(full):

@@ -40,6 +40,27 @@ def test_padded_variable_field(dataset):
                 want = source(i)["text"]
                 assert lengths[j] == len(want)
                 assert text[j, :len(want)].tobytes() == want
+        assert ld.stats()["values_truncated"] == 0
+
+
+def test_pad_length_cuts_but_keeps_true_lengths(dataset):
+    pad, cut = 3, 0
+    with sluice.Loader(dataset, batch_size=50, shuffle="none",
+                       device="cpu", pad_length=pad) as ld:
+        with pytest.warns(RuntimeWarning, match="pad_length=3 cut"):
+            for batch in ld:
+                text = np.from_dlpack(batch["text"])
+                lengths = np.from_dlpack(batch["text.lengths"])
+                assert text.shape == (batch.size, pad)
+                for j, i in enumerate(batch.indices):
+                    want = source(i)["text"]
+                    assert lengths[j] == len(want)      # not min(len, 3)
+                    n = min(len(want), pad)
+                    assert text[j, :n].tobytes() == want[:n]
+                    assert not text[j, n:].any()
+                    cut += max(len(want) - pad, 0)
+        assert cut > 0
+        assert ld.stats()["values_truncated"] == cut
 
 
 def test_epochs_and_set_epoch(dataset):
@@ -80,7 +101,7 @@ def take(loader, n):
     """The next n batches' indices, across epoch ends."""
     out = []
     while len(out) < n:
-        batch = next(iter(loader), None)        # None: an epoch ended
+        batch = next(loader, None)        # None: an epoch ended
         if batch is not None:
             out.append(list(batch.indices))
     return out
@@ -145,8 +166,22 @@ def test_release_early(dataset):
             tensor.__dlpack__()
         # The array taken before release keeps its slot and its bytes.
         for _ in range(20):
-            next(iter(ld), None)
+            next(ld, None)
         np.testing.assert_array_equal(arr, want)
+
+
+def test_direct_io_auto_reads_cached_shards_buffered(dataset):
+    # The dataset was just written: the page cache holds it.
+    shards = sluice.Dataset(dataset).shards
+    with sluice.Loader(dataset, batch_size=50, device="cpu") as ld:
+        st = ld.stats()
+        assert st["cached_shards"] == shards and st["direct_io"] == 0
+        assert sum(b.size for b in ld) == 400
+    with sluice.Loader(dataset, batch_size=50, device="cpu",
+                       direct_io=False) as ld:
+        assert ld.stats()["cached_shards"] == 0
+    with pytest.raises(ValueError, match="direct_io"):
+        sluice.Loader(dataset, device="cpu", direct_io="sometimes")
 
 
 def test_memory_budget(dataset):

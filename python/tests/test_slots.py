@@ -136,13 +136,13 @@ def test_rollover_past_the_growth_limit(dataset):
     with sluice.Loader(dataset, **kw) as ld:
         while ld.stats()["rollovers"] == 0:
             assert len(got) < 50000, "the library grows slots without end"
-            batch = next(iter(ld), None)
+            batch = next(ld, None)
             if batch is not None:
                 got.append(batch.indices[0])
                 held.append((batch, np.from_dlpack(batch["label"])))
         tail = []
         while len(tail) < 10:
-            batch = next(iter(ld), None)          # None: an epoch ended
+            batch = next(ld, None)          # None: an epoch ended
             if batch is not None:
                 tail.append(batch.indices[0])
     epochs = (len(got) + 10) // 400 + 1

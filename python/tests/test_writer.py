@@ -90,6 +90,52 @@ def test_writer_checks_values_and_schema(tmp_path):
     assert not os.path.exists(tmp_path / "c" / "dataset.json")
 
 
+@pytest.mark.parametrize("dtype,value", [
+    ("int64", 1.5), ("int64", np.float64(2.5)), ("int64", [1, 2.5]),
+    ("uint8", 300), ("uint8", -1), ("uint64", np.int64(-1)),
+    ("int8", np.int64(128)), ("bool", 2), ("float16", 1e6),
+    ("int32", float("nan")), ("int32", np.array([1.0, float("inf")])),
+])
+def test_value_that_does_not_fit_raises(tmp_path, dtype, value):
+    shape = (2,) if isinstance(value, (list, np.ndarray)) else ()
+    with sluice.ShardWriter(tmp_path / "ds", [("x", dtype, shape)]) as w:
+        with pytest.raises((ValueError, TypeError)) as e:
+            w.write({"x": value})
+        assert "'x'" in str(e.value)
+        w.write({"x": np.zeros(shape, dtype)})
+    with sluice.Dataset(tmp_path / "ds") as ds:
+        assert len(ds) == 1
+
+
+def test_values_that_fit_are_stored_exactly(tmp_path):
+    schema = [("i", "int64", ()), ("u", "uint8", (3,)), ("f", "float16", ()),
+              ("b", "bool", ())]
+    with sluice.ShardWriter(tmp_path / "ds", schema) as w:
+        w.write({"i": 2.0, "u": [0, 255, 7], "f": 0.5, "b": 1})
+        w.write({"i": -2**63, "u": np.array([1, 2, 3], np.int64),
+                 "f": np.float64(-2), "b": True})
+    with sluice.Dataset(tmp_path / "ds") as ds:
+        assert np.frombuffer(ds.read(0, "i"), np.int64)[0] == 2
+        assert np.frombuffer(ds.read(1, "i"), np.int64)[0] == -2**63
+        assert list(ds.read(0, "u")) == [0, 255, 7]
+        assert np.frombuffer(ds.read(1, "f"), np.float16)[0] == -2
+        assert ds.read(0, "b") == b"\x01"
+
+
+def test_wrong_field_names_list_the_fields(dataset):
+    with sluice.Loader(dataset, batch_size=4, device="cpu") as ld:
+        batch = next(iter(ld))
+        with pytest.raises(KeyError) as e:
+            batch["image"]
+        msg = str(e.value)
+        assert "'image'" in msg, msg
+        assert "data, label, text, text.offsets" in msg, msg
+        assert batch.get("image") is None
+    with sluice.Dataset(dataset) as ds:
+        with pytest.raises(KeyError, match="data, label, text"):
+            ds.read(0, "image")
+
+
 def test_exception_in_with_block_aborts(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         with sluice.ShardWriter(tmp_path / "ds", SCHEMA) as w:

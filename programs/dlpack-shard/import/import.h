@@ -15,11 +15,14 @@ struct synth_field {
 };
 
 struct import_options {
-	const char *src;              /* path (npy: comma-separated list) */
+	const char *src;              /* path (npy: comma-separated list;
+					 tar: list, glob or brace pattern) */
 	const char *out_dir;
 	struct sluice_writer_config wcfg;
 	uint32_t part_index;          /* --part I/N: 0-based I */
 	uint32_t part_count;          /* N; 1 when not split */
+	/* tar */
+	int tar_drop_key;             /* no __key__ field */
 	/* synth */
 	uint64_t synth_records;
 	uint64_t synth_seed;

@@ -1,0 +1,49 @@
+"""DataLoader semantics: every iter() starts a pass; an unfinished pass
+is started over; the first pass after a resume goes on from there."""
+import sluice
+from conftest import epoch_order
+
+KW = dict(batch_size=10, shuffle="window", seed=4, device="cpu")
+
+
+def indices(batches):
+    return [list(b.indices) for b in batches]
+
+
+def test_peek_then_loop_gives_the_whole_epoch(dataset):
+    want = epoch_order(dataset, **KW)                  # 40 batches
+    with sluice.Loader(dataset, **KW) as ld:
+        peek = list(next(iter(ld)).indices)
+        assert peek == want[0]
+        got = indices(ld)
+        assert got == want and len(got) == 40
+        # That pass finished: the next one is epoch 1.
+        assert ld.epoch == 1
+        assert indices(ld) == epoch_order(dataset, epochs=2, **KW)[40:]
+
+
+def test_break_then_new_loop_restarts_the_epoch(dataset):
+    want = epoch_order(dataset, **KW)
+    with sluice.Loader(dataset, **KW) as ld:
+        for i, _ in enumerate(ld):
+            if i == 9:
+                break
+        assert indices(ld) == want
+
+
+def test_first_pass_after_resume_goes_on(dataset):
+    want = epoch_order(dataset, epochs=2, **KW)
+    with sluice.Loader(dataset, **KW) as ld:
+        it = iter(ld)
+        head = [list(next(it).indices) for _ in range(7)]
+        state = ld.state_dict()
+    with sluice.Loader(dataset, state=state, **KW) as ld:
+        ld.set_epoch(0)          # the usual epoch loop keeps the position
+        assert head + indices(ld) == want[:40]
+        assert indices(ld) == want[40:]
+    with sluice.Loader(dataset, **KW) as ld:
+        ld.load_state_dict(state)
+        assert head + indices(ld) == want[:40]
+        ld.load_state_dict(state)
+        ld.set_epoch(1)          # another epoch: the resume is dropped
+        assert indices(ld) == want[40:]
