@@ -9,15 +9,18 @@
     # every epoch; gloo on CPU, NCCL on GPUs
     torchrun --standalone --nproc-per-node 2 examples/train.py /tmp/sluice-demo
 
-Rank 0 writes the checkpoint (model, optimizer, and every rank's loader
-position), atomically, every --save-every steps and at each epoch's end.
+Rank 0 writes the checkpoint (model, optimizer and the loader position),
+atomically, every --save-every steps and at each epoch's end.
 Kill the job and start the same command again: every rank loads it and
 continues with exactly the batches an uninterrupted run would have seen
 (--stop-after N stops cleanly after step N's checkpoint, to try it).
 
-Every rank's loader position is gathered into rank 0's checkpoint
-(dist.all_gather_object) because a loader's state names its rank; a
-restart therefore needs the same number of processes.
+The loader position is one state for the whole job (it names no rank:
+every rank has consumed the same number of batches), so rank 0 alone saves
+it and every rank loads it. A restart with another number of processes
+also resumes: it delivers exactly the samples of the epoch not yet seen,
+split over the new ranks (the model then sees other batches than an
+uninterrupted run would, so only a same-size restart is bit-exact).
 """
 import argparse
 import hashlib
@@ -97,21 +100,20 @@ def main():
     if os.path.exists(args.checkpoint):
         ckpt = torch.load(args.checkpoint, map_location="cpu",
                           weights_only=False)
-        if ckpt["world_size"] != world:
-            raise SystemExit(
-                "%s was written by %d processes, this run has %d: the "
-                "loader positions are per rank" % (
-                    args.checkpoint, ckpt["world_size"], world))
         if rank == 0:
             print("resuming at epoch %(epoch)d, batch %(batches_consumed)d"
-                  % ckpt["loader"][0])
+                  % ckpt["loader"])
+            if ckpt["world_size"] != world:
+                print("elastic resume: %d processes saved it, %d resume; "
+                      "the rest of the epoch is split over %d" % (
+                          ckpt["world_size"], world, world))
 
     # RANK and WORLD_SIZE come from the environment; state= continues
     # this rank's part exactly where the checkpoint left it.
     loader = sluice.torch.Loader(
         args.data, batch_size=args.batch_size, shuffle="window", seed=0,
         device=args.device, prefetch=4,
-        state=ckpt["loader"][rank] if ckpt else None)
+        state=ckpt["loader"] if ckpt else None)
     device = loader.device
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -125,22 +127,19 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     if ckpt:
         opt.load_state_dict(ckpt["opt"])
-    first_epoch = ckpt["loader"][0]["epoch"] if ckpt else 0
+    first_epoch = ckpt["loader"]["epoch"] if ckpt else 0
     plain = model.module if distributed else model
 
     def save():
-        """Collective: every rank calls it at the same step."""
-        position = loader.state_dict()
-        if distributed:
-            positions = [None] * world
-            dist.all_gather_object(positions, position)
-        else:
-            positions = [position]
+        """Rank 0 writes; the loader state is the same on every rank."""
         if rank == 0:
             tmp = args.checkpoint + ".tmp"
             torch.save({"model": plain.state_dict(), "opt": opt.state_dict(),
-                        "loader": positions, "world_size": world}, tmp)
+                        "loader": loader.state_dict(), "world_size": world},
+                       tmp)
             os.replace(tmp, args.checkpoint)   # never half a checkpoint
+        if distributed:
+            dist.barrier()      # no rank runs ahead of a checkpoint
 
     steps = 0
     for epoch in range(first_epoch, args.epochs):

@@ -46,16 +46,14 @@ def test_ddp_restart_resumes_exactly(tmp_path):
     assert "stopped after 30 steps (epoch 1, batch 6)" in first, first
     ckpt = torch.load(tmp_path / "b.pt", weights_only=False)
     assert ckpt["world_size"] == 2
-    assert [s["rank"] for s in ckpt["loader"]] == [0, 1]
-    assert all(s["epoch"] == 1 and s["batches_consumed"] == 6
-               for s in ckpt["loader"])
+    assert ckpt["loader"]["epoch"] == 1          # one state, no rank
+    assert ckpt["loader"]["batches_consumed"] == 6
     rest = run(data, "--checkpoint", tmp_path / "b.pt", *common)
     assert "resuming at epoch 1, batch 6" in rest, rest
     assert digest(rest) == digest(whole)
-    # A different number of processes is refused, with the reason.
-    cmd = [sys.executable, EXAMPLE, str(data), "--checkpoint",
-           str(tmp_path / "b.pt")] + [str(a) for a in common]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=120, universal_newlines=True)
-    assert p.returncode != 0 and "written by 2 processes" in p.stdout, \
-        p.stdout
+    # Saved by 2 processes, resumed by 1: the rest of epoch 1 on one rank.
+    second = run(data, "--checkpoint", tmp_path / "c.pt", "--stop-after", 30,
+                 *common)
+    one = run(data, "--checkpoint", tmp_path / "c.pt", *common, nproc=1)
+    assert "elastic resume: 2 processes saved it, 1 resume" in one, one
+    assert "epoch 1:" in one, one
