@@ -118,7 +118,7 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 		forget_block(c, i);
 		e->state = ENTRY_EMPTY;
 		e->forget = 0;
-	e->claim_epoch = c->plan_epoch;
+	e->claim_pass = c->plan_pass;
 	e->direct = NULL;
 	e->direct_slot = NULL;
 	}
@@ -195,10 +195,10 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	struct cache_entry *e;
 	uint32_t i, shard;
 
-	/* Batches of another epoch viewed it and may have written their
-	 * records: this epoch reads the block again, into another entry. */
+	/* Batches of another pass viewed it and may have written their
+	 * records: this pass reads the block again, into another entry. */
 	if (have >= 0 && c->entries[have].forget &&
-	    (c->entries[have].view_epoch != c->plan_epoch ||
+	    (c->entries[have].view_pass != c->plan_pass ||
 	     c->entries[have].direct)) {
 		c->block_entry[block] = -1;
 		have = -1;
@@ -207,7 +207,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		i = (uint32_t)have;
 		cache_lru_remove(c, i);
 		c->entries[i].refs++;
-		c->entries[i].claim_epoch = c->plan_epoch;
+		c->entries[i].claim_pass = c->plan_pass;
 		*entry = i;
 		return 0;
 	}

@@ -49,11 +49,11 @@ int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 	if (!c->direct || c->cfg.shuffle > SLUICE_SHUFFLE_BLOCK ||
 	    loader_block(c, g, &shard)->codec != DLS_CODEC_ZSTD)
 		return 0;
-	if (!c->ahead_recs_valid || c->ahead_recs_epoch != c->plan_epoch ||
+	if (!c->ahead_recs_valid || c->ahead_recs_pass != c->plan_pass ||
 	    c->ahead_recs_batch != batch) {
 		c->ahead_recs_count = sampler_batch(&c->sampler, batch,
 						    c->ahead_recs);
-		c->ahead_recs_epoch = c->plan_epoch;
+		c->ahead_recs_pass = c->plan_pass;
 		c->ahead_recs_batch = batch;
 		c->ahead_recs_valid = 1;
 	}

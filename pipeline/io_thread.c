@@ -96,6 +96,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		/* Everything of this epoch is planned: prefetch the next,
 		 * which is a fresh one (no earlier jobs). */
 		c->plan_epoch++;
+		c->plan_pass++;
 		sampler_set_epoch(&c->sampler, c->plan_epoch);
 		c->plan_batch = 0;
 		c->ahead_batch = 0;
@@ -191,6 +192,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	c->plan_compacted = 0;
 	s->state = SLOT_WAITING;
 	s->epoch = c->plan_epoch;
+	s->pass = c->plan_pass;
 	s->batch = c->plan_batch++;
 	s->count = count;
 	s->error = 0;

@@ -557,6 +557,7 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 	}
 	if (!r) {
 		c->plan_epoch = epoch;
+		c->plan_pass++;
 		c->plan_batch = batch;
 		c->ahead_batch = batch;
 		c->ahead_rec = 0;

@@ -57,8 +57,8 @@ struct cache_entry {
 	int ahead;              /* read ahead of any batch: pinned by the
 				   read-ahead until decoded */
 	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
-	uint64_t view_epoch;    /* their epoch [mu] */
-	uint64_t claim_epoch;   /* epoch of its latest claim [mu] */
+	uint64_t view_pass;     /* their pass (plan_pass) [mu] */
+	uint64_t claim_pass;    /* pass of its latest claim [mu] */
 	struct slot *direct_slot; /* decode into this batch (direct.c) [mu] */
 	uint32_t direct_row;    /* at this row of its tensor [mu] */
 	uint8_t *direct;        /* there; NULL: into scratch [mu] */
@@ -94,6 +94,7 @@ struct slot {
 	uint32_t id;
 	int state;              /* enum slot_state [mu] */
 	uint64_t epoch, batch;  /* which batch it holds [mu] */
+	uint64_t pass;          /* the planner's pass it belongs to [mu] */
 	uint32_t count;         /* records planned */
 	uint32_t delivered;     /* records after skips (the rest: skipped) */
 	uint64_t truncated;     /* values cut by pad_length */
@@ -170,7 +171,7 @@ struct loader_core {
 				       (direct.c) */
 	uint64_t *ahead_recs;       /* records of one batch for the
 				       read-ahead (direct.c) [mu] */
-	uint64_t ahead_recs_epoch, ahead_recs_batch;
+	uint64_t ahead_recs_pass, ahead_recs_batch;
 	uint32_t ahead_recs_count;
 	int ahead_recs_valid;
 	uint32_t view_entries;      /* entries viewed by batches [mu] */
@@ -198,6 +199,10 @@ struct loader_core {
 	/* planner [mu] */
 	struct sampler sampler;
 	uint64_t plan_epoch, plan_batch;
+	/* Counts every start of planning an epoch, restarts included: an
+	 * epoch number can come back (set_epoch, state_set), a pass cannot,
+	 * so views and direct decodes tell passes apart by it. */
+	uint64_t plan_pass;
 	int planning_paused;
 	uint64_t need;              /* most blocks one batch can touch */
 	int plan_compacted;         /* this batch's plan emptied the cache */

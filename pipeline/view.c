@@ -72,11 +72,11 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	    s->delivered != s->count || s->has_mem)
 		return 0;
 	e = &c->entries[s->entries[0]];
-	/* A batch of another epoch may hold the block too (and read the
-	 * records this one's consumer could write into). */
+	/* A batch of another pass (another epoch, or this one restarted)
+	 * may hold the block too, and its consumer may have written into it. */
 	if (e->state != ENTRY_READY || !room_for_view(c, e) ||
-	    e->claim_epoch != s->epoch ||
-	    (e->view_refs && e->view_epoch != s->epoch))
+	    e->claim_pass != s->pass ||
+	    (e->view_refs && e->view_pass != s->pass))
 		return 0;
 	first = s->rec_in_block[0];
 	for (uint32_t r = 1; r < s->count; r++)
@@ -90,7 +90,7 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	if (e->view_refs++ == 0) {
 		c->view_entries++;
 		c->view_bytes += e->mem_len;
-		e->view_epoch = s->epoch;
+		e->view_pass = s->pass;
 	}
 	e->forget = 1;
 	s->viewed = 1;
