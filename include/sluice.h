@@ -524,9 +524,11 @@ SLUICE_API int sluice_loader_open_streams(const struct sluice_stream *streams,
  * sluice_loader_skipped - what on_error=skip has left out so far.
  * @buf, @len: out, may be NULL: the first skipped block's message (file,
  *	block, offset, why), "" when none was skipped.
- * @return: the number of corrupt block reads skipped (a block read again
- *	in a later epoch counts again; sluice_stats.records_skipped counts
- *	the records left out of delivered batches), or -EINVAL.
+ * @return: the number of corrupt block reads skipped, or -EINVAL.  A
+ *	corrupt block is not cached, so each batch that needs it reads it
+ *	again and it counts again, in the same epoch too: this says how
+ *	often, not how many blocks; sluice_stats.records_skipped counts the
+ *	records left out of delivered batches, each once.
  * Thread-safety: any thread.
  */
 SLUICE_API int64_t sluice_loader_skipped(const sluice_loader *ld, char *buf,
