@@ -40,7 +40,7 @@ static void put_manifest(FILE *f, const struct manifest *m)
 	fprintf(f, "{\"format\":\"dlpack-shard\",\"version\":%u,%s%s%s"
 		   "\"records\":%llu,\"raw_bytes\":%llu,\"stored_bytes\":%llu,"
 		   "\n\"fields\":[",
-		m->bound ? DLS_VERSION : DLS_VERSION_UNBOUND,
+		m->bound ? DLS_MANIFEST_VERSION : DLS_VERSION_UNBOUND,
 		m->bound ? "\"dataset_id\":\"" : "", hex, m->bound ? "\"," : "",
 		(unsigned long long)m->records,
 		(unsigned long long)m->raw_bytes,
@@ -247,10 +247,10 @@ int manifest_parse(const char *text, size_t len, struct manifest *m,
 	if (!v || v->type != JSON_STRING || strcmp(v->string, "dlpack-shard"))
 		BAD("\"format\" is not \"dlpack-shard\"");
 	if (json_u64(json_get(&root, "version"), &version) < 0 ||
-	    (version != DLS_VERSION && version != DLS_VERSION_UNBOUND))
+	    (version != DLS_MANIFEST_VERSION && version != DLS_VERSION_UNBOUND))
 		BAD("\"version\" is not %u or %u", DLS_VERSION_UNBOUND,
-		    DLS_VERSION);
-	if (version == DLS_VERSION) {
+		    DLS_MANIFEST_VERSION);
+	if (version == DLS_MANIFEST_VERSION) {
 		if (parse_id(json_get(&root, "dataset_id"), m->dataset_id) < 0)
 			BAD("\"dataset_id\": expected %u hex digits",
 			    DATASET_ID_HEX_LEN);
@@ -295,7 +295,7 @@ int manifest_parse(const char *text, size_t len, struct manifest *m,
 		    (ms->id.bound && !m->bound))
 			BAD("shards[%zu]: bad \"dataset_id\", \"index\" or "
 			    "\"checksum\" (all three, in a version %u manifest)",
-			    i, DLS_VERSION);
+			    i, DLS_MANIFEST_VERSION);
 	}
 	json_free(&root);
 	return 0;

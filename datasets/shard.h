@@ -58,6 +58,27 @@ int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
 		 const void *stored, int verify, void *scratch,
 		 size_t scratch_cap, const void **raw);
 
+/*
+ * Record checksums (format v3, record_sums.c).  record_checksum chains
+ * the @nfields fields' bytes in field order, as dlpack_shard.h defines;
+ * record_checksum_view does it for record @i of a decoded block.
+ */
+uint64_t record_checksum(uint32_t nfields, const uint8_t *const *ptr,
+			 const uint64_t *len);
+uint64_t record_checksum_view(const struct shard_schema *s,
+			      const struct block_view *v, uint32_t i);
+
+/*
+ * shard_read_record_sums - read @sf's record checksums into @out
+ * (sf->record_count entries; the caller sizes it: the count was checked
+ * against the file's size at parse) and check the section's XXH3.
+ * On failure writes "PATH: offset N: what" into @err.
+ * @return: 0; -ENOENT when the shard has none (v1, v2); -errno;
+ *	-SLUICE_ECORRUPT (checksum, short file).
+ */
+int shard_read_record_sums(const struct shard_file *sf, uint64_t *out,
+			   char *err, size_t errlen);
+
 /* Locate global record @index: its shard, block (within the shard) and
  * record within the block.  @return: 0 or -ERANGE. */
 int dataset_locate(const struct dataset *ds, uint64_t index,

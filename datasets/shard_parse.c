@@ -138,6 +138,49 @@ fail:
 	return r;
 }
 
+/* Format v3's record checksum section: record_count u64s ending the
+ * file (the index must end right before it, checked by the caller).
+ * Older headers have those bytes zero. */
+static int parse_record_sums(const char *path, const struct dls_header_disk *h,
+			     uint64_t file_size, struct shard_file *sf,
+			     char *err, size_t errlen)
+{
+	uint64_t want, end;
+	int r = 0;
+
+	if (h->reserved0)
+		FAIL(-SLUICE_ECORRUPT, HDR_OFF(reserved0), "reserved bytes set");
+	if (h->version < DLS_VERSION) {
+		if (h->record_sums_offset || h->record_sums_length ||
+		    h->record_sums_checksum)
+			FAIL(-SLUICE_ECORRUPT, HDR_OFF(record_sums_offset),
+			     "reserved bytes set (format v%u)", h->version);
+		return 0;
+	}
+	if (__builtin_mul_overflow(h->record_count, (uint64_t)8, &want) ||
+	    h->record_sums_length != want)
+		FAIL(-SLUICE_ECORRUPT, HDR_OFF(record_sums_length),
+		     "record checksums length %llu != %llu records x 8",
+		     (unsigned long long)h->record_sums_length,
+		     (unsigned long long)h->record_count);
+	if (h->record_sums_offset < DLS_HEADER_SIZE ||
+	    h->record_sums_offset % 8 ||
+	    __builtin_add_overflow(h->record_sums_offset,
+				   h->record_sums_length, &end) ||
+	    end != file_size)
+		FAIL(-SLUICE_ECORRUPT, HDR_OFF(record_sums_offset),
+		     "record checksums [%llu, +%llu) do not end the %llu-byte "
+		     "file (truncated?)",
+		     (unsigned long long)h->record_sums_offset,
+		     (unsigned long long)h->record_sums_length,
+		     (unsigned long long)file_size);
+	sf->record_sums_offset = h->record_sums_offset;
+	sf->record_sums_length = h->record_sums_length;
+	sf->record_sums_checksum = h->record_sums_checksum;
+fail:
+	return r;
+}
+
 int shard_parse(const char *path, const void *header, const void *index,
 		size_t index_len, uint64_t file_size, struct shard_file *out,
 		char *err, size_t errlen)
@@ -161,9 +204,9 @@ int shard_parse(const char *path, const void *header, const void *index,
 	memcpy(&h, header, sizeof(h));
 	if (memcmp(h.magic, DLS_MAGIC, DLS_MAGIC_LEN) != 0)
 		FAIL(-SLUICE_EFORMAT, 0, "bad magic: not a dlpack-shard file");
-	if (h.version != DLS_VERSION && h.version != DLS_VERSION_UNBOUND)
+	if (h.version < DLS_VERSION_UNBOUND || h.version > DLS_VERSION)
 		FAIL(-SLUICE_EFORMAT, HDR_OFF(version),
-		     "format version %u, this reader knows %u and %u",
+		     "format version %u, this reader knows %u to %u",
 		     h.version, DLS_VERSION_UNBOUND, DLS_VERSION);
 	memcpy(&stored, (const uint8_t *)header + DLS_HEADER_CHECKSUM_OFFSET,
 	       8);
@@ -223,14 +266,19 @@ int shard_parse(const char *path, const void *header, const void *index,
 		FAIL(-SLUICE_ECORRUPT, HDR_OFF(index_offset),
 		     "index offset %llu not aligned after the header",
 		     (unsigned long long)h.index_offset);
+	r = parse_record_sums(path, &h, file_size, &sf, err, errlen);
+	if (r < 0)
+		goto fail;
 	if (__builtin_add_overflow(h.index_offset, h.index_length, &idx_end) ||
-	    idx_end != file_size)
+	    idx_end != (sf.record_sums_length ? sf.record_sums_offset
+					      : file_size))
 		FAIL(-SLUICE_ECORRUPT, HDR_OFF(index_offset),
 		     "index [%llu, +%llu) does not end the %llu-byte file "
-		     "(truncated?)",
+		     "or meet the record checksums (truncated?)",
 		     (unsigned long long)h.index_offset,
 		     (unsigned long long)h.index_length,
 		     (unsigned long long)file_size);
+	sf.index_offset = h.index_offset;
 	if (!index) {
 		*out = sf;
 		goto done;
@@ -380,9 +428,7 @@ int shard_open(const char *path, struct shard_file *out, char *err,
 	if (r < 0)
 		goto out;
 	{
-		uint64_t ioff = hdr_only.file_size -
-				hdr_only.block_count *
-					sizeof(struct dls_index_entry_disk);
+		uint64_t ioff = hdr_only.index_offset;
 		size_t ilen = (size_t)(hdr_only.block_count *
 				       sizeof(struct dls_index_entry_disk));
 

@@ -39,10 +39,33 @@ static void problem(struct verifier *v, const char *fmt, ...)
 		v->report(v->ctx, line);
 }
 
+/* Block @b's records against their checksums (format v3). */
+static void verify_record_sums(struct verifier *v, const struct shard_file *sf,
+			       uint64_t b, const struct block_view *view,
+			       const uint64_t *sums)
+{
+	const struct shard_block *blk = &sf->blocks[b];
+
+	for (uint32_t i = 0; i < blk->record_count; i++) {
+		uint64_t rec = blk->first_record + i;
+
+		if (record_checksum_view(&sf->schema, view, i) == sums[rec])
+			continue;
+		problem(v, "%s: block %llu: offset %llu: record %llu: record "
+			"checksum mismatch (the checksum is at offset %llu)",
+			sf->path, (unsigned long long)b,
+			(unsigned long long)blk->offset,
+			(unsigned long long)rec,
+			(unsigned long long)(sf->record_sums_offset + rec * 8));
+	}
+}
+
 static void verify_blocks(struct verifier *v, const struct shard_file *sf)
 {
 	struct block_reader br = { 0 };
 	struct block_view view;
+	uint64_t *sums = NULL;
+	int have_sums = 0;
 	char err[1024];
 	int fd;
 
@@ -51,10 +74,27 @@ static void verify_blocks(struct verifier *v, const struct shard_file *sf)
 		problem(v, "%s: %s", sf->path, sluice_strerror(-errno));
 		return;
 	}
-	for (uint64_t b = 0; b < sf->block_count; b++)
-		if (block_read(&br, fd, sf, b, &view, err, sizeof(err)) < 0)
+	/* Sized by record_count, which parse checked against the file. */
+	if (sf->record_sums_length) {
+		sums = malloc((size_t)sf->record_sums_length);
+		if (!sums)
+			problem(v, "%s: out of memory for %llu record checksums",
+				sf->path, (unsigned long long)sf->record_count);
+		else if (shard_read_record_sums(sf, sums, err, sizeof(err)) < 0)
 			problem(v, "%s", err);
+		else
+			have_sums = 1;
+	}
+	for (uint64_t b = 0; b < sf->block_count; b++) {
+		if (block_read(&br, fd, sf, b, &view, err, sizeof(err)) < 0) {
+			problem(v, "%s", err);
+			continue;
+		}
+		if (have_sums)
+			verify_record_sums(v, sf, b, &view, sums);
+	}
 	close(fd);
+	free(sums);
 	block_reader_free(&br);
 }
 

@@ -62,6 +62,8 @@ struct sluice_writer {
 	uint64_t pos;
 	struct dls_index_entry_disk *index;
 	uint64_t nindex, index_cap;
+	uint64_t *sums;                 /* its records' checksums (v3) */
+	uint64_t sums_cap;
 	uint64_t shard_records, shard_raw, shard_stored;
 
 	struct manifest man;            /* finished shards and totals */
@@ -175,14 +177,18 @@ static int finish_shard(struct sluice_writer *w)
 	struct dls_header_disk h;
 	struct manifest_shard *ms;
 	uint8_t *page;
-	uint64_t index_off, index_len, sum;
+	uint64_t index_off, index_len, sums_off, sums_len, sum;
 	int r;
 
 	if (w->fd < 0)
 		return 0;
 	index_off = align_up_u64(w->pos, w->cfg.alignment);
 	index_len = w->nindex * sizeof(struct dls_index_entry_disk);
+	sums_off = index_off + index_len;
+	sums_len = w->shard_records * sizeof(*w->sums);
 	r = write_full(w->fd, w->index, index_len, index_off);
+	if (r == 0)
+		r = write_full(w->fd, w->sums, sums_len, sums_off);
 	if (r < 0)
 		return fail(w, r, "%s: writing the index: %s", w->tmp_path,
 			    sluice_strerror(r));
@@ -198,6 +204,9 @@ static int finish_shard(struct sluice_writer *w)
 	h.index_length = index_len;
 	h.index_checksum = XXH3_64bits(w->index, index_len);
 	h.raw_bytes = w->shard_raw;
+	h.record_sums_offset = sums_off;
+	h.record_sums_length = sums_len;
+	h.record_sums_checksum = XXH3_64bits(w->sums, sums_len);
 	memcpy(h.dataset_id, w->dataset_id, sizeof(h.dataset_id));
 	h.shard_index = w->man.nshards;
 	h.shard_count = 0;
@@ -238,7 +247,7 @@ static int finish_shard(struct sluice_writer *w)
 	snprintf(ms->file, MANIFEST_FILE_MAX, "%s", w->name);
 	ms->records = w->shard_records;
 	ms->blocks = w->nindex;
-	ms->bytes = index_off + index_len;
+	ms->bytes = sums_off + sums_len;
 	ms->id.bound = 1;
 	memcpy(ms->id.dataset_id, w->dataset_id, sizeof(w->dataset_id));
 	ms->id.index = w->man.nshards;
@@ -284,6 +293,20 @@ static int write_block(struct sluice_writer *w, const struct wslot *s)
 		w->index = nv;
 		w->index_cap = cap;
 	}
+	if (w->shard_records + s->records > w->sums_cap) {
+		uint64_t cap = w->sums_cap ? w->sums_cap : 1024;
+		void *nv;
+
+		while (cap < w->shard_records + s->records)
+			cap *= 2;
+		nv = realloc(w->sums, cap * sizeof(*w->sums));
+		if (!nv)
+			return fail(w, -ENOMEM, "out of memory");
+		w->sums = nv;
+		w->sums_cap = cap;
+	}
+	memcpy(w->sums + w->shard_records, s->sums,
+	       s->records * sizeof(*w->sums));
 	e = &w->index[w->nindex++];
 	memset(e, 0, sizeof(*e));
 	e->offset = off;
@@ -487,7 +510,7 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 	threads = cfg->threads ? cfg->threads : wpool_default_threads();
 	if (threads > WRITER_MAX_THREADS)
 		threads = WRITER_MAX_THREADS;
-	r = wpool_start(&w->pool, threads, cfg->compression_level);
+	r = wpool_start(&w->pool, threads, cfg->compression_level, &w->schema);
 	if (r < 0) {
 		fail(w, r, "starting %u compression threads: %s", threads,
 		     sluice_strerror(r));
@@ -620,6 +643,7 @@ static void writer_free(struct sluice_writer *w)
 		free(w->st[f].offs);
 	}
 	free(w->index);
+	free(w->sums);
 	manifest_free(&w->man);
 	free(w);
 }

@@ -32,9 +32,32 @@ static int worth_compressing(uint64_t comp, uint64_t raw)
 	return comp * 100u < raw * 97u;
 }
 
-static void compress_slot(ZSTD_CCtx *cctx, int level, struct wslot *s)
+/* Each record's checksum, over the block's raw layout (dlpack_shard.h). */
+static int record_sums(const struct shard_schema *schema, struct wslot *s)
 {
-	s->error = 0;
+	struct block_view v;
+
+	if (s->records > s->sums_cap) {
+		free(s->sums);
+		s->sums = malloc(s->records * sizeof(*s->sums));
+		s->sums_cap = s->sums ? s->records : 0;
+		if (!s->sums)
+			return -ENOMEM;
+	}
+	/* The writer laid the block out itself: a failure is a bug. */
+	if (block_view_init(schema, s->raw, s->raw_size, s->records, &v) < 0)
+		return -EINVAL;
+	for (uint32_t i = 0; i < s->records; i++)
+		s->sums[i] = record_checksum_view(schema, &v, i);
+	return 0;
+}
+
+static void compress_slot(ZSTD_CCtx *cctx, int level,
+			  const struct shard_schema *schema, struct wslot *s)
+{
+	s->error = record_sums(schema, s);
+	if (s->error)
+		return;
 	s->codec = DLS_CODEC_RAW;
 	s->stored = s->raw;
 	s->stored_size = s->raw_size;
@@ -84,7 +107,7 @@ static void *worker_main(void *arg)
 		if (p->level > 0 && !cctx)
 			s->error = -ENOMEM;
 		else
-			compress_slot(cctx, p->level, s);
+			compress_slot(cctx, p->level, &p->schema, s);
 		pthread_mutex_lock(&p->lock);
 		s->state = WSLOT_DONE;
 		pthread_cond_broadcast(&p->done_cv);
@@ -94,10 +117,17 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int wpool_start(struct wpool *p, uint32_t nthreads, int level)
+int wpool_start(struct wpool *p, uint32_t nthreads, int level,
+		const struct shard_schema *schema)
 {
 	memset(p, 0, sizeof(*p));
 	p->level = level;
+	p->schema = *schema;
+	/* The writer's bound on values grows as records come, and its own
+	 * blocks need no check against it. */
+	for (uint32_t f = 0; f < p->schema.nfields; f++)
+		if (p->schema.fields[f].variable)
+			p->schema.fields[f].max_value_bytes = UINT64_MAX;
 	p->nthreads = nthreads;
 	/* Two blocks per worker keep them busy while the oldest is written. */
 	p->nslots = 2 * nthreads + 2;
@@ -180,6 +210,7 @@ void wpool_stop(struct wpool *p)
 	for (uint32_t i = 0; p->slots && i < p->nslots; i++) {
 		free(p->slots[i].raw);
 		free(p->slots[i].comp);
+		free(p->slots[i].sums);
 	}
 	free(p->slots);
 	free(p->threads);

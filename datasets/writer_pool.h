@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "shard.h"
+
 enum wslot_state { WSLOT_FREE, WSLOT_QUEUED, WSLOT_BUSY, WSLOT_DONE };
 
 struct wslot {
@@ -20,6 +22,8 @@ struct wslot {
 	uint32_t records;
 	int ends_shard;
 	/* filled by the worker */
+	uint64_t *sums;         /* the records' checksums (format v3) */
+	uint64_t sums_cap;
 	uint8_t *comp;
 	uint64_t comp_cap;
 	const uint8_t *stored;  /* raw or comp */
@@ -31,6 +35,7 @@ struct wslot {
 
 struct wpool {
 	int level;
+	struct shard_schema schema; /* the fields' layout (record checksums) */
 	uint32_t nthreads, nslots;
 	pthread_t *threads;
 	uint32_t started;
@@ -41,7 +46,8 @@ struct wpool {
 	int stopping;
 };
 
-int wpool_start(struct wpool *p, uint32_t nthreads, int level);
+int wpool_start(struct wpool *p, uint32_t nthreads, int level,
+		const struct shard_schema *schema);
 /* SLUICE_WRITER_DEFAULT_THREADS, or the CPUs this process may run on when
  * fewer (at least 1). */
 uint32_t wpool_default_threads(void);

@@ -1,5 +1,5 @@
 /*
- * dlpack_shard.h - the dlpack-shard on-disk format, version 2.
+ * dlpack_shard.h - the dlpack-shard on-disk format, version 3.
  *
  * A dataset is a directory of shard files (NAME-00000.dls ...) plus a
  * dataset.json manifest written last.  Everything on disk is little-endian.
@@ -11,6 +11,9 @@
  *   [0, 4096)            header (struct dls_header_disk, zero padded)
  *   [4096, ...)          blocks, each starting at a multiple of `alignment`
  *   [index_offset, +len) index: block_count x struct dls_index_entry_disk
+ *   [record_sums_offset, +len) v3: record checksums, record_count x u64;
+ *                        right after the index, ending the file (v1 and
+ *                        v2: the index ends the file)
  *
  * A block holds a run of whole records, stored raw or as one zstd frame.
  * Decoded, a block of n records is field-major; each section starts at a
@@ -36,6 +39,19 @@
  * by every reader, and a committed shard without the others of its
  * dataset is too.  Version 1 shards (no identity, reserved bytes zero)
  * are still read, unbound.
+ *
+ * Version 3 adds a checksum per record, so that a reader may read and
+ * verify one record's bytes without its whole block (record-range reads
+ * for full shuffle).  Record i's checksum chains its fields in field
+ * order over their decoded bytes:
+ *   h = 0; for each field f: h = XXH3_64bits_withSeed(bytes of f, len, h)
+ * where a fixed field's bytes are its record_bytes in its section and a
+ * variable field's are its value (offsets[i] .. offsets[i + 1]).  Every
+ * record has one, whatever its block's codec (a zstd block's records
+ * cannot be read by range, but verify checks theirs too).  The section's
+ * own XXH3-64 is in the header, which the header checksum covers.  v1
+ * and v2 shards (no section, those header bytes zero) are still read:
+ * their blocks are read whole.
  */
 #ifndef DLPACK_SHARD_H
 #define DLPACK_SHARD_H
@@ -44,8 +60,12 @@
 
 #define DLS_MAGIC "DLSHARD\x01"  /* 8 bytes, no terminator on disk */
 #define DLS_MAGIC_LEN 8
-#define DLS_VERSION 2u
+#define DLS_VERSION 3u
+#define DLS_VERSION_NO_RECORD_SUMS 2u /* still read: no record checksums */
 #define DLS_VERSION_UNBOUND 1u  /* still read: no dataset identity */
+/* dataset.json's own format version for a bound dataset (shards of v2 or
+ * v3: the manifest did not change with v3); unbound: 1. */
+#define DLS_MANIFEST_VERSION 2u
 #define DLS_DATASET_ID_LEN 16u
 #define DLS_HEADER_SIZE 4096u
 #define DLS_HEADER_CHECKSUM_OFFSET (DLS_HEADER_SIZE - 8u)
@@ -107,6 +127,11 @@ struct dls_header_disk {
 	uint32_t shard_index;       /* v2: position in the dataset, < count */
 	uint32_t shard_count;       /* v2: shards in the dataset; 0 while the
 				       write is not committed (refused) */
+	uint32_t reserved0;         /* zero */
+	uint64_t record_sums_offset;   /* v3: index_offset + index_length */
+	uint64_t record_sums_length;   /* v3: record_count * 8; it ends the
+					  file */
+	uint64_t record_sums_checksum; /* v3: XXH3-64 of the section */
 	/* ... zero padding; uint64 header checksum at
 	 * DLS_HEADER_CHECKSUM_OFFSET */
 };

@@ -64,6 +64,11 @@ struct shard_file {
 	uint32_t alignment;
 	uint64_t record_count;
 	uint64_t block_count;
+	uint64_t index_offset;
+	uint64_t record_sums_offset; /* v3: the record checksums (bounds
+					checked); length 0: none (v1, v2) */
+	uint64_t record_sums_length;
+	uint64_t record_sums_checksum;
 	uint64_t raw_bytes;
 	uint64_t stored_bytes;  /* sum of stored_size */
 	uint64_t max_stored;    /* largest block, stored and raw */
