@@ -380,6 +380,15 @@ enum sluice_shuffle {
 	SLUICE_SHUFFLE_FULL,       /* a random permutation of records */
 };
 
+enum sluice_range_reads {
+	SLUICE_RANGE_READS_AUTO = 0, /* on for shuffle FULL */
+	SLUICE_RANGE_READS_ON,
+	SLUICE_RANGE_READS_OFF,
+};
+
+/* The most record checksums a loader loads for range reads (bytes). */
+#define SLUICE_RANGE_SUMS_MAX (256ull << 20)
+
 enum sluice_device_kind {
 	SLUICE_DEVICE_AUTO = 0,    /* cuda when a GPU is usable, else host */
 	SLUICE_DEVICE_HOST,
@@ -458,7 +467,21 @@ struct sluice_loader_config {
 	void (*on_span)(void *ctx, enum sluice_stage stage, uint64_t start_ns,
 			uint64_t end_ns, uint64_t bytes);
 	void *on_span_ctx;
-	uint64_t reserved[8];      /* zero (config_init): room to grow */
+	/*
+	 * Record-range reads: read only the byte ranges of a batch's
+	 * records instead of their whole blocks (one io_uring submission
+	 * per batch, neighbours coalesced), for raw blocks of datasets
+	 * whose fields are all fixed-shape.  With verify on, only shards of
+	 * format v3 qualify (each record has its checksum, checked before
+	 * it goes into the batch; a mismatch is a corrupt record, skipped
+	 * with on_error=skip); their checksums are loaded at open, 8 bytes
+	 * per record, up to SLUICE_RANGE_SUMS_MAX bytes in all: shards past
+	 * that, and older shards, are read by block.  AUTO (default): for
+	 * shuffle FULL only; ON: in every shuffle mode; OFF: never.
+	 */
+	enum sluice_range_reads range_reads;
+	uint32_t reserved32;       /* zero */
+	uint64_t reserved[7];      /* zero (config_init): room to grow */
 };
 
 /** sluice_loader_config_init - fill @cfg with the defaults above (every
@@ -713,7 +736,11 @@ struct sluice_stats {
 	uint64_t values_truncated;         /* values past pad_length, cut */
 	uint64_t cached_shards;            /* direct_io=-1: shards read
 					      buffered, found cached */
-	uint64_t reserved[8];              /* zero: room to grow */
+	uint64_t range_reads;              /* reads of record ranges (after
+					      coalescing; their bytes are in
+					      read.bytes) */
+	uint64_t range_records;            /* records read by range */
+	uint64_t reserved[6];              /* zero: room to grow */
 };
 
 /**

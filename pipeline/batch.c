@@ -129,7 +129,7 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
 	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries)
 		return -ENOMEM;
-	return 0;
+	return slot_ranges_init(c, s);
 }
 
 /* Drop one reference; the last returns the slot and its memory. */

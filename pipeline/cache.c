@@ -156,22 +156,31 @@ void cache_evict_all(struct loader_core *c)
 		cache_evict(c, v);
 }
 
-/* io memory for @blk in entry @i, evicting the least recently used
- * blocks until a range is free.  0 or -EAGAIN. */
-static int cache_take_memory(struct loader_core *c, uint32_t i,
-			     const struct shard_block *blk)
+/* @len bytes of io memory, evicting the least recently used blocks
+ * until a range is free.  0 or -EAGAIN. */
+int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off)
 {
-	struct cache_entry *e = &c->entries[i];
-	uint64_t len = block_io_bytes(blk), off;
 	uint32_t v = c->lru_head;
 
-	while (pool_alloc(&c->io_pool, len, &off)) {
+	while (pool_alloc(&c->io_pool, len, off)) {
 		while (v != NIL && c->entries[v].mem_len == 0)
 			v = c->entries[v].lru_next;
 		if (v == NIL)
 			return -EAGAIN;
 		cache_evict(c, v);
 	}
+	return 0;
+}
+
+/* io memory for @blk in entry @i.  0 or -EAGAIN. */
+static int cache_take_memory(struct loader_core *c, uint32_t i,
+			     const struct shard_block *blk)
+{
+	struct cache_entry *e = &c->entries[i];
+	uint64_t len = block_io_bytes(blk), off;
+
+	if (cache_alloc_io(c, len, &off))
+		return -EAGAIN;
 	e->mem_off = off;
 	e->mem_len = len;
 	e->stored = c->arena + off;

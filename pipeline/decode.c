@@ -29,7 +29,9 @@ static uint32_t skip_failed_records(struct loader_core *c, struct slot *s)
 	uint32_t kept = 0;
 
 	for (uint32_t r = 0; r < s->count; r++) {
-		if (c->entries[s->rec_entry[r]].state == ENTRY_FAILED)
+		if (s->rec_entry[r] == RANGE_ENTRY
+			    ? !slot_ranges_keep(c, s, r, kept)
+			    : c->entries[s->rec_entry[r]].state == ENTRY_FAILED)
 			continue;
 		s->indices[kept] = s->indices[r];
 		s->rec_entry[kept] = s->rec_entry[r];
@@ -50,6 +52,16 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 			continue;
 		if (!e->corrupt || c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
 			return e->error;
+		skip = 1;
+	}
+	/* Records read by range that failed their checksum or read. */
+	if (s->range_error)
+		return s->range_error;
+	for (uint32_t r = 0; r < s->count && s->nranged && !skip; r++) {
+		if (s->rec_entry[r] != RANGE_ENTRY || !s->rec_bad[r])
+			continue;
+		if (c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+			return -SLUICE_ECORRUPT;
 		skip = 1;
 	}
 	if (skip) {
@@ -213,7 +225,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
-	if (slot_view_locked(c, s))
+	if (s->nranged == 0 && slot_view_locked(c, s))
 		return;
 	if (s->has_mem) {
 		/* direct.c took its memory when it was planned */
@@ -347,6 +359,18 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				const uint8_t *p;
 				uint64_t len;
 
+				if (e == RANGE_ENTRY) {
+					/* read by range (ranges.c) */
+					memcpy(dst + (uint64_t)r * rb,
+					       s->range_buf +
+						       s->rec_src[(uint64_t)r *
+								  sc->nfields +
+							  f],
+					       rb);
+					bytes += rb;
+					r++;
+					continue;
+				}
 				while (r + run < hi && s->rec_entry[r + run] == e &&
 				       s->rec_in_block[r + run] ==
 					       s->rec_in_block[r] + run)
@@ -403,6 +427,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	for (uint32_t k = 0; k < s->nentries; k++)
 		cache_unpin(c, s->entries[k]);
 	s->nentries = 0;
+	slot_ranges_release_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);     /* entries are free again */
 
@@ -490,6 +515,8 @@ void *decode_worker_main(void *arg)
 		pthread_mutex_unlock(&c->mu);
 		if (j.kind == JOB_DECODE)
 			decode_entry(c, dctx, j.id);
+		else if (j.kind == JOB_RANGES)
+			ranges_verify_part(c, j);
 		else
 			run_assemble(c, j);
 		pthread_mutex_lock(&c->mu);

@@ -111,6 +111,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	count = sampler_batch(&c->sampler, c->plan_batch, s->indices);
 	s->nentries = 0;
 	s->pending = 0;
+	s->nranged = 0;
 	for (uint32_t r = 0; r < count; r++) {
 		uint64_t rec = s->indices[r];
 		uint64_t g = block_of(c, rec);
@@ -118,6 +119,13 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		uint32_t e;
 
 		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
+		if (range_block(c, g)) {
+			/* read by its byte ranges (ranges.c) */
+			s->rec_entry[r] = RANGE_ENTRY;
+			s->rec_block[r] = g;
+			s->nranged++;
+			continue;
+		}
 		/* Records of one block are usually neighbours: look at the
 		 * entries this slot pinned last first. */
 		if (have >= 0) {
@@ -167,7 +175,17 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		s->rec_entry[r] = e;
 	}
 	s->count = count;
-	direct_plan_locked(c, s);
+	/* The ranges' reads go first into c->submit, the blocks' after. */
+	switch (ranges_plan_locked(c, s, nsubmit)) {
+	case 0:
+		unpin_all(c, s);     /* no io memory yet: wait */
+		return 0;
+	case -ENOSPC:
+		unpin_all(c, s);
+		return -ENOSPC;
+	}
+	if (s->nranged == 0)
+		direct_plan_locked(c, s);
 	/* Every block is pinned: read the new ones, wait for those on
 	 * their way. */
 	for (uint32_t k = 0; k < s->nentries; k++) {
@@ -247,7 +265,7 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 				full = 1; /* come back to this span */
 				break;
 			}
-			if (c->block_entry[g] >= 0 ||
+			if (c->block_entry[g] >= 0 || range_block(c, g) ||
 			    (sp.nblocks == 1 &&
 			     direct_would_take(c, c->ahead_batch, c->ahead_rec,
 					       g)) ||
@@ -269,8 +287,13 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 static void read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct cache_entry *e = rd->user;
-	uint32_t i = (uint32_t)(e - c->entries);
+	uint32_t i;
 
+	if (!e) {
+		range_read_done_locked(c, rd);
+		return;
+	}
+	i = (uint32_t)(e - c->entries);
 	if (rd->result >= 0) {
 		loader_span(c, SLUICE_STAGE_READ, e->submit_ns, now_ns(),
 			    (uint64_t)rd->result);
@@ -307,8 +330,14 @@ static int submit_locked(struct loader_core *c, unsigned n)
 	uint64_t t0 = now_ns();
 	int r;
 
-	for (unsigned k = 0; k < n; k++)
-		((struct cache_entry *)c->submit[k]->user)->submit_ns = t0;
+	for (unsigned k = 0; k < n; k++) {
+		struct io_read *rd = c->submit[k];
+
+		if (rd->user)
+			((struct cache_entry *)rd->user)->submit_ns = t0;
+		else   /* a range read (ranges.c) */
+			((struct range_read *)(void *)rd)->submit_ns = t0;
+	}
 	pthread_mutex_unlock(&c->mu);
 	r = io_ring_submit(c->ring, c->submit, n);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
@@ -322,7 +351,7 @@ static int submit_locked(struct loader_core *c, unsigned n)
 void *io_thread_main(void *arg)
 {
 	struct loader_core *c = arg;
-	unsigned max_reap = c->nentries;
+	unsigned max_reap = c->reads_max;
 	uint64_t cpu = thread_cpu_ns();
 
 	pthread_mutex_lock(&c->mu);

@@ -125,11 +125,13 @@ static void free_core(struct loader_core *c)
 		free(s->rec_entry);
 		free(s->rec_in_block);
 		free(s->entries);
+		slot_ranges_free(s);
 		if (s->own_host)
 			free(s->host);
 		free(s);
 	}
 	io_ring_destroy(c->ring);
+	ranges_close(c);
 	cache_destroy(c);
 	budget_close(c);
 	device_close(c->dev);
@@ -218,7 +220,7 @@ static int grow_slots_locked(struct loader_core *c)
 		return -ENOMEM;
 	if (slot_init(c, s, c->nslots)) {
 		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
-		free(s->entries), free(s);
+		free(s->entries), slot_ranges_free(s), free(s);
 		return -ENOMEM;
 	}
 	c->slots[c->nslots++] = s;
@@ -399,6 +401,8 @@ static int open_core(struct loader_core *c,
 	views_init(c);
 	direct_init(c);
 	if (!r)
+		r = ranges_open(c, err, errlen);
+	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
 		return r;
@@ -410,8 +414,10 @@ static int open_core(struct loader_core *c,
 	c->jobs_cap = c->nentries +
 		      c->slots_cap * (c->cfg.decode_threads + 1) + 16;
 	c->jobs = calloc(c->jobs_cap, sizeof(*c->jobs));
-	c->submit = calloc(c->nentries, sizeof(*c->submit));
-	c->reaped = calloc(c->nentries, sizeof(*c->reaped));
+	/* One batch's block and range reads, or the read-ahead's. */
+	c->reads_max = c->nentries + c->ranges_max_reads;
+	c->submit = calloc(c->reads_max, sizeof(*c->submit));
+	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
 	if (!c->jobs || !c->submit || !c->reaped)
 		return -ENOMEM;
 	return start_threads(c);
@@ -728,6 +734,8 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
 	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);
 	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
+	st->range_reads = atomic_load(&c->range_reads);
+	st->range_records = atomic_load(&c->range_records);
 	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s%s%s",
 		 c->ring_info.fallbacks,
 		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",

@@ -76,6 +76,21 @@ enum slot_state {
 	SLOT_HELD,              /* handed to the consumer */
 };
 
+/* rec_entry of a record read by its byte ranges (ranges.c), which has
+ * no cache entry. */
+#define RANGE_ENTRY UINT32_MAX
+
+/* One io_uring read of a batch's record ranges (ranges.c): neighbouring
+ * records' ranges coalesced.  Its io_read's user is NULL, which tells it
+ * from a cache entry's read (user: the entry). */
+struct range_read {
+	struct io_read rd;      /* first: the ring hands back &rd */
+	struct slot *slot;
+	uint64_t buf_off;       /* where it lands in the slot's range_buf */
+	uint64_t submit_ns;
+	int error;              /* negative when the read failed */
+};
+
 struct tensor_desc {
 	char name[SLUICE_NAME_MAX + 8];
 	DLDataType dtype;
@@ -118,9 +133,25 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
+	/* Record-range reads (ranges.c), arrays allocated only when the
+	 * loader uses them.  The records whose rec_entry is RANGE_ENTRY are
+	 * read by range into range_buf (io pool), verified, then gathered. */
+	uint32_t nranged;       /* such records [mu] */
+	uint64_t *rec_block;    /* their global block */
+	uint64_t *rec_src;      /* [r * nfields + f]: field f of record r in
+				   range_buf */
+	uint8_t *rec_bad;       /* 1: failed its checksum or read */
+	struct range_read *rreads;
+	uint32_t nrreads;
+	uint32_t rreads_pending; /* reads not back yet [mu] */
+	uint32_t rparts_left;   /* verify parts running [mu] */
+	int range_failed;       /* a read failed: look records up [mu] */
+	int range_error;        /* fatal (not corrupt data) read error [mu] */
+	uint64_t range_off, range_len; /* in the io pool; 0 len: none [mu] */
+	uint8_t *range_buf;
 };
 
-enum job_kind { JOB_DECODE, JOB_ASSEMBLE };
+enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES };
 
 struct job {
 	int kind;
@@ -238,9 +269,20 @@ struct loader_core {
 	int stop;                   /* [mu] */
 	int failed;                 /* [mu] first fatal error code */
 
+	/* record-range reads (ranges.c) */
+	int ranges;                 /* on: eligible records read by range */
+	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
+				       (its blocks are read whole when
+				       verify is on) */
+	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
+	uint32_t ranges_max_reads;  /* batch_size * fields */
+	struct range_piece *range_pieces; /* the planner's scratch */
+	_Atomic uint64_t range_reads, range_records;
+
 	/* reads the I/O thread collects outside the lock */
 	struct io_read **submit;
 	struct io_read **reaped;
+	uint32_t reads_max;         /* their capacity */
 
 	/* stats */
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
@@ -354,6 +396,24 @@ void direct_init(struct loader_core *c);
 void direct_plan_locked(struct loader_core *c, struct slot *s);
 int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 		      uint64_t g);
+
+/* ranges.c */
+int ranges_open(struct loader_core *c, char *err, size_t errlen);
+void ranges_close(struct loader_core *c);
+int slot_ranges_init(struct loader_core *c, struct slot *s);
+void slot_ranges_free(struct slot *s);
+int range_block(const struct loader_core *c, uint64_t g);
+int ranges_plan_locked(struct loader_core *c, struct slot *s,
+		       unsigned *nsubmit);
+void range_read_done_locked(struct loader_core *c, struct io_read *rd);
+void ranges_verify_part(struct loader_core *c, struct job j);
+void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
+uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
+			  uint32_t from, uint32_t to);
+
+/* cache.c: io memory for something else than a block, evicting unpinned
+ * blocks as needed.  0 or -EAGAIN. */
+int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off);
 
 /* budget.c */
 uint64_t block_io_bytes(const struct shard_block *blk);

@@ -12,6 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
+#include "dlpack_shard.h"
 #include "sluice.h"
 #include "t.h"
 
@@ -190,6 +193,39 @@ static inline uint8_t *tu_slurp(const char *p, size_t *n)
 	fclose(f);
 	*n = (size_t)sz;
 	return b;
+}
+
+/*
+ * Turn the shard image @img (*@n bytes, format v3) into a format v2 one:
+ * the record checksums cut off the end, their header fields zeroed, the
+ * header checksum redone.  *@n becomes the shorter size.  Older datasets
+ * for the tests that they still load.
+ */
+static inline void tu_drop_record_sums(uint8_t *img, size_t *n)
+{
+	struct dls_header_disk h;
+	uint64_t sum;
+
+	memcpy(&h, img, sizeof(h));
+	T_EQ(h.version, DLS_VERSION);
+	T_ASSERT(h.record_sums_offset + h.record_sums_length == *n);
+	*n = (size_t)h.record_sums_offset;
+	h.version = DLS_VERSION_NO_RECORD_SUMS;
+	h.record_sums_offset = h.record_sums_length = 0;
+	h.record_sums_checksum = 0;
+	memcpy(img, &h, sizeof(h));
+	sum = XXH3_64bits(img, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(img + DLS_HEADER_CHECKSUM_OFFSET, &sum, 8);
+}
+
+/* Write @n bytes of @img to @p (replacing it). */
+static inline void tu_spit(const char *p, const uint8_t *img, size_t n)
+{
+	FILE *f = fopen(p, "wb");
+
+	T_ASSERT(f);
+	T_EQ(fwrite(img, 1, n, f), n);
+	T_EQ(fclose(f), 0);
 }
 
 #endif /* SLUICE_TESTS_FORMAT_UTIL_H */
