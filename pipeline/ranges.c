@@ -318,6 +318,12 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s)
  * like one whose blocks are all decoded. */
 static void ranges_checked_locked(struct loader_core *c, struct slot *s)
 {
+	uint64_t rb = 0;
+
+	/* "decoded": what the records hold, as a block's raw bytes are */
+	for (uint32_t f = 0; f < c->ds->schema.nfields; f++)
+		rb += c->ds->schema.fields[f].record_bytes;
+	atomic_fetch_add(&c->st_decode.bytes, rb * s->nranged);
 	for (uint32_t r = 0; r < s->count; r++) {
 		uint32_t shard;
 		const struct shard_block *blk;
@@ -431,19 +437,13 @@ void ranges_verify_part(struct loader_core *c, struct job j)
 	struct slot *s = c->slots[j.id];
 	uint32_t lo = (uint32_t)((uint64_t)s->count * j.part / j.parts);
 	uint32_t hi = (uint32_t)((uint64_t)s->count * (j.part + 1) / j.parts);
-	uint64_t cpu0 = thread_cpu_ns(), bytes = 0, rb = 0;
+	uint64_t cpu0 = thread_cpu_ns();
 	int last;
 
-	for (uint32_t f = 0; f < c->ds->schema.nfields; f++)
-		rb += c->ds->schema.fields[f].record_bytes;
-	for (uint32_t r = lo; r < hi; r++) {
-		if (s->rec_entry[r] != RANGE_ENTRY)
-			continue;
-		s->rec_bad[r] = (uint8_t)record_bad(c, s, r);
-		bytes += rb;
-	}
+	for (uint32_t r = lo; r < hi; r++)
+		if (s->rec_entry[r] == RANGE_ENTRY)
+			s->rec_bad[r] = (uint8_t)record_bad(c, s, r);
 	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
-	atomic_fetch_add(&c->st_decode.bytes, bytes);
 	pthread_mutex_lock(&c->mu);
 	last = --s->rparts_left == 0;
 	if (last)

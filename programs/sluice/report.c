@@ -248,8 +248,11 @@ void report_text(FILE *f, const struct bench_report *r)
 		st->registered_buffers ? "yes" : "no",
 		st->registered_files ? "yes" : "no", st->sqpoll ? "yes" : "no",
 		st->device_pinned ? "yes" : "no");
-	fprintf(f, "         blocks read %llu, cache hits %llu, records skipped %llu\n",
+	fprintf(f, "         blocks read %llu, range reads %llu (%llu records), read %.2fx the bytes assembled, cache hits %llu, records skipped %llu\n",
 		(unsigned long long)st->blocks_read,
+		(unsigned long long)st->range_reads,
+		(unsigned long long)st->range_records,
+		div0((double)st->read.bytes, (double)st->assemble.bytes),
 		(unsigned long long)st->block_cache_hits,
 		(unsigned long long)st->records_skipped);
 	if (st->fallbacks[0])
@@ -413,6 +416,8 @@ static void json_result(FILE *f, const struct bench_report *r,
 		jnum(f, "gpu_idle_fraction", x->gpu_idle, 0);
 	jint(f, "records_skipped", st->records_skipped, 0);
 	jint(f, "blocks_read", st->blocks_read, 0);
+	jint(f, "range_reads", st->range_reads, 0);
+	jint(f, "range_records", st->range_records, 0);
 	jint(f, "block_cache_hits", st->block_cache_hits, 0);
 	jint(f, "trace_events", r->trace_events, 1);
 	fputc('}', f);
