@@ -1,0 +1,513 @@
+/*
+ * test_ranges.c - record-range reads (full shuffle reads records' byte
+ * ranges, not their blocks) and the format v3 record checksums behind
+ * them: every record delivered equals its reference, in the same order as
+ * block reads give, for one and several fixed fields, batches straddling
+ * blocks and shards, ranks and resume; a flipped record byte is caught
+ * (file and offset named) or skipped; v2 shards still stream; a bad
+ * checksum section is refused by the parser, verify and the loader.
+ */
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "format_util.h"
+#include "shard.h"
+
+#define NREC 997u
+#define A_BYTES 301u    /* odd: records straddle 4 KiB pages unevenly */
+
+static char root[1024];
+
+/* Byte @k of field @f of record @i. */
+static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
+{
+	return (uint8_t)(i * 31 + k * 7 + f * 13 + 1);
+}
+
+static const uint64_t field_bytes[3] = { A_BYTES, 8, 12 };
+
+/* @nfields 1: "a" uint8[301]; 3: plus "b" int64, "c" float32[3]. */
+static void write_ds(const char *dir, uint32_t nfields, int level)
+{
+	struct sluice_field f[3];
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	uint8_t buf[3][A_BYTES];
+
+	tu_field(&f[0], "a", "uint8", 1, A_BYTES, 0);
+	tu_field(&f[1], "b", "int64", 0, 0, 0);
+	tu_field(&f[2], "c", "float32", 1, 3, 0);
+	sluice_writer_config_init(&wc);
+	wc.block_size = 8192;          /* ~25 records per block */
+	wc.records_per_shard = 200;    /* 5 shards */
+	wc.compression_level = level;
+	wc.threads = 2;
+	T_OK(sluice_writer_open(dir, f, (int)nfields, &wc, &w));
+	for (uint64_t i = 0; i < NREC; i++) {
+		const void *vals[3] = { buf[0], buf[1], buf[2] };
+
+		for (uint32_t fi = 0; fi < nfields; fi++)
+			for (uint64_t k = 0; k < field_bytes[fi]; k++)
+				buf[fi][k] = ref_byte(i, fi, k);
+		T_OK(sluice_writer_add(w, vals, field_bytes));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+}
+
+struct run {
+	uint64_t order[4 * NREC];   /* indices in delivery order */
+	uint32_t n;
+	uint32_t seen[NREC];
+	struct sluice_stats st;
+	char err[1024];
+	int rc;                     /* next()'s last return */
+};
+
+static void check_batch(sluice_batch *b, uint32_t nfields, struct run *out)
+{
+	static const char *names[3] = { "a", "b", "c" };
+	const uint64_t *idx = sluice_batch_indices(b);
+	uint32_t n = sluice_batch_size(b);
+
+	for (uint32_t fi = 0; fi < nfields; fi++) {
+		DLManagedTensor *t = NULL;
+		const uint8_t *d;
+
+		T_OK(sluice_batch_tensor(b, names[fi], -1, &t));
+		T_EQ(t->dl_tensor.shape[0], n);
+		d = t->dl_tensor.data;
+		for (uint32_t r = 0; r < n; r++)
+			for (uint64_t k = 0; k < field_bytes[fi]; k++)
+				if (d[r * field_bytes[fi] + k] !=
+				    ref_byte(idx[r], fi, k))
+					T_FAIL_AT("record %llu field %s byte %llu differs",
+						  (unsigned long long)idx[r],
+						  names[fi],
+						  (unsigned long long)k);
+		t->deleter(t);
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		T_ASSERT(idx[r] < NREC);
+		T_ASSERT(out->n < 4 * NREC);
+		out->order[out->n++] = idx[r];
+		out->seen[idx[r]]++;
+	}
+}
+
+/* Open @path with @cfg, optionally resume at @state, stream one epoch
+ * (at most @max_batches), checking every record. */
+static void stream(const char *path, const struct sluice_loader_config *cfg,
+		   uint32_t nfields, const struct sluice_state *state,
+		   uint64_t max_batches, struct run *out,
+		   struct sluice_state *state_out)
+{
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	uint64_t batches = 0;
+
+	memset(out, 0, sizeof(*out));
+	T_OK(sluice_dataset_open(path, &ds));
+	out->rc = sluice_loader_open(ds, cfg, &ld);
+	if (out->rc == 0 && state)
+		T_OK(sluice_loader_state_set(ld, state));
+	while (out->rc == 0 && batches < max_batches &&
+	       (out->rc = sluice_loader_next(ld, &b)) == 0) {
+		check_batch(b, nfields, out);
+		sluice_batch_release(b);
+		batches++;
+	}
+	if (ld) {
+		sluice_loader_error(ld, out->err, sizeof(out->err));
+		if (state_out)
+			T_OK(sluice_loader_state_get(ld, state_out));
+		sluice_loader_stats(ld, &out->st);
+	}
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+static void full_cfg(struct sluice_loader_config *cfg, uint32_t batch)
+{
+	sluice_loader_config_init(cfg);
+	cfg->shuffle = SLUICE_SHUFFLE_FULL;
+	cfg->batch_size = batch;
+	cfg->seed = 7;
+	cfg->rank = 0;
+	cfg->world_size = 1;
+	cfg->device = SLUICE_DEVICE_HOST;
+	cfg->decode_threads = 2;
+}
+
+static struct run ra, rb;
+
+/* Every record once, equal to its reference, in the order block reads
+ * give, and read by range (no block read). */
+static void check_equal(const char *dir, uint32_t nfields)
+{
+	static const uint32_t batches[] = { 1, 7, 64, 300, 1000 };
+
+	for (size_t k = 0; k < sizeof(batches) / sizeof(batches[0]); k++) {
+		struct sluice_loader_config cfg;
+
+		full_cfg(&cfg, batches[k]);
+		stream(dir, &cfg, nfields, NULL, UINT64_MAX, &ra, NULL);
+		T_EQ(ra.rc, SLUICE_EOF);
+		T_EQ(ra.n, NREC);
+		for (uint32_t i = 0; i < NREC; i++)
+			T_EQ(ra.seen[i], 1);
+		/* the next epoch's first batches are prefetched too */
+		T_ASSERT(ra.st.range_records >= NREC);
+		T_EQ(ra.st.blocks_read, 0);
+		T_ASSERT(ra.st.range_reads > 0);
+		cfg.range_reads = SLUICE_RANGE_READS_OFF;
+		stream(dir, &cfg, nfields, NULL, UINT64_MAX, &rb, NULL);
+		T_EQ(rb.rc, SLUICE_EOF);
+		T_EQ(rb.st.range_records, 0);
+		T_EQ(rb.n, ra.n);
+		T_MEMEQ(rb.order, ra.order, ra.n * sizeof(ra.order[0]));
+	}
+}
+
+/* Ranks split the epoch as block reads do; resume continues exactly. */
+static void check_ranks_and_resume(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	struct sluice_state st;
+	uint32_t total[NREC] = { 0 };
+	uint64_t whole[4 * NREC];
+	uint32_t nwhole;
+
+	for (int rank = 0; rank < 3; rank++) {
+		full_cfg(&cfg, 16);
+		cfg.rank = rank;
+		cfg.world_size = 3;
+		stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+		T_EQ(ra.rc, SLUICE_EOF);
+		T_ASSERT(ra.st.range_records >= ra.n);
+		cfg.range_reads = SLUICE_RANGE_READS_OFF;
+		stream(dir, &cfg, 3, NULL, UINT64_MAX, &rb, NULL);
+		T_EQ(rb.n, ra.n);
+		T_MEMEQ(rb.order, ra.order, ra.n * sizeof(ra.order[0]));
+		for (uint32_t i = 0; i < NREC; i++)
+			total[i] += ra.seen[i];
+	}
+	for (uint32_t i = 0; i < NREC; i++)
+		T_ASSERT(total[i] >= 1);    /* wrap may repeat a few */
+
+	full_cfg(&cfg, 24);
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	nwhole = ra.n;
+	memcpy(whole, ra.order, nwhole * sizeof(whole[0]));
+	stream(dir, &cfg, 3, NULL, 10, &ra, &st);
+	T_EQ(ra.n, 240);
+	stream(dir, &cfg, 3, &st, UINT64_MAX, &rb, NULL);
+	T_EQ(rb.rc, SLUICE_EOF);
+	T_EQ(ra.n + rb.n, nwhole);
+	T_MEMEQ(whole, ra.order, ra.n * sizeof(whole[0]));
+	T_MEMEQ(whole + ra.n, rb.order, rb.n * sizeof(whole[0]));
+	T_ASSERT(rb.st.range_records > 0);
+}
+
+/* The file offset of record @rec's field 0 (one field datasets: its only
+ * bytes), and its shard's path. */
+static uint64_t record_offset(const char *dir, uint64_t rec, char *path,
+			      size_t cap, uint64_t *block)
+{
+	sluice_dataset *ds = NULL;
+	const struct dataset *d;
+	uint64_t off = 0;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	d = dataset_table(ds);
+	for (uint32_t s = 0; s < d->nshards; s++) {
+		const struct shard_file *sf = &d->shards[s];
+
+		if (rec >= d->shard_first[s + 1])
+			continue;
+		rec -= d->shard_first[s];
+		for (uint64_t b = 0; b < sf->block_count; b++) {
+			const struct shard_block *blk = &sf->blocks[b];
+
+			if (rec >= blk->first_record + blk->record_count)
+				continue;
+			off = blk->offset +
+			      (rec - blk->first_record) * A_BYTES;
+			snprintf(path, cap, "%s", sf->path);
+			*block = b;
+			break;
+		}
+		break;
+	}
+	sluice_dataset_close(ds);
+	T_ASSERT(off > 0);
+	return off;
+}
+
+static void flip(const char *path, uint64_t off)
+{
+	size_t n;
+	uint8_t *img = tu_slurp(path, &n);
+
+	T_ASSERT(off < n);
+	img[off] ^= 0x40;
+	tu_spit(path, img, n);
+	free(img);
+}
+
+struct lines {
+	char text[4096];
+	int count;
+};
+
+static void collect(void *ctx, const char *line)
+{
+	struct lines *l = ctx;
+	size_t used = strlen(l->text);
+
+	l->count++;
+	snprintf(l->text + used, sizeof(l->text) - used, "%s\n", line);
+}
+
+/* A flipped byte in one record: caught by its checksum, named by file
+ * and offset; skipped with on_error=skip. */
+static void check_corrupt_record(void)
+{
+	struct sluice_loader_config cfg;
+	char dir[1100], path[1200], want[1300];
+	uint64_t off, block;
+	struct lines l = { "", 0 };
+
+	TU_FMT(dir, "%s/corrupt", root);
+	write_ds(dir, 1, 0);
+	off = record_offset(dir, 123, path, sizeof(path), &block);
+	flip(path, off + 17);
+	full_cfg(&cfg, 32);
+	stream(dir, &cfg, 1, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, -SLUICE_ECORRUPT);
+	T_CONTAINS(ra.err, path);
+	TU_FMT(want, "offset %llu: record", (unsigned long long)off);
+	T_CONTAINS(ra.err, want);
+	T_CONTAINS(ra.err, "record checksum mismatch");
+	T_EQ(ra.seen[123], 0);
+
+	cfg.on_error = SLUICE_ON_ERROR_SKIP;
+	stream(dir, &cfg, 1, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC - 1);
+	T_EQ(ra.st.records_skipped, 1);
+	for (uint32_t i = 0; i < NREC; i++)
+		T_EQ(ra.seen[i], i != 123);
+
+	/* verify finds the block's XXH3 broken (the record checksum alone
+	 * is check_record_only_damage's) */
+	T_EQ(dataset_verify(dir, collect, &l), 1);
+	T_CONTAINS(l.text, path);
+}
+
+/* The same record's byte flipped, its block's XXH3 made to agree: only
+ * the record checksum can tell, and both verify and the loader do. */
+static void check_record_only_damage(void)
+{
+	struct sluice_loader_config cfg;
+	char dir[1100], path[1200];
+	uint64_t off, block, sum;
+	struct dls_header_disk h;
+	struct dls_index_entry_disk e;
+	struct lines l = { "", 0 };
+	uint8_t *img;
+	size_t n;
+
+	TU_FMT(dir, "%s/forged", root);
+	write_ds(dir, 1, 0);
+	off = record_offset(dir, 450, path, sizeof(path), &block);
+	img = tu_slurp(path, &n);
+	img[off] ^= 1;
+	memcpy(&h, img, sizeof(h));
+	memcpy(&e, img + h.index_offset + block * sizeof(e), sizeof(e));
+	e.checksum = XXH3_64bits(img + e.offset, e.stored_size);
+	memcpy(img + h.index_offset + block * sizeof(e), &e, sizeof(e));
+	h.index_checksum = XXH3_64bits(img + h.index_offset, h.index_length);
+	memcpy(img, &h, sizeof(h));
+	sum = XXH3_64bits(img, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(img + DLS_HEADER_CHECKSUM_OFFSET, &sum, 8);
+	tu_spit(path, img, n);
+	free(img);
+
+	/* the header checksum changed: open the shards by glob */
+	TU_FMT(path, "%s/*.dls", dir);
+	T_EQ(dataset_verify(path, collect, &l), 1);
+	T_CONTAINS(l.text, "record 50: record checksum mismatch");
+	full_cfg(&cfg, 50);
+	stream(path, &cfg, 1, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, -SLUICE_ECORRUPT);
+	T_CONTAINS(ra.err, "record 50: record checksum mismatch");
+}
+
+/* Format v2 shards (no record checksums) still stream: by block with
+ * verify on, by range with it off. */
+static void check_v2(const char *v3dir)
+{
+	struct sluice_loader_config cfg;
+	char dir[1100], p[1300], glob[1200];
+
+	TU_FMT(dir, "%s/v2", root);
+	T_EQ(mkdir(dir, 0755), 0);
+	for (int s = 0; s < 5; s++) {
+		size_t n;
+		uint8_t *img;
+
+		TU_FMT(p, "%s/data-%05d.dls", v3dir, s);
+		img = tu_slurp(p, &n);
+		tu_drop_record_sums(img, &n);
+		TU_FMT(p, "%s/data-%05d.dls", dir, s);
+		tu_spit(p, img, n);
+		free(img);
+	}
+	TU_FMT(glob, "%s/*.dls", dir);
+	T_EQ(dataset_verify(glob, NULL, NULL), 0);
+	full_cfg(&cfg, 40);
+	stream(glob, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_EQ(ra.st.range_records, 0);
+	T_ASSERT(ra.st.blocks_read > 0);
+	cfg.verify = 0;
+	stream(glob, &cfg, 3, NULL, UINT64_MAX, &rb, NULL);
+	T_EQ(rb.rc, SLUICE_EOF);
+	T_ASSERT(rb.st.range_records >= NREC);
+	T_MEMEQ(rb.order, ra.order, ra.n * sizeof(ra.order[0]));
+}
+
+/* Parse the shard image at @img (@n bytes) as a file of @n bytes. */
+static int parse(const uint8_t *img, size_t n, char *err, size_t cap)
+{
+	struct dls_header_disk h;
+	struct shard_file sf;
+	int r;
+
+	memcpy(&h, img, sizeof(h));
+	r = shard_parse("x.dls", img, img + h.index_offset,
+			(size_t)h.index_length, n, &sf, err, cap);
+	shard_file_free(&sf);
+	return r;
+}
+
+static void rehash_header(uint8_t *img, const struct dls_header_disk *h)
+{
+	uint64_t sum;
+
+	memcpy(img, h, sizeof(*h));
+	sum = XXH3_64bits(img, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(img + DLS_HEADER_CHECKSUM_OFFSET, &sum, 8);
+}
+
+/* A bad record checksum section: count, bounds, reserved bytes, its own
+ * checksum. */
+static void check_bad_section(const char *v3dir)
+{
+	char p[1200], err[512];
+	struct dls_header_disk h, good;
+	struct sluice_loader_config cfg;
+	struct lines l = { "", 0 };
+	size_t n;
+	uint8_t *img;
+
+	TU_FMT(p, "%s/data-00001.dls", v3dir);
+	img = tu_slurp(p, &n);
+	T_OK(parse(img, n, err, sizeof(err)));
+	memcpy(&good, img, sizeof(good));
+
+	h = good;       /* one record short */
+	h.record_sums_length -= 8;
+	rehash_header(img, &h);
+	T_EQ(parse(img, n, err, sizeof(err)), -SLUICE_ECORRUPT);
+	T_CONTAINS(err, "record checksums length");
+
+	h = good;       /* past the end of the file */
+	h.record_sums_offset += 8;
+	rehash_header(img, &h);
+	T_EQ(parse(img, n, err, sizeof(err)), -SLUICE_ECORRUPT);
+	T_CONTAINS(err, "do not end the");
+
+	h = good;       /* overflow */
+	h.record_sums_offset = UINT64_MAX - 4;
+	rehash_header(img, &h);
+	T_EQ(parse(img, n, err, sizeof(err)), -SLUICE_ECORRUPT);
+
+	h = good;       /* a truncated file */
+	rehash_header(img, &h);
+	T_EQ(parse(img, n - 8, err, sizeof(err)), -SLUICE_ECORRUPT);
+
+	h = good;       /* the section where the index should end */
+	h.record_sums_offset -= 8;
+	h.record_sums_length += 8;
+	rehash_header(img, &h);
+	T_EQ(parse(img, n, err, sizeof(err)), -SLUICE_ECORRUPT);
+
+	h = good;       /* reserved */
+	h.reserved0 = 1;
+	rehash_header(img, &h);
+	T_EQ(parse(img, n, err, sizeof(err)), -SLUICE_ECORRUPT);
+	T_CONTAINS(err, "reserved");
+
+	h = good;       /* a v2 header with the v3 fields set */
+	h.version = DLS_VERSION_NO_RECORD_SUMS;
+	rehash_header(img, &h);
+	T_EQ(parse(img, n, err, sizeof(err)), -SLUICE_ECORRUPT);
+	T_CONTAINS(err, "reserved");
+
+	/* the section's own checksum: the parser does not read it, the
+	 * loader (at open) and verify do */
+	rehash_header(img, &good);
+	img[good.record_sums_offset + 8 * 3] ^= 1;
+	tu_spit(p, img, n);
+	free(img);
+	T_ASSERT(dataset_verify(v3dir, collect, &l) >= 1);
+	T_CONTAINS(l.text, "record checksum section checksum mismatch");
+	full_cfg(&cfg, 10);
+	stream(v3dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, -SLUICE_ECORRUPT);
+	T_CONTAINS(ra.err, p);
+	T_CONTAINS(ra.err, "record checksum section checksum mismatch");
+	/* no range reads: no need for them */
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	stream(v3dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+}
+
+int main(void)
+{
+	char one[1100], three[1100], mixed[1100];
+	struct sluice_loader_config cfg;
+
+	snprintf(root, sizeof(root), "%s", tu_scratch("ranges"));
+	TU_FMT(one, "%s/one", root);
+	TU_FMT(three, "%s/three", root);
+	TU_FMT(mixed, "%s/zstd", root);
+	write_ds(one, 1, 0);
+	write_ds(three, 3, 0);
+	check_equal(one, 1);
+	check_equal(three, 3);
+	check_ranks_and_resume(three);
+
+	/* zstd blocks are read whole; range_reads=on in window mode */
+	write_ds(mixed, 3, 3);
+	full_cfg(&cfg, 50);
+	stream(mixed, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_EQ(ra.st.range_records, 0);
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.range_reads = SLUICE_RANGE_READS_ON;
+	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_ASSERT(ra.st.range_records >= NREC);
+
+	check_corrupt_record();
+	check_record_only_damage();
+	check_v2(three);
+	check_bad_section(three);
+	return 0;
+}
