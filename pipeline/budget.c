@@ -187,6 +187,8 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		io_want = c->cfg.cache_bytes;
 	if (io_want > z.io_sum)
 		io_want = z.io_sum;     /* the whole dataset fits */
+	/* records read by their byte ranges (ranges.c) */
+	io_want = add_sat(io_want, c->ranges_io_want);
 	io_want = align_up(io_want ? io_want : IO_ALIGN, IO_ALIGN);
 
 	/* The median record's variable bytes: its raw size less the fixed

@@ -359,7 +359,12 @@ static int open_core(struct loader_core *c,
 
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
+	r = ranges_open(c, err, errlen);
+	if (r)
+		return r;
 	need = cache_needed(c, c->cfg.batch_size);
+	if (c->ranges_all)
+		need = 1;       /* no block is read whole (ranges.c) */
 	c->need = need;
 	/* Read-ahead keeps two blocks per decode worker coming, looking no
 	 * further ahead than that many blocks' worth of records. */
@@ -400,8 +405,6 @@ static int open_core(struct loader_core *c,
 		r = cache_init(c, (uint32_t)entries);
 	views_init(c);
 	direct_init(c);
-	if (!r)
-		r = ranges_open(c, err, errlen);
 	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)

@@ -271,6 +271,9 @@ struct loader_core {
 
 	/* record-range reads (ranges.c) */
 	int ranges;                 /* on: eligible records read by range */
+	int ranges_all;             /* every block is */
+	uint64_t ranges_io_want;    /* io memory their batches in flight
+				       take at most (budget.c adds it) */
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
 				       (its blocks are read whole when
 				       verify is on) */

@@ -108,11 +108,27 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			return r;
 	}
 	c->ranges_max_reads = c->cfg.batch_size * sc->nfields;
+	c->ranges = 1;
+	c->ranges_all = 1;
+	for (uint64_t g = 0; g < c->nblocks && c->ranges_all; g++)
+		c->ranges_all = range_block(c, g);
+	/* Each batch in flight reads at most a page more than each of its
+	 * ranges on both sides. */
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		/* record_bytes < 2^34 (a block's limit): no overflow */
+		uint64_t env = align_up(sc->fields[f].record_bytes, 4096) + 4096;
+
+		c->ranges_io_want += env;
+	}
+	if (__builtin_mul_overflow(c->ranges_io_want,
+				   (uint64_t)c->cfg.batch_size *
+					   c->cfg.prefetch_depth,
+				   &c->ranges_io_want))
+		c->ranges_io_want = UINT64_MAX;
 	c->range_pieces = malloc(c->ranges_max_reads *
 				 sizeof(*c->range_pieces));
 	if (!c->range_pieces)
 		return -ENOMEM;
-	c->ranges = 1;
 	return 0;
 }
 
