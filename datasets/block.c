@@ -39,6 +39,18 @@ uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
 	return off;
 }
 
+uint64_t block_field_offset(const struct shard_schema *s, uint32_t n,
+			    uint32_t field)
+{
+	uint64_t off = 0;
+
+	/* Fixed fields only before @field (the caller's): no overflow, the
+	 * block's raw size (< 2^34) holds them. */
+	for (uint32_t f = 0; f < field; f++)
+		off = align_up_u64(off, 8) + (uint64_t)n * s->fields[f].record_bytes;
+	return align_up_u64(off, 8);
+}
+
 int block_view_init(const struct shard_schema *s, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out)
 {

@@ -5,7 +5,9 @@
  * through io_uring and calls block_decode itself.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 #include <zstd.h>
@@ -102,4 +104,35 @@ void block_reader_free(struct block_reader *br)
 	free(br->stored);
 	free(br->raw);
 	*br = (struct block_reader){ 0 };
+}
+
+int shard_read_field(const struct shard_file *sf, uint32_t f, uint8_t *out,
+		     char *err, size_t errlen)
+{
+	uint64_t rb = sf->schema.fields[f].record_bytes;
+	int fd, r = 0;
+
+	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		errf(err, errlen, "%s: %s", sf->path, sluice_strerror(r));
+		return r;
+	}
+	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
+		const struct shard_block *blk = &sf->blocks[b];
+		uint64_t off = blk->offset +
+			       block_field_offset(&sf->schema,
+						  blk->record_count, f);
+
+		if (blk->codec != DLS_CODEC_RAW)
+			continue;
+		r = pread_full(fd, out + blk->first_record * rb,
+			       (size_t)(blk->record_count * rb), off);
+		if (r < 0)
+			fail(sf, b, r, r == -SLUICE_ECORRUPT ? "file truncated"
+							     : sluice_strerror(r),
+			     err, errlen);
+	}
+	close(fd);
+	return r;
 }

@@ -41,6 +41,23 @@ int schema_equal(const struct shard_schema *a, const struct shard_schema *b);
 uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
 			   const uint64_t *var_bytes);
 
+/* Where field @field's section starts in a decoded block of @n records
+ * whose fields are all fixed-shape (its raw size, checked at parse, holds
+ * them all). */
+uint64_t block_field_offset(const struct shard_schema *s, uint32_t n,
+			    uint32_t field);
+
+/*
+ * shard_read_field - fixed field @f of every record in @sf's raw blocks,
+ * record after record, into @out (record_count * record_bytes bytes;
+ * records of zstd blocks are left as they are).  Read with pread, not
+ * verified: the record checksums cover these bytes.  All fields must be
+ * fixed-shape.  On failure writes "PATH: block B: offset O: what".
+ * @return: 0, -errno, -SLUICE_ECORRUPT (short file).
+ */
+int shard_read_field(const struct shard_file *sf, uint32_t f, uint8_t *out,
+		     char *err, size_t errlen);
+
 int block_view_init(const struct shard_schema *s, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out);
 

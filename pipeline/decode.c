@@ -362,11 +362,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				if (e == RANGE_ENTRY) {
 					/* read by range (ranges.c) */
 					memcpy(dst + (uint64_t)r * rb,
-					       s->range_buf +
-						       s->rec_src[(uint64_t)r *
-								  sc->nfields +
-							  f],
-					       rb);
+					       range_src(c, s, r, f), rb);
 					bytes += rb;
 					r++;
 					continue;

@@ -274,6 +274,8 @@ struct loader_core {
 	int ranges_all;             /* every block is */
 	uint64_t ranges_io_want;    /* io memory their batches in flight
 				       take at most (budget.c adds it) */
+	uint8_t *range_resident[DLS_MAX_FIELDS]; /* small fields of every
+				       record, read at open; NULL: by range */
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
 				       (its blocks are read whole when
 				       verify is on) */
@@ -417,6 +419,20 @@ uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 /* cache.c: io memory for something else than a block, evicting unpinned
  * blocks as needed.  0 or -EAGAIN. */
 int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off);
+
+/* Field @f of range record @r of @s: in the slot's range buffer, or
+ * kept since open for a small field (ranges.c). */
+static inline const uint8_t *range_src(const struct loader_core *c,
+				       const struct slot *s, uint32_t r,
+				       uint32_t f)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+
+	if (c->range_resident[f])
+		return c->range_resident[f] +
+		       s->indices[r] * sc->fields[f].record_bytes;
+	return s->range_buf + s->rec_src[(uint64_t)r * sc->nfields + f];
+}
 
 /* budget.c */
 uint64_t block_io_bytes(const struct shard_block *blk);

@@ -34,6 +34,11 @@
 /* ... but keep each read a reasonable size. */
 #define RANGE_READ_MAX (4u << 20)
 
+/* Small fields kept in memory (load_resident_fields). */
+#define RANGE_RESIDENT_FIELD_MAX 64u         /* bytes per record */
+#define RANGE_RESIDENT_MAX (64ull << 20)     /* all of them */
+#define RANGE_RESIDENT_BLOCKS_MAX (1u << 16) /* a pread per block each */
+
 /* One field of one record, to be read. */
 struct range_piece {
 	uint32_t file;
@@ -79,10 +84,56 @@ static int load_record_sums(struct loader_core *c, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Small fixed fields (labels: a few bytes per record, in a section of
+ * their own at the end of each block) would cost a read of a page per
+ * record for a few bytes: read them at open instead, every record's,
+ * when they fit RANGE_RESIDENT_MAX and the blocks are few enough to read
+ * quickly; the record checksums still check them at every use.  The
+ * largest field always stays read by range.
+ */
+static int load_resident_fields(struct loader_core *c, char *err,
+				size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	const struct shard_schema *sc = &ds->schema;
+	uint64_t total = 0;
+	uint32_t largest = 0;
+
+	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
+		return 0;
+	for (uint32_t f = 1; f < sc->nfields; f++)
+		if (sc->fields[f].record_bytes >
+		    sc->fields[largest].record_bytes)
+			largest = f;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t rb = sc->fields[f].record_bytes, len;
+
+		if (f == largest || rb > RANGE_RESIDENT_FIELD_MAX ||
+		    __builtin_mul_overflow(rb, ds->record_count, &len) ||
+		    total + len > RANGE_RESIDENT_MAX)
+			continue;
+		c->range_resident[f] = malloc(len ? (size_t)len : 1);
+		if (!c->range_resident[f])
+			return -ENOMEM;
+		total += len;
+		for (uint32_t s = 0; s < ds->nshards; s++) {
+			int r = shard_read_field(&ds->shards[s], f,
+						 c->range_resident[f] +
+							 ds->shard_first[s] * rb,
+						 err, errlen);
+
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
 int ranges_open(struct loader_core *c, char *err, size_t errlen)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	int want;
+	int want, any = 0, r;
 
 	switch (c->cfg.range_reads) {
 	case SLUICE_RANGE_READS_AUTO:
@@ -102,23 +153,34 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 	if (!want || !all_fields_fixed(sc) || c->nblocks == 0)
 		return 0;
 	if (c->cfg.verify) {
-		int r = load_record_sums(c, err, errlen);
-
+		r = load_record_sums(c, err, errlen);
 		if (r < 0)
 			return r;
 	}
 	c->ranges_max_reads = c->cfg.batch_size * sc->nfields;
 	c->ranges = 1;
 	c->ranges_all = 1;
-	for (uint64_t g = 0; g < c->nblocks && c->ranges_all; g++)
-		c->ranges_all = range_block(c, g);
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		if (range_block(c, g))
+			any = 1;
+		else
+			c->ranges_all = 0;
+	}
+	if (!any) {
+		c->ranges = c->ranges_all = 0;  /* v1/v2 shards, zstd blocks */
+		return 0;
+	}
+	r = load_resident_fields(c, err, errlen);
+	if (r < 0)
+		return r;
 	/* Each batch in flight reads at most a page more than each of its
 	 * ranges on both sides. */
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		/* record_bytes < 2^34 (a block's limit): no overflow */
 		uint64_t env = align_up(sc->fields[f].record_bytes, 4096) + 4096;
 
-		c->ranges_io_want += env;
+		if (!c->range_resident[f])
+			c->ranges_io_want += env;
 	}
 	if (__builtin_mul_overflow(c->ranges_io_want,
 				   (uint64_t)c->cfg.batch_size *
@@ -134,6 +196,10 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 
 void ranges_close(struct loader_core *c)
 {
+	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
+		free(c->range_resident[f]);
+		c->range_resident[f] = NULL;
+	}
 	for (uint32_t s = 0; c->record_sums && s < c->ds->nshards; s++)
 		free(c->record_sums[s]);
 	free(c->record_sums);
@@ -199,17 +265,19 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 	for (uint32_t r = 0; r < s->count; r++) {
 		uint32_t shard;
 		const struct shard_block *blk;
-		uint64_t sec = 0;
+		uint64_t sec;
 
 		if (s->rec_entry[r] != RANGE_ENTRY)
 			continue;
 		blk = loader_block(c, s->rec_block[r], &shard);
-		/* Field-major: each section 8-aligned from the block start;
-		 * the index's raw size covers them all (shard_parse). */
+		/* Field-major sections; the index's raw size covers them
+		 * all (shard_parse). */
 		for (uint32_t f = 0; f < sc->nfields; f++) {
 			uint64_t rb = sc->fields[f].record_bytes;
 
-			sec = align_up(sec, 8);
+			if (c->range_resident[f])
+				continue;
+			sec = block_field_offset(sc, blk->record_count, f);
 			c->range_pieces[n++] = (struct range_piece){
 				.file = shard,
 				.slot_index = r * sc->nfields + f,
@@ -217,7 +285,6 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 					  (uint64_t)s->rec_in_block[r] * rb,
 				.len = rb,
 			};
-			sec += (uint64_t)blk->record_count * rb;
 		}
 	}
 	return n;
@@ -435,9 +502,10 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 	const struct shard_block *blk;
 
 	for (uint32_t f = 0; f < sc->nfields; f++) {
-		if (s->range_failed && range_lost(s, src[f]))
+		if (!c->range_resident[f] && s->range_failed &&
+		    range_lost(s, src[f]))
 			return 1;
-		ptr[f] = s->range_buf + src[f];
+		ptr[f] = range_src(c, s, r, f);
 		len[f] = sc->fields[f].record_bytes;
 	}
 	if (!c->cfg.verify)

@@ -24,9 +24,10 @@ static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
 	return (uint8_t)(i * 31 + k * 7 + f * 13 + 1);
 }
 
-static const uint64_t field_bytes[3] = { A_BYTES, 8, 12 };
+static const uint64_t field_bytes[3] = { A_BYTES, 8, 80 };
 
-/* @nfields 1: "a" uint8[301]; 3: plus "b" int64, "c" float32[3]. */
+/* @nfields 1: "a" uint8[301]; 3: plus "b" int64 (small: kept in memory
+ * from open), "c" float32[20] (read by range, like "a"). */
 static void write_ds(const char *dir, uint32_t nfields, int level)
 {
 	struct sluice_field f[3];
@@ -36,7 +37,7 @@ static void write_ds(const char *dir, uint32_t nfields, int level)
 
 	tu_field(&f[0], "a", "uint8", 1, A_BYTES, 0);
 	tu_field(&f[1], "b", "int64", 0, 0, 0);
-	tu_field(&f[2], "c", "float32", 1, 3, 0);
+	tu_field(&f[2], "c", "float32", 1, 20, 0);
 	sluice_writer_config_init(&wc);
 	wc.block_size = 8192;          /* ~25 records per block */
 	wc.records_per_shard = 200;    /* 5 shards */
