@@ -84,8 +84,6 @@ def sluice(path):
             "verify": r["cpu_s_per_gb_by_stage"]["verify"],
             "assemble": r["cpu_s_per_gb_by_stage"]["assemble"],
             "read_cpu": r["cpu_s_per_gb_by_stage"]["read"],
-            "bytes_per_read": (r["read_bytes"] / r["range_reads"]
-                               if r["range_reads"] else 0),
             "rec_bytes": rec_bytes}
 
 def fio(path, rec_bytes):
@@ -131,15 +129,14 @@ for spec in specs:
         "full MB/s read / fio": [a["read_mb_s"] / b["read_mb_s"] for a, b in zip(rows["range"], rows["fio"])],
         "range / block reads": [a["rec_s"] / b["rec_s"] for a, b in zip(rows["range"], rows["block"])],
     }
-    summary.append((ds, {k: (med(v), min(v), max(v)) for k, v in ratios.items()},
-                    m["range"]["bytes_per_read"]))
+    summary.append((ds, {k: (med(v), min(v), max(v)) for k, v in ratios.items()}))
 p("")
-p("| data | full/window records/s | full read MB/s / fio | range/block records/s | bytes per range read |")
-p("|---|---:|---:|---:|---:|")
-for ds, r, bpr in summary:
+p("| data | full/window records/s | full read MB/s / fio | range/block records/s |")
+p("|---|---:|---:|---:|")
+for ds, r in summary:
     cell = lambda t: "%.2f (%.2f-%.2f)" % t
     p(f"| {ds} | {cell(r['full/window'])} | {cell(r['full MB/s read / fio'])} | "
-      f"{cell(r['range / block reads'])} | {bpr:.0f} |")
+      f"{cell(r['range / block reads'])} |")
 p("")
 p("Ratios are per run (side by side), median (min-max).")
 text = "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from .stream import Stream
 
 _SHUFFLE = {"none": 0, "block": 1, "window": 2, "full": 3}
 _ON_ERROR = {"fail": 0, "skip": 1}
+_RANGE_READS = {"auto": 0, "on": 1, "off": 2}
 _AUTO, _HOST, _CUDA = 0, 1, 2
 
 
@@ -86,6 +87,10 @@ class Loader:
     direct_io: "auto" (shards the page cache mostly holds are read
         buffered, the others with O_DIRECT where the filesystem allows;
         stats()["cached_shards"] counts the first), True or False.
+    range_reads: "auto" (shuffle "full" reads only its records' byte
+        ranges from raw blocks of fixed-shape fields, each checked against
+        its format-v3 record checksum; stats()["range_reads"]), "on" (in
+        every shuffle mode) or "off" (whole blocks).
     plain_reads, pageable_copies: force the fallbacks (no io_uring
         registered buffers; no cudaHostRegister, so pageable copies to
         the GPU); slower, same data; stats()["fallbacks"] says so.
@@ -110,7 +115,8 @@ class Loader:
                  world_size=None, pad_length=0, queue_depth=64,
                  verify=True, on_error="fail", direct_io="auto",
                  sqpoll=False, cache_bytes=0, memory_bytes=0,
-                 plain_reads=False, pageable_copies=False, state=None):
+                 plain_reads=False, pageable_copies=False,
+                 range_reads="auto", state=None):
         streams = None
         if isinstance(path, (list, tuple)):
             self.streams = [s if isinstance(s, Stream) else Stream(s)
@@ -148,6 +154,7 @@ class Loader:
             "memory_bytes": memory_bytes,
             "plain_reads": int(bool(plain_reads)),
             "pageable_copies": int(bool(pageable_copies)),
+            "range_reads": _choice("range_reads", range_reads, _RANGE_READS),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
         self._resuming = state is not None

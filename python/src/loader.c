@@ -60,6 +60,7 @@ static const struct {
 	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
 	OPT(memory_bytes, OPT_U64),
 	OPT(plain_reads, OPT_INT),    OPT(pageable_copies, OPT_INT),
+	OPT(range_reads, OPT_INT),
 #undef OPT
 };
 
@@ -694,7 +695,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -721,7 +722,9 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.cpu_decompress_ns, "cpu_assemble_ns",
 		(unsigned long long)s.cpu_assemble_ns, "batches_viewed",
 		(unsigned long long)s.batches_viewed, "blocks_direct",
-		(unsigned long long)s.blocks_direct);
+		(unsigned long long)s.blocks_direct, "range_reads",
+		(unsigned long long)s.range_reads, "range_records",
+		(unsigned long long)s.range_records);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)

@@ -201,3 +201,38 @@ def test_memory_budget(dataset):
     with pytest.raises(sluice.SluiceError, match="memory_bytes"):
         sluice.Loader(dataset, batch_size=5000, device="cpu",
                       memory_bytes=64 << 10)
+
+
+@pytest.mark.parametrize("range_reads", ["auto", "on", "off"])
+def test_full_shuffle_reads_record_ranges(tmp_path, range_reads):
+    """Fixed-shape raw records: shuffle="full" reads their byte ranges
+    (range_reads "auto" or "on"), not their blocks, same records, same
+    order."""
+    path = tmp_path / "fixed"
+    with sluice.ShardWriter(path, [("img", "uint8", (3, 40)),
+                                   ("label", "int64", ())],
+                            block_size=4096, records_per_shard=90,
+                            compression_level=0) as w:
+        for i in range(300):
+            w.write({"img": np.full((3, 40), i % 251, np.uint8),
+                     "label": i})
+    order = []
+    with sluice.Loader(str(path), batch_size=16, shuffle="full", seed=1,
+                       device="cpu", range_reads=range_reads) as ld:
+        for batch in ld:
+            labels = np.from_dlpack(batch["label"])
+            img = np.from_dlpack(batch["img"])
+            assert (img == (labels % 251)[:, None, None]).all()
+            order.extend(labels.tolist())
+        stats = ld.stats()
+    assert sorted(order) == list(range(300))
+    blocks = epoch_order(str(path), shuffle="full", seed=1, batch_size=16,
+                         range_reads="off")
+    assert order == [i for batch in blocks for i in batch]
+    if range_reads == "off":
+        assert stats["range_records"] == 0
+    else:
+        assert stats["range_records"] >= 300
+        assert stats["blocks_read"] == 0
+    with pytest.raises(ValueError):
+        sluice.Loader(str(path), shuffle="full", range_reads="sometimes")
