@@ -4,13 +4,17 @@
  * them: every record delivered equals its reference, in the same order as
  * block reads give, for one and several fixed fields, batches straddling
  * blocks and shards, ranks and resume; a flipped record byte is caught
- * (file and offset named) or skipped; v2 shards still stream; a bad
- * checksum section is refused by the parser, verify and the loader.
+ * (file and offset named) or skipped; short reads and -EAGAIN are
+ * invisible, -EIO fails, a file cut short fails or skips its records; v2
+ * shards still stream; a bad checksum section is refused by the parser,
+ * verify and the loader.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #include "format_util.h"
+#include "ring.h"
 #include "shard.h"
 
 #define NREC 997u
@@ -477,6 +481,80 @@ static void check_bad_section(const char *v3dir)
 	T_EQ(ra.rc, SLUICE_EOF);
 }
 
+enum { F_NONE, F_SHORT, F_EAGAIN, F_EIO, F_EOF };
+static _Atomic int fault_mode, faults_done, fault_calls;
+
+static void inject(void *ctx, uint32_t file, uint64_t offset, uint64_t length,
+		   int *res)
+{
+	(void)ctx, (void)offset, (void)length;
+	switch (atomic_load(&fault_mode)) {
+	case F_SHORT:   /* every other completion stops half way */
+		if (*res >= 1024 && atomic_fetch_add(&fault_calls, 1) % 2 == 0) {
+			*res = (*res / 2) & ~511;
+			atomic_fetch_add(&faults_done, 1);
+		}
+		break;
+	case F_EAGAIN:
+		if (atomic_fetch_add(&fault_calls, 1) % 3 == 0) {
+			*res = -EAGAIN;
+			atomic_fetch_add(&faults_done, 1);
+		}
+		break;
+	case F_EIO:
+	case F_EOF:     /* shard 2 ends early: 0 bytes, a cut file */
+		if (file == 2 && *res > 0) {
+			*res = atomic_load(&fault_mode) == F_EIO ? -EIO : 0;
+			atomic_fetch_add(&faults_done, 1);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* What the ring does wrong under range reads. */
+static void check_faults(const char *dir)
+{
+	struct sluice_loader_config cfg;
+
+	io_ring_set_fault(inject, NULL);
+	for (int mode = F_SHORT; mode <= F_EAGAIN; mode++) {
+		atomic_store(&fault_mode, mode);
+		atomic_store(&faults_done, 0);
+		full_cfg(&cfg, 64);
+		stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+		T_EQ(ra.rc, SLUICE_EOF);
+		T_EQ(ra.n, NREC);
+		for (uint32_t i = 0; i < NREC; i++)
+			T_EQ(ra.seen[i], 1);
+		T_ASSERT(atomic_load(&faults_done) > 0);
+		T_ASSERT(ra.st.range_records >= NREC);
+	}
+	atomic_store(&fault_mode, F_EIO);
+	full_cfg(&cfg, 64);
+	cfg.on_error = SLUICE_ON_ERROR_SKIP;    /* a failing device: fatal */
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, -EIO);
+	T_CONTAINS(ra.err, "data-00002.dls: offset");
+	T_CONTAINS(ra.err, "read failed");
+
+	atomic_store(&fault_mode, F_EOF);
+	full_cfg(&cfg, 64);
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, -SLUICE_ECORRUPT);
+	T_CONTAINS(ra.err, "data-00002.dls: block");
+	cfg.on_error = SLUICE_ON_ERROR_SKIP;
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC - 200);         /* shard 2's records */
+	T_EQ(ra.st.records_skipped, 200);
+	for (uint32_t i = 0; i < NREC; i++)
+		T_EQ(ra.seen[i], i < 400 || i >= 600);
+	atomic_store(&fault_mode, F_NONE);
+	io_ring_set_fault(NULL, NULL);
+}
+
 int main(void)
 {
 	char one[1100], three[1100], mixed[1100];
@@ -491,6 +569,7 @@ int main(void)
 	check_equal(one, 1);
 	check_equal(three, 3);
 	check_ranks_and_resume(three);
+	check_faults(three);
 
 	/* zstd blocks are read whole; range_reads=on in window mode */
 	write_ds(mixed, 3, 3);
