@@ -585,6 +585,14 @@ int main(void)
 	T_EQ(ra.n, NREC);
 	T_ASSERT(ra.st.range_records >= NREC);
 
+	/* A batch's ranges that can never fit the io memory: -ENOSPC */
+	full_cfg(&cfg, 64);
+	cfg.memory_bytes = 64 << 10;
+	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, -ENOSPC);
+	T_CONTAINS(ra.err, "read by range take");
+	T_CONTAINS(ra.err, "memory_bytes");
+
 	check_corrupt_record();
 	check_record_only_damage();
 	check_v2(three);
