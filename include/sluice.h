@@ -476,8 +476,12 @@ struct sluice_loader_config {
 	 * it goes into the batch; a mismatch is a corrupt record, skipped
 	 * with on_error=skip); their checksums are loaded at open, 8 bytes
 	 * per record, up to SLUICE_RANGE_SUMS_MAX bytes in all: shards past
-	 * that, and older shards, are read by block.  AUTO (default): for
-	 * shuffle FULL only; ON: in every shuffle mode; OFF: never.
+	 * that, and older shards, are read by block.  Small fields (at most
+	 * 64 bytes per record, such as labels) are read at open too, up to
+	 * 64 MiB in all and for datasets of at most 65536 blocks, so that a
+	 * record costs one read.  This memory is outside memory_bytes; the
+	 * reads' io memory is inside.  AUTO (default): for shuffle FULL
+	 * only; ON: in every shuffle mode; OFF: never.
 	 */
 	enum sluice_range_reads range_reads;
 	uint32_t reserved32;       /* zero */
