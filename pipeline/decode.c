@@ -341,7 +341,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 /* Copy records [lo, hi) of the slot; runs of neighbouring records of one
  * block are copied with one memcpy per fixed field. */
 static uint64_t assemble_part(struct loader_core *c, struct slot *s,
-			      uint32_t lo, uint32_t hi)
+			      uint32_t lo, uint32_t hi, uint64_t *verify_ns)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t pad = c->cfg.pad_length, bytes = 0;
@@ -360,7 +360,15 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				uint64_t len;
 
 				if (e == RANGE_ENTRY) {
-					/* read by range (ranges.c) */
+					/* read by range (ranges.c); a bad
+					 * record fails the batch */
+					if (s->verify_in_copy &&
+					    f == c->ranges_main_field) {
+						uint64_t v0 = now_ns();
+
+						(void)range_record_check(c, s, r);
+						*verify_ns += now_ns() - v0;
+					}
 					memcpy(dst + (uint64_t)r * rb,
 					       range_src(c, s, r, f), rb);
 					bytes += rb;
@@ -469,12 +477,19 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t n = s->delivered;
 		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
-		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
-		uint64_t bytes = assemble_part(c, s, lo, hi), t1 = now_ns();
+		uint64_t bytes = assemble_part(c, s, lo, hi, &verify);
+		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
 
-		atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
+		/* Checksums checked while copying (ranges.c) are verify's:
+		 * timed by the cheap wall clock, a thread clock per record
+		 * would cost more than a 16 KiB record's hash. */
+		if (verify > cpu)
+			verify = cpu;
+		atomic_fetch_add(&c->cpu_verify_ns, verify);
+		atomic_fetch_add(&c->cpu_assemble_ns, cpu - verify);
 
 		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);
 		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);

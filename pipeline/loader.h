@@ -147,6 +147,8 @@ struct slot {
 	uint32_t rparts_left;   /* verify parts running [mu] */
 	int range_failed;       /* a read failed: look records up [mu] */
 	int range_error;        /* fatal (not corrupt data) read error [mu] */
+	int verify_in_copy;     /* checksums checked by the assembly, record
+				   by record before its copy (ranges.c) */
 	uint64_t range_off, range_len; /* in the io pool; 0 len: none [mu] */
 	uint8_t *range_buf;
 };
@@ -274,6 +276,7 @@ struct loader_core {
 	int ranges_all;             /* every block is */
 	uint64_t ranges_io_want;    /* io memory their batches in flight
 				       take at most (budget.c adds it) */
+	uint32_t ranges_main_field; /* the largest: verified in its copy */
 	uint8_t *range_resident[DLS_MAX_FIELDS]; /* small fields of every
 				       record, read at open; NULL: by range */
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
@@ -413,6 +416,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 void range_read_done_locked(struct loader_core *c, struct io_read *rd);
 void ranges_verify_part(struct loader_core *c, struct job j);
 void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
+int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 			  uint32_t from, uint32_t to);
 

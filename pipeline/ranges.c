@@ -100,12 +100,13 @@ static int load_resident_fields(struct loader_core *c, char *err,
 	uint64_t total = 0;
 	uint32_t largest = 0;
 
-	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
-		return 0;
 	for (uint32_t f = 1; f < sc->nfields; f++)
 		if (sc->fields[f].record_bytes >
 		    sc->fields[largest].record_bytes)
 			largest = f;
+	c->ranges_main_field = largest;
+	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
+		return 0;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		uint64_t rb = sc->fields[f].record_bytes, len;
 
@@ -397,6 +398,9 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s)
 	s->range_buf = NULL;
 }
 
+static void report_bad_locked(struct loader_core *c, const struct slot *s,
+			      uint32_t r);
+
 /* Every range is checked: report the bad records, then the slot goes on
  * like one whose blocks are all decoded. */
 static void ranges_checked_locked(struct loader_core *c, struct slot *s)
@@ -407,30 +411,33 @@ static void ranges_checked_locked(struct loader_core *c, struct slot *s)
 	for (uint32_t f = 0; f < c->ds->schema.nfields; f++)
 		rb += c->ds->schema.fields[f].record_bytes;
 	atomic_fetch_add(&c->st_decode.bytes, rb * s->nranged);
-	for (uint32_t r = 0; r < s->count; r++) {
-		uint32_t shard;
-		const struct shard_block *blk;
-
-		if (s->rec_entry[r] != RANGE_ENTRY || !s->rec_bad[r])
-			continue;
-		blk = loader_block(c, s->rec_block[r], &shard);
-		loader_block_failed_locked(c, -SLUICE_ECORRUPT, 1,
-			"%s: block %llu: offset %llu: record %llu: %s",
-			c->ds->shards[shard].path,
-			(unsigned long long)(s->rec_block[r] -
-					     c->shard_block_base[shard]),
-			(unsigned long long)(blk->offset +
-					     (uint64_t)s->rec_in_block[r] *
-						     c->ds->schema.fields[0]
-							     .record_bytes),
-			(unsigned long long)(blk->first_record +
-					     s->rec_in_block[r]),
-			s->range_failed
-				? "read failed or record checksum mismatch (corrupt record)"
-				: "record checksum mismatch (corrupt record)");
-	}
+	for (uint32_t r = 0; r < s->count; r++)
+		if (s->rec_entry[r] == RANGE_ENTRY && s->rec_bad[r])
+			report_bad_locked(c, s, r);
 	if (--s->pending == 0)
 		slot_assemble_locked(c, s);
+}
+
+/* Record @r failed its checksum or its read: say which, where. */
+static void report_bad_locked(struct loader_core *c, const struct slot *s,
+			      uint32_t r)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, s->rec_block[r],
+						     &shard);
+	uint64_t rb0 = c->ds->schema.fields[0].record_bytes;
+
+	loader_block_failed_locked(c, -SLUICE_ECORRUPT, 1,
+		"%s: block %llu: offset %llu: record %llu: %s",
+		c->ds->shards[shard].path,
+		(unsigned long long)(s->rec_block[r] -
+				     c->shard_block_base[shard]),
+		(unsigned long long)(blk->offset +
+				     (uint64_t)s->rec_in_block[r] * rb0),
+		(unsigned long long)(blk->first_record + s->rec_in_block[r]),
+		s->range_failed
+			? "read failed or record checksum mismatch (corrupt record)"
+			: "record checksum mismatch (corrupt record)");
 }
 
 void range_read_done_locked(struct loader_core *c, struct io_read *rd)
@@ -460,7 +467,12 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 	}
 	if (--s->rreads_pending > 0)
 		return;
-	if (!c->cfg.verify && !s->range_failed) {
+	/* A bad record fails the batch (on_error=fail): check each right
+	 * before its copy, while its bytes are in the cache.  With skip the
+	 * records are checked first, since a dropped one moves the rest. */
+	s->verify_in_copy = c->cfg.verify && !s->range_failed &&
+			    c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
+	if ((!c->cfg.verify && !s->range_failed) || s->verify_in_copy) {
 		ranges_checked_locked(c, s);
 		return;
 	}
@@ -513,6 +525,24 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 	blk = loader_block(c, s->rec_block[r], &shard);
 	return record_checksum(sc->nfields, ptr, len) !=
 	       c->record_sums[shard][blk->first_record + s->rec_in_block[r]];
+}
+
+/*
+ * Assembly (s->verify_in_copy): check range record @r before its copy.
+ * @return: 0, or -SLUICE_ECORRUPT after failing the loader with the
+ * record's file and offset.
+ */
+int range_record_check(struct loader_core *c, struct slot *s, uint32_t r)
+{
+	if (!record_bad(c, s, r))
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	s->rec_bad[r] = 1;
+	report_bad_locked(c, s, r);
+	if (!s->error)
+		s->error = -SLUICE_ECORRUPT;
+	pthread_mutex_unlock(&c->mu);
+	return -SLUICE_ECORRUPT;
 }
 
 /* A decode worker checks records [lo, hi) of the slot's range records. */
