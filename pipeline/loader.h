@@ -282,6 +282,7 @@ struct loader_core {
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
 				       (its blocks are read whole when
 				       verify is on) */
+	uint32_t record_sums_shards; /* entries of record_sums */
 	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
 	uint32_t ranges_max_reads;  /* batch_size * fields */
 	struct range_piece *range_pieces; /* the planner's scratch */

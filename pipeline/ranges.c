@@ -63,6 +63,7 @@ static int load_record_sums(struct loader_core *c, char *err, size_t errlen)
 				sizeof(*c->record_sums));
 	if (!c->record_sums)
 		return -ENOMEM;
+	c->record_sums_shards = ds->nshards;
 	for (uint32_t s = 0; s < ds->nshards; s++) {
 		const struct shard_file *sf = &ds->shards[s];
 		uint64_t len = sf->record_sums_length;
@@ -201,7 +202,9 @@ void ranges_close(struct loader_core *c)
 		free(c->range_resident[f]);
 		c->range_resident[f] = NULL;
 	}
-	for (uint32_t s = 0; c->record_sums && s < c->ds->nshards; s++)
+	/* Not c->ds: the core may outlive the dataset (a consumer holding
+	 * tensors after close). */
+	for (uint32_t s = 0; c->record_sums && s < c->record_sums_shards; s++)
 		free(c->record_sums[s]);
 	free(c->record_sums);
 	free(c->range_pieces);

@@ -555,6 +555,28 @@ static void check_faults(const char *dir)
 	io_ring_set_fault(NULL, NULL);
 }
 
+/* A tensor kept past the loader's and the dataset's close: the last
+ * release frees the loader, which must not look at the dataset then
+ * (under ASan: a use after free). */
+static void check_tensor_outlives_dataset(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b = NULL;
+	DLManagedTensor *t = NULL;
+
+	full_cfg(&cfg, 16);
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_OK(sluice_loader_next(ld, &b));
+	T_OK(sluice_batch_tensor(b, "a", -1, &t));
+	sluice_batch_release(b);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	t->deleter(t);
+}
+
 int main(void)
 {
 	char one[1100], three[1100], mixed[1100];
@@ -570,6 +592,7 @@ int main(void)
 	check_equal(three, 3);
 	check_ranks_and_resume(three);
 	check_faults(three);
+	check_tensor_outlives_dataset(three);
 
 	/* zstd blocks are read whole; range_reads=on in window mode */
 	write_ds(mixed, 3, 3);
