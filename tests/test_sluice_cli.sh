@@ -258,6 +258,30 @@ fi
 "$SLUICE" stream "$T/raw" --on-error skip > /dev/null 2> "$T/err" &&
 	[ ! -s "$T/err" ] || fail "--on-error skip on clean data: '$(cat "$T/err")'"
 
+# Full shuffle of fixed-shape raw records reads their byte ranges: the
+# same records as cat --hash, in the order block reads give.
+"$SHARD" convert --from synth --out "$T/fixed" --records 300 --seed 5 \
+	--field image:uint8:3x20x20 --field label:int64 --records-per-shard 120 \
+	--block-size 8K --compression none --quiet || fail "convert fixed"
+"$SHARD" cat "$T/fixed" --hash | sort > "$T/fixed.cat"
+"$SLUICE" stream "$T/fixed" --hash --shuffle full --seed 3 --batch-size 40 \
+	> "$T/fixed.range" || fail "stream --shuffle full (range reads)"
+"$SLUICE" stream "$T/fixed" --hash --shuffle full --seed 3 --batch-size 40 \
+	--range-reads off > "$T/fixed.block" || fail "stream --range-reads off"
+if cut -d' ' -f2- "$T/fixed.range" | sort | cmp -s - "$T/fixed.cat" &&
+   cmp -s "$T/fixed.range" "$T/fixed.block"; then
+	ok "--shuffle full by record ranges == cat --hash, in block reads' order"
+else
+	fail "--shuffle full by record ranges differs"
+fi
+"$SLUICE" bench "$T/fixed" --shuffle full --json > "$T/fixed.json" &&
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; sys.exit(not (r["range_records"] >= 300 and r["blocks_read"] == 0))' "$T/fixed.json" &&
+	ok "bench --shuffle full: range reads, no block read" ||
+	fail "bench --shuffle full: range reads not counted"
+"$SLUICE" stream "$T/fixed" --range-reads sometimes > /dev/null 2>&1
+[ $? -eq 2 ] && ok "--range-reads sometimes: usage error" ||
+	fail "--range-reads sometimes: not a usage error"
+
 if [ $failures -ne 0 ]; then
 	echo "$failures failure(s)"
 	exit 1
