@@ -82,11 +82,11 @@ def cpu_seconds():
 
 
 def read_only(pq, path):
-    """Reading as sluice.parquet.convert does: mapped, batches of about
+    """Reading as sluice.parquet.convert does: buffered, batches of about
     4 MiB."""
-    from sluice.parquet import batch_rows_for
+    from sluice.parquet import READ_BUFFER, batch_rows_for
     n = 0
-    pf = pq.ParquetFile(path, memory_map=True)
+    pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER)
     for b in pf.iter_batches(batch_size=batch_rows_for(pf, pf.schema_arrow.names)):
         n += b.num_rows
     return n

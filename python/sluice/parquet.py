@@ -78,11 +78,14 @@ def read_ahead(items, depth=2):
 # rows of 648 bytes (42 MB) were mapped and zeroed afresh each batch and
 # cost twice the CPU of the whole conversion.
 BATCH_BYTES = 4 << 20
+READ_BUFFER = 1 << 20
 
 
 def batch_rows_for(pf, names, target=BATCH_BYTES):
     """Rows per batch of about @target decoded bytes of columns @names,
-    from the file's metadata (uncompressed sizes); 64..65536."""
+    from the file's metadata (uncompressed sizes); 64..65536.  A
+    dictionary-encoded column counts as its encoded size, so batches of
+    one that repeats large values decode larger than @target."""
     meta = pf.metadata
     rows = nbytes = 0
     wanted = set(names)
@@ -108,10 +111,13 @@ def convert(src, out, schema=None, *, columns=None, batch_rows=None,
     import pyarrow.parquet as pq
 
     def open_file(path):
-        # Mapped, not read: pread into fresh buffers was a tenth of the
-        # CPU, most of it zeroing newly mapped pages.
+        # Column pages read through one reused 1 MiB buffer: pre-buffering
+        # read each row group into fresh memory, and zeroing the newly
+        # mapped pages cost more than the reads.  (Not memory_map: a file
+        # truncated while it is read would kill the process with SIGBUS.)
         try:
-            return pq.ParquetFile(path, memory_map=True)
+            return pq.ParquetFile(path, pre_buffer=False,
+                                  buffer_size=READ_BUFFER)
         except (OSError, ValueError) as e:
             raise type(e)("%s: %s" % (path, e)) from e
 
