@@ -10,7 +10,9 @@ Usage: PYTHONPATH=<built sluice package> python3 bench/write_batch.py
 Env: RECORDS (200000), PER_RECORD (20000: write() is timed on the first
 PER_RECORD records only, its rows built beforehand and not counted), RUNS
 (5), THREADS (2), LEVEL (zstd level, 3; 0: raw blocks), IMG (bytes of the
-img field, 512), BUILD (build), BENCH_DIR (scratch; $TMPDIR or /tmp).  Arrow and parquet rows need pyarrow; the
+img field, 512), BUILD (build), BENCH_DIR (scratch; $TMPDIR or /tmp),
+INPUTS (a folder: only write the inputs there, label.npy, vec.npy,
+img.npy and t.parquet, for bench/cpu_compare.py, and exit).  Arrow and parquet rows need pyarrow; the
 "pyarrow read only" row is the parquet decoding inside --from parquet.
 Prints per method the median records/s and input MB/s, then the ratios.
 """
@@ -59,6 +61,10 @@ def main():
         import pyarrow.parquet as pq
     except ImportError:
         pa = pq = None
+    if os.environ.get("INPUTS"):
+        os.makedirs(os.environ["INPUTS"], exist_ok=True)
+        write_inputs(os.environ["INPUTS"], pa, pq)
+        return
     ds_bin = os.path.join(BUILD, "dlpack-shard")
     if not os.access(ds_bin, os.X_OK):
         sys.exit("write_batch.py: build %s first (make)" % ds_bin)
@@ -87,14 +93,16 @@ def read_only(pq, path):
     from sluice.parquet import READ_BUFFER, batch_rows_for
     n = 0
     pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER)
-    for b in pf.iter_batches(batch_size=batch_rows_for(pf, pf.schema_arrow.names)):
+    rows = batch_rows_for(pf, pf.schema_arrow.names)
+    for b in pf.iter_batches(batch_size=rows):
         n += b.num_rows
     return n
 
 
-def run(work, ds_bin, pa, pq):
+def write_inputs(work, pa, pq):
+    """The data as columns, as .npy files (their paths) and as an Arrow
+    table written to work/t.parquet (None without pyarrow)."""
     cols = make_data(np.random.default_rng(1))
-    raw = sum(a.nbytes for a in cols.values())
     npys = []
     for name, arr in cols.items():
         npys.append(os.path.join(work, name + ".npy"))
@@ -111,6 +119,12 @@ def run(work, ds_bin, pa, pq):
                 [None, pa.py_buffer(cols["img"].reshape(-1))])})
         pq.write_table(table, os.path.join(work, "t.parquet"),
                        compression="none", row_group_size=65536)
+    return cols, npys, table
+
+
+def run(work, ds_bin, pa, pq):
+    cols, npys, table = write_inputs(work, pa, pq)
+    raw = sum(a.nbytes for a in cols.values())
     out = os.path.join(work, "out")
     env = dict(os.environ, SLUICE_PYTHON=sys.executable)
 
