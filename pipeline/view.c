@@ -14,7 +14,8 @@
  * as before.
  *
  * A viewed block is shared: the consumer may write into its batch's
- * tensors.  Its records are the batch's own within an epoch; so that no
+ * tensors.  Its records are the batch's own within an epoch (a mixture
+ * whose stream repeats is the exception: no views there); so that no
  * other batch sees such writes, an entry is viewed only by batches of one
  * epoch and only when no batch of a later epoch claimed it, a later
  * epoch's claim reads the block again into another entry (cache.c), and
@@ -32,6 +33,13 @@ void views_init(struct loader_core *c)
 	c->views = !c->dev_info.is_cuda;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
+			c->views = 0;
+	/* A stream that repeats within an epoch delivers some records
+	 * twice in one pass: a later batch would read (or view) the rows a
+	 * consumer wrote into.  Such mixtures copy every batch; their
+	 * batches mix streams and rarely sit in one block anyway. */
+	for (uint32_t i = 0; i < c->sampler.nstreams; i++)
+		if (c->sampler.streams[i].samples > c->sampler.streams[i].records)
 			c->views = 0;
 }
 

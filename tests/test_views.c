@@ -303,6 +303,55 @@ static void check_restart_same_epoch(sluice_dataset *ds, int shuffle)
 }
 
 /*
+ * A record repeated within one epoch: a mixture that takes a dataset
+ * twice per epoch (samples = 2N).  The consumer writes into the first
+ * batch of the epoch and holds it while the second round delivers the
+ * same records, which must carry the file's bytes: a block a batch views
+ * is never read again by a batch of its repeat.  (Ranks' wrap padding
+ * repeats records across ranks, never within one rank's loader: a part
+ * of ceil(len / W) <= len positions cannot wrap onto itself.)
+ */
+static void check_repeat_in_epoch(sluice_dataset *ds, int shuffle)
+{
+	struct sluice_stream one = { ds, 0, 2ull * N };
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	uint32_t *seen = calloc(N, sizeof(*seen));
+	struct held first, h;
+	sluice_batch *b;
+	uint64_t taken = 0;
+	int r;
+
+	T_ASSERT(seen);
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = shuffle;
+	cfg.batch_size = BATCH;
+	cfg.seed = 5;
+	cfg.window_blocks = 3;
+	cfg.prefetch_depth = 4;
+	cfg.cache_bytes = 64ull << 20;
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(sluice_loader_open_streams(&one, 1, &cfg, &ld));
+	T_OK(sluice_loader_next(ld, &b));
+	take(b, &first, seen);
+	memset(first.tx->dl_tensor.data, 0xee, first.n * 16u);
+	memset(first.ty->dl_tensor.data, 0xee, first.n * 6u);
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		take(b, &h, seen);      /* checks the file's bytes */
+		let_go(&h, taken++);
+	}
+	T_EQ(r, SLUICE_EOF);
+	for (uint32_t i = 0; i < N; i++)
+		T_EQ(seen[i], 2);
+	first.tx->deleter(first.tx);
+	first.ty->deleter(first.ty);
+	sluice_batch_release(first.b);
+	sluice_loader_close(ld);
+	free(seen);
+}
+
+/*
  * Shuffle block, 13 blocks of one batch each: now and then an epoch ends
  * with the block the next begins with.  The consumer writes into the last
  * batch of each epoch and holds it while it takes the whole next epoch,
@@ -525,6 +574,52 @@ static uint64_t run_tokens(sluice_dataset *ds, int shuffle, uint32_t batch)
 	return st.blocks_direct;
 }
 
+/* Direct decoding with a record repeated within the epoch (a mixture
+ * taking the tokens twice): the first batch, decompressed into and then
+ * written by its consumer, is held while the repeat delivers the same
+ * blocks, which must be read again. */
+static void check_tokens_repeat(sluice_dataset *ds)
+{
+	struct sluice_stream one = { ds, 0, 2ull * N };
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	struct held_tokens first;
+	struct sluice_stats st;
+	sluice_batch *b;
+	uint64_t got = 0;
+	int r;
+
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 96;
+	cfg.decode_threads = 2;
+	cfg.cache_bytes = 64ull << 20;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(sluice_loader_open_streams(&one, 1, &cfg, &ld));
+	T_OK(sluice_loader_next(ld, &first.b));
+	T_OK(sluice_batch_tensor(first.b, "t", -1, &first.t));
+	check_tokens(first.b, first.t);
+	got += sluice_batch_size(first.b);
+	memset(first.t->dl_tensor.data, 0xee,
+	       sluice_batch_size(first.b) * 64u);
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		DLManagedTensor *t;
+
+		T_OK(sluice_batch_tensor(b, "t", -1, &t));
+		check_tokens(b, t);
+		got += sluice_batch_size(b);
+		t->deleter(t);
+		sluice_batch_release(b);
+	}
+	T_EQ(r, SLUICE_EOF);
+	T_EQ(got, 2ull * N);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_ASSERT(st.blocks_direct > 0);
+	first.t->deleter(first.t);
+	sluice_batch_release(first.b);
+	sluice_loader_close(ld);
+}
+
 int main(void)
 {
 	static const char *names[] = { "none", "block", "window", "full" };
@@ -561,7 +656,9 @@ int main(void)
 		check_writes_do_not_leak(ds, SLUICE_SHUFFLE_BLOCK);
 		check_restart_same_epoch(ds, SLUICE_SHUFFLE_NONE);
 		check_restart_same_epoch(ds, SLUICE_SHUFFLE_BLOCK);
-		printf("ok: %s: writes into viewed batches never reach a later epoch or a restarted one\n",
+		check_repeat_in_epoch(ds, SLUICE_SHUFFLE_NONE);
+		check_repeat_in_epoch(ds, SLUICE_SHUFFLE_BLOCK);
+		printf("ok: %s: writes into viewed batches never reach a later epoch, a restarted one or a repeat of their records\n",
 		       level ? "zstd" : "raw");
 		sluice_dataset_close(ds);
 	}
@@ -585,6 +682,8 @@ int main(void)
 					T_ASSERT(d > 2 * 94 / 4);
 			}
 		}
+		check_tokens_repeat(ds);
+		printf("ok: tokens: a batch decompressed into, written and held is not what its repeat in the epoch delivers\n");
 		sluice_dataset_close(ds);
 	}
 	snprintf(sub, sizeof(sub), "%s/one", dir);
