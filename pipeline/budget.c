@@ -166,13 +166,15 @@ static uint64_t largest_record_extra(const struct loader_core *c)
  * @entries: cache entries (io pool allocations at most); @batch_fixed:
  * what a full batch takes besides variable values (slot_layout()).
  * Default budget: what the index says prefetch_depth + 1 typical batches
- * and the cache need, plus the largest record and block once, capped at
+ * (one more with variable values) and the cache need, plus the largest record
+ * and block once, capped at
  * min(1 GiB, 5% of RAM).  Given memory_bytes: exactly that.
  */
 int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)
 {
 	uint64_t b = c->cfg.batch_size, budget, io_want, batch_want, per_batch;
+	uint64_t extra;
 	uint64_t records = c->ds->record_count;
 	struct block_sizes z;
 	struct device_config dc;
@@ -197,8 +199,17 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 				    mul_sat(b < records ? b : records,
 					    z.record_median -
 						    fixed_record_bytes(c)));
-	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + 1ull, per_batch),
-			     largest_record_extra(c));
+	/* prefetch_depth batches and the one the consumer holds.  With
+	 * variable values, one more: first-fit leaves those batches in the
+	 * lowest prefetch_depth + 1 typical sizes, so that much room above
+	 * them lets the largest batch in beside whichever one is held (else
+	 * a held batch can split the pool where neither hole fits it:
+	 * test_budget check_hold_previous). */
+	extra = largest_record_extra(c);
+	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull
+								     : 1ull),
+				     per_batch),
+			     extra);
 	batch_want = add_sat(batch_want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
 
 	if (c->cfg.memory_bytes) {

@@ -129,6 +129,73 @@ static void check_tight_budget(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/*
+ * The usual consumer keeps the batch it has while it asks for the next
+ * one.  Batches of varied sizes (the outlier's is 6 MiB, the others a
+ * few KiB) must not leave the one it keeps where no hole fits the next:
+ * every batch comes within the budget (none over it), in every mode,
+ * with prefetch 1 and 4, the default budget and a tight one.
+ */
+static void check_hold_previous(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	struct sluice_stats st;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int setup = 0; setup < 4; setup++) {
+		for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+		     mode++) {
+			int tight = setup & 1;
+			struct sluice_loader_config cfg;
+			sluice_loader *ld = NULL;
+			uint32_t *seen = calloc(N, sizeof(*seen));
+			sluice_batch *prev = NULL, *b;
+			uint64_t got = 0;
+			int r;
+
+			T_ASSERT(seen != NULL);
+			sluice_loader_config_init(&cfg);
+			cfg.shuffle = mode;
+			cfg.batch_size = 128;
+			cfg.seed = 3;
+			cfg.window_blocks = 3;
+			cfg.prefetch_depth = setup < 2 ? 1 : 4;
+			cfg.decode_threads = 2;
+			cfg.device = SLUICE_DEVICE_HOST;
+			cfg.memory_bytes = tight ? 16 * MIB : 0;
+			T_OK(sluice_loader_open(ds, &cfg, &ld));
+			for (int epoch = 0; epoch < 2; epoch++) {
+				memset(seen, 0, N * sizeof(*seen));
+				while ((r = sluice_loader_next(ld, &b)) == 0) {
+					got += fx_check_batch(b, seen);
+					if (prev)
+						sluice_batch_release(prev);
+					prev = b;
+				}
+				T_EQ(r, SLUICE_EOF);
+				for (uint32_t i = 0; i < N; i++)
+					T_EQ(seen[i], 1);
+			}
+			sluice_batch_release(prev);
+			T_EQ(got, 2 * N);
+			T_OK(sluice_loader_stats(ld, &st));
+			if (tight)
+				T_EQ(st.memory_bytes, 16 * MIB);
+			if (st.batches_over_budget)
+				T_FAIL_AT("shuffle %d, prefetch %u, %s budget: %llu batches over a budget of %llu bytes (%llu for batches) while the consumer held one",
+					  mode, cfg.prefetch_depth,
+					  tight ? "tight" : "default",
+					  (unsigned long long)st.batches_over_budget,
+					  (unsigned long long)st.memory_bytes,
+					  (unsigned long long)(st.memory_bytes -
+							       st.io_memory_bytes));
+			sluice_loader_close(ld);
+			free(seen);
+		}
+	}
+	sluice_dataset_close(ds);
+}
+
 /* Too small for the outlier's batch: -ENOSPC naming file, record, field
  * and the option; too small for its block: the open fails the same way. */
 static void check_over_budget(const char *dir)
@@ -404,6 +471,7 @@ int main(void)
 	fx_write(path, N, 2048, 0, 0);
 	check_outlier(path);
 	check_tight_budget(path);
+	check_hold_previous(path);
 	check_over_budget(path);
 	snprintf(path, sizeof(path), "%s/zstd", dir);
 	fx_write(path, N, 4096, 3, 700);
