@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "loader.h"
+#include "budget_test.h"
 
 #define IO_ALIGN 4096u
 #define DEFAULT_BUDGET_MAX (1ull << 30)
@@ -326,7 +327,11 @@ void batch_memory_grant_locked(struct loader_core *c)
  * holds all of it.  On the host the batch gets memory of its own, outside
  * the budget (the consumer chose to keep its batches; freed on release);
  * CUDA batches have device memory only inside the budget: -EDEADLK.
- * @return: 0 (nothing to do, or done), -EDEADLK, -ENOMEM.
+ * Unless a release is on its way (another thread dropped a batch's last
+ * reference and, on CUDA, waits for its copy): then the memory is coming
+ * and next() waits for it.
+ * @return: 0 (nothing to do, or done), 1 (wait for the release),
+ *	-EDEADLK, -ENOMEM.
  */
 int batch_memory_hoarded_locked(struct loader_core *c)
 {
@@ -337,6 +342,10 @@ int batch_memory_hoarded_locked(struct loader_core *c)
 	s = fifo_at(c, 0);
 	if (s->state != SLOT_MEMORY || s->has_mem)
 		return 0;
+	if (atomic_load(&c->releasing)) {
+		c->waits_for_release++;
+		return 1;
+	}
 	if (c->dev_info.is_cuda)
 		return -EDEADLK;
 	s->host = aligned_alloc(SLOT_ALIGN, align_up(s->host_bytes ? s->host_bytes
@@ -348,6 +357,29 @@ int batch_memory_hoarded_locked(struct loader_core *c)
 	atomic_fetch_add(&c->over_budget, 1);
 	slot_continue_assembly_locked(c, s);
 	return 0;
+}
+
+#ifdef SLUICE_TESTING
+void (*budget_test_release_hook)(struct loader_core *c);
+#endif
+
+/* A batch's last reference is gone; its memory comes back in
+ * batch_memory_release_end_locked(), after CUDA's copy is done.  Counted
+ * from here so that next() does not take the wait for hoarding. */
+void batch_memory_release_begin(struct loader_core *c)
+{
+	atomic_fetch_add(&c->releasing, 1);
+#ifdef SLUICE_TESTING
+	if (budget_test_release_hook)
+		budget_test_release_hook(c);
+#endif
+}
+
+/* The memory is back (and granted): next() may decide again. */
+void batch_memory_release_end_locked(struct loader_core *c)
+{
+	atomic_fetch_sub(&c->releasing, 1);
+	pthread_cond_broadcast(&c->ready_cv);
 }
 
 /* The caller made sure no copy still reads the memory. */

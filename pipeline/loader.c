@@ -634,11 +634,13 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 			if (s->state == SLOT_MEMORY) {
 				int h = batch_memory_hoarded_locked(c);
 
-				if (h)
+				if (h < 0)
 					loader_fail_locked(c, h,
 						"the consumer holds all %llu bytes of batch memory and asks for more: release batches (or their tensors) or raise memory_bytes (sluice --memory, Python memory_bytes=)",
 						(unsigned long long)c->batch_pool.size);
-				continue;
+				if (h <= 0)
+					continue;
+				/* h > 0: a release brings the memory */
 			}
 			if (s->state == SLOT_READY) {
 				uint32_t ready = 0;
@@ -664,7 +666,8 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				*out = &s->handle;
 				break;
 			}
-		} else if (all_slots_held(c)) {
+		} else if (all_slots_held(c) && !atomic_load(&c->releasing)) {
+			/* (a slot on its way back is waited for) */
 			int g = grow_slots_locked(c);
 
 			if (g)

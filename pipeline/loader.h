@@ -166,6 +166,9 @@ struct loader_core {
 	uint64_t io_need_bytes;     /* io memory the next batch may need:
 				       read-ahead leaves it reclaimable */
 	_Atomic uint64_t over_budget; /* batches given own memory */
+	_Atomic uint32_t releasing; /* batches whose last reference is gone
+				       and whose memory is not back yet */
+	uint64_t waits_for_release; /* next() waited for one [mu] */
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */
@@ -362,6 +365,8 @@ int budget_open(struct loader_core *c, uint64_t entries,
 void budget_close(struct loader_core *c);
 void batch_memory_grant_locked(struct loader_core *c);
 int batch_memory_hoarded_locked(struct loader_core *c);
+void batch_memory_release_begin(struct loader_core *c);
+void batch_memory_release_end_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
 void batch_memory_drop_waiting_locked(struct loader_core *c);
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);

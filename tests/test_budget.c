@@ -6,11 +6,17 @@
  * block and the option; a consumer that hoards batches past the budget
  * still gets them all; a header that claims a larger max_value_bytes
  * costs nothing; each shard's own max_value_bytes bounds its values;
- * batches released after close give their memory to no one.
+ * batches released after close give their memory to no one; a release
+ * racing next() is waited for, not taken for hoarding; holding the
+ * previous batch never pushes the next over the budget.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <xxhash.h>
 
 #include "dlpack_shard.h"
@@ -20,6 +26,7 @@
 #define FX_VLEN(i) ((uint64_t)((i) == FX_OUTLIER ? FX_OUTLIER_BYTES : (i) % 37))
 #include "loader_fixture.h"
 #include "loader.h"     /* -Ipipeline: to wait for a batch's state */
+#include "budget_test.h"
 
 #define N 2000
 #define MIB (1ull << 20)
@@ -356,6 +363,120 @@ static void check_release_after_close(const char *dir)
 		sluice_batch_release(held[i]);
 }
 
+/*
+ * A release racing next(): another thread drops the last reference of
+ * the batches holding the memory the head batch waits for, and is held
+ * where a CUDA release waits for its copy, while the consumer asks for
+ * the head.  The memory is on its way: next() must wait for it, not take
+ * the wait for hoarding (over budget on the host, -EDEADLK on CUDA).
+ */
+static sluice_loader *race_loader;
+static atomic_int race_consumer_done;
+static sem_t race_began;
+
+/* Hold the first release until next() decided: it waits for the
+ * release, or it returned. */
+static void race_hook(struct loader_core *c)
+{
+	if (!race_loader || c != race_loader->core)
+		return;
+	race_loader = NULL;
+	T_EQ(sem_post(&race_began), 0);
+	pthread_mutex_lock(&c->mu);
+	while (!atomic_load(&race_consumer_done) && c->waits_for_release == 0) {
+		pthread_mutex_unlock(&c->mu);
+		sched_yield();
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+struct race_release {
+	sluice_batch **held;
+	uint32_t n;
+};
+
+static void *release_all(void *arg)
+{
+	struct race_release *rr = arg;
+
+	for (uint32_t i = 0; i < rr->n; i++)
+		sluice_batch_release(rr->held[i]);
+	return NULL;
+}
+
+/* Whether the head batch waits for batch memory, once it settled (it
+ * waits, or it is ready). */
+static int head_waits_for_memory(sluice_loader *ld)
+{
+	struct loader_core *c = ld->core;
+	int r = -1;
+
+	pthread_mutex_lock(&c->mu);
+	while (r < 0 && !c->failed) {
+		if (c->fifo_len > 0) {
+			struct slot *s = c->slots[c->fifo[c->fifo_head]];
+
+			if (s->state == SLOT_MEMORY && !s->has_mem)
+				r = 1;
+			else if (s->state == SLOT_READY)
+				r = 0;
+		}
+		if (r < 0)
+			pthread_cond_wait(&c->ready_cv, &c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
+static void check_release_races_next(const char *dir)
+{
+	enum { batch = 20, most = 32 };
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *held[most], *b;
+	struct race_release rr = { held, 0 };
+	struct sluice_stats st;
+	pthread_t t;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = batch;
+	cfg.prefetch_depth = most;   /* memory runs out before slots do */
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.memory_bytes = 64 * 1024;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	/* Keep every batch until the head waits for the memory they hold. */
+	while (head_waits_for_memory(ld) == 0) {
+		T_ASSERT(rr.n < most);
+		T_OK(sluice_loader_next(ld, &held[rr.n]));
+		T_ASSERT(!ld->core->slots[held[rr.n]->slot]->own_host);
+		rr.n++;
+	}
+	T_ASSERT(rr.n > 0);
+	T_EQ(sem_init(&race_began, 0, 0), 0);
+	race_loader = ld;
+	budget_test_release_hook = race_hook;
+	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
+	T_EQ(sem_wait(&race_began), 0);
+	/* The release has begun and is held: ask for the head now. */
+	T_OK(sluice_loader_next(ld, &b));
+	atomic_store(&race_consumer_done, 1);
+	T_EQ(pthread_join(t, NULL), 0);
+	budget_test_release_hook = NULL;
+	fx_check_batch(b, NULL);
+	sluice_batch_release(b);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.batches_over_budget, 0);
+	T_ASSERT(ld->core->waits_for_release > 0);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	sem_destroy(&race_began);
+}
+
 /* The one shard file under @dir, into @path. */
 static void shard_path(const char *dir, char *path, size_t len, int k)
 {
@@ -480,6 +601,7 @@ int main(void)
 	fx_write(path, 600, 2048, 0, 0);
 	check_hoarding(path);
 	check_release_after_close(path);
+	check_release_races_next(path);
 	check_lying_header(path);
 	check_shard_bound(dir);
 	fx_rmrf(dir);
