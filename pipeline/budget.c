@@ -76,6 +76,7 @@ static int cmp_u64(const void *a, const void *b)
  * average), the largest io bytes and their sum. */
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
+	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
 	uint64_t max_block;         /* global block with io_max */
 };
 
@@ -122,6 +123,8 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	qsort(io, n, sizeof(*io), cmp_u64);
 	qsort(rec, n, sizeof(*rec), cmp_per_record);
 	z->io_median = io[(n - 1) / 2];
+	for (uint64_t k = 0; k < c->need && k < n; k++)
+		z->io_top_need = add_sat(z->io_top_need, io[n - 1 - k]);
 	for (uint64_t k = 0; k < n; k++) {
 		seen += rec[k].count;
 		z->record_median = rec[k].bytes;
@@ -263,6 +266,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 c->cfg.batch_size, (unsigned long long)batch_fixed);
 		return -ENOSPC;
 	}
+	c->io_batch_max = z.io_top_need;
 	c->io_need_bytes = add_sat(mul_sat(c->need, z.io_median), z.io_max);
 	if (c->io_need_bytes > c->io_bytes / 2)
 		c->io_need_bytes = c->io_bytes / 2;
@@ -283,6 +287,9 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	c->arena = device_arena(c->dev, &arena_len);
 	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, (uint32_t)entries);
 	if (!r)
+		r = pool_init(&c->view_pool, c->io_bytes, IO_ALIGN,
+			      (uint32_t)entries);
+	if (!r)
 		r = pool_init(&c->batch_pool, c->batch_bytes, SLOT_ALIGN,
 			      c->slots_cap);
 	return r;
@@ -291,6 +298,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 void budget_close(struct loader_core *c)
 {
 	pool_destroy(&c->io_pool);
+	pool_destroy(&c->view_pool);
 	pool_destroy(&c->batch_pool);
 }
 

@@ -179,6 +179,10 @@ struct loader_core {
 	int ahead_recs_valid;
 	uint32_t view_entries;      /* entries viewed by batches [mu] */
 	uint64_t view_bytes;        /* their io memory [mu] */
+	struct pool view_pool;      /* the io pool with only their memory
+				       taken: where views leave room [mu] */
+	uint64_t io_batch_max;      /* most io memory one batch's blocks
+				       take: the need largest blocks' */
 
 	/* block cache [mu] */
 	struct cache_entry *entries;
