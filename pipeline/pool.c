@@ -136,9 +136,10 @@ uint64_t pool_longest_free_after(const struct pool *p, uint64_t off,
 		const struct pool_extent *x = &p->free[i];
 		uint64_t a = x->len, b = 0;
 
-		if (len && off >= x->off && off - x->off < x->len) {
+		if (len && off >= x->off && off - x->off < x->len &&
+		    len <= x->len - (off - x->off)) {
 			a = off - x->off;
-			b = x->len - a > len ? x->len - a - len : 0;
+			b = x->len - a - len;
 		}
 		if (a > best)
 			best = a;

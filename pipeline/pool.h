@@ -45,8 +45,8 @@ void pool_free(struct pool *p, uint64_t off, uint64_t len);
  * (not free). */
 int pool_take(struct pool *p, uint64_t off, uint64_t len);
 
-/* The longest free range there would be after pool_take(@off, @len) (or
- * now, when @len is 0). */
+/* The longest free range there would be after pool_take(@off, @len):
+ * the longest now when @len is 0 or that range is not free. */
 uint64_t pool_longest_free_after(const struct pool *p, uint64_t off,
 				 uint64_t len);
 

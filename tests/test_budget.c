@@ -8,7 +8,8 @@
  * costs nothing; each shard's own max_value_bytes bounds its values;
  * batches released after close give their memory to no one; a release
  * racing next() is waited for, not taken for hoarding; holding the
- * previous batch never pushes the next over the budget.
+ * previous batch never pushes the next over the budget; the first-fit
+ * pool agrees with a map of its units.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -477,6 +478,105 @@ static void check_release_races_next(const char *dir)
 	sem_destroy(&race_began);
 }
 
+/*
+ * pool.c against a map of its units: random allocations, takes at given
+ * offsets and frees keep the free extents, the bytes used and the longest
+ * free range (after a take, too) what the map says.
+ */
+static uint64_t map_longest(const uint8_t *used, uint32_t units,
+			    uint32_t skip_lo, uint32_t skip_hi)
+{
+	uint64_t best = 0, run = 0;
+
+	for (uint32_t u = 0; u < units; u++) {
+		run = used[u] || (u >= skip_lo && u < skip_hi) ? 0 : run + 1;
+		if (run > best)
+			best = run;
+	}
+	return best;
+}
+
+static void check_pool(void)
+{
+	enum { units = 64, unit = 4096, most = units };
+	struct pool p;
+	uint8_t used[units] = { 0 };
+	uint64_t off[most], len[most], rng = 12345;
+	uint32_t n = 0;
+
+	T_OK(pool_init(&p, units * unit, unit, most));
+	for (int step = 0; step < 20000; step++) {
+		uint32_t op, u, k;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		op = (uint32_t)(rng >> 60) % 3;
+		u = (uint32_t)(rng >> 40) % units;
+		k = 1 + (uint32_t)(rng >> 20) % 6;
+		if (op == 0 && n < most) {
+			uint64_t o;
+			int free_run = 0;
+
+			for (uint32_t v = 0, run = 0; v < units; v++) {
+				run = used[v] ? 0 : run + 1;
+				if (run == k) {
+					free_run = 1;
+					break;
+				}
+			}
+			if (pool_alloc(&p, (uint64_t)k * unit - 100, &o)) {
+				T_EQ(free_run, 0);
+				continue;
+			}
+			T_EQ(free_run, 1);
+			T_EQ(o % unit, 0);
+			for (uint32_t v = 0; v < k; v++)
+				T_EQ(used[o / unit + v]++, 0);
+			off[n] = o;
+			len[n++] = (uint64_t)k * unit - 100;
+		} else if (op == 1 && n < most) {
+			int fits = u + k <= units;
+
+			for (uint32_t v = u; fits && v < u + k; v++)
+				fits = !used[v];
+			if (u + k <= units)
+				T_EQ(pool_longest_free_after(&p, (uint64_t)u * unit,
+							     (uint64_t)k * unit),
+				     fits ? map_longest(used, units, u, u + k) *
+						    unit
+					  : map_longest(used, units, 0, 0) * unit);
+			if (pool_take(&p, (uint64_t)u * unit,
+				      (uint64_t)k * unit)) {
+				T_EQ(fits, 0);
+				continue;
+			}
+			T_EQ(fits, 1);
+			for (uint32_t v = u; v < u + k; v++)
+				used[v] = 1;
+			off[n] = (uint64_t)u * unit;
+			len[n++] = (uint64_t)k * unit;
+		} else if (n > 0) {
+			uint32_t i = u % n;
+
+			pool_free(&p, off[i], len[i]);
+			for (uint64_t v = 0; v < (len[i] + unit - 1) / unit; v++)
+				used[off[i] / unit + v] = 0;
+			off[i] = off[--n];
+			len[i] = len[n];
+		}
+		{
+			uint64_t busy = 0;
+
+			for (uint32_t v = 0; v < units; v++)
+				busy += used[v];
+			T_EQ(p.used, busy * unit);
+			T_EQ(pool_longest_free_after(&p, 0, 0),
+			     map_longest(used, units, 0, 0) * unit);
+			T_ASSERT(p.nfree <= p.cap);
+		}
+	}
+	pool_destroy(&p);
+}
+
 /* The one shard file under @dir, into @path. */
 static void shard_path(const char *dir, char *path, size_t len, int k)
 {
@@ -588,6 +688,7 @@ int main(void)
 	char *dir = fx_tmpdir();
 	char path[600];
 
+	check_pool();
 	snprintf(path, sizeof(path), "%s/outlier", dir);
 	fx_write(path, N, 2048, 0, 0);
 	check_outlier(path);
