@@ -713,7 +713,12 @@ struct sluice_stats {
 	uint64_t values_truncated;         /* values past pad_length, cut */
 	uint64_t cached_shards;            /* direct_io=-1: shards read
 					      buffered, found cached */
-	uint64_t reserved[8];              /* zero: room to grow */
+	uint64_t arena_resident_ns;        /* of the open: making the arena
+					      resident (host: mlock, or its
+					      pages faulted in), so that no
+					      first touch is left to the
+					      steady state */
+	uint64_t reserved[7];              /* zero: room to grow */
 };
 
 /**

@@ -725,6 +725,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
+	st->arena_resident_ns = c->dev_info.arena_resident_ns;
 	st->batches_viewed = atomic_load(&c->batches_viewed);
 	st->blocks_direct = atomic_load(&c->blocks_direct);
 	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);
