@@ -23,6 +23,7 @@
 
 #include "loader.h"
 #include "budget_test.h"
+#include "memory_limit.h"
 
 #define IO_ALIGN 4096u
 #define DEFAULT_BUDGET_MAX (1ull << 30)
@@ -39,15 +40,15 @@ uint64_t block_io_bytes(const struct shard_block *blk)
 	return n;
 }
 
-/* The smaller of 1 GiB and 5% of the machine's memory. */
+/* The smaller of 1 GiB and 5% of the memory this process may use: the
+ * machine's, or its control group's limit when smaller (a container). */
 static uint64_t default_budget(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	uint64_t ram;
+	uint64_t ram = pages > 0 && page > 0
+		? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
 
-	if (pages <= 0 || page <= 0)
-		return DEFAULT_BUDGET_MAX;
-	ram = (uint64_t)pages * (uint64_t)page;
+	ram = memory_limit_bytes(ram, "/proc/self/cgroup", "/sys/fs/cgroup");
 	return ram / 20 < DEFAULT_BUDGET_MAX ? ram / 20 : DEFAULT_BUDGET_MAX;
 }
 

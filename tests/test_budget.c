@@ -9,7 +9,8 @@
  * batches released after close give their memory to no one; a release
  * racing next() is waited for, not taken for hoarding; holding the
  * previous batch never pushes the next over the budget; the first-fit
- * pool agrees with a map of its units.
+ * pool agrees with a map of its units; the default budget's share is of
+ * the control group's memory limit when it is below RAM.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include "loader_fixture.h"
 #include "loader.h"     /* -Ipipeline: to wait for a batch's state */
 #include "budget_test.h"
+#include "memory_limit.h"
 
 #define N 2000
 #define MIB (1ull << 20)
@@ -577,6 +579,83 @@ static void check_pool(void)
 	pool_destroy(&p);
 }
 
+/* Write @text into @root/@rel, making its folders. */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+	char path[900], cmd[1000];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	T_EQ(system(cmd), 0);
+	f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * The default budget's memory: RAM capped by the process's control
+ * groups, read from a tree of our own: v2 limits on the group and its
+ * ancestors, "max", v1's memory controller, hybrid systems' unified
+ * tree, and malformed, zero or missing files that limit nothing.
+ */
+static void check_memory_limit(const char *dir)
+{
+	const uint64_t ram = 24ull << 30;
+	char root[700], self[700];
+
+	snprintf(root, sizeof(root), "%s/cg", dir);
+	snprintf(self, sizeof(self), "%s/self", dir);
+	T_EQ(memory_limit_bytes(ram, self, root), ram);    /* no file */
+
+	put_file(dir, "self", "0::/a/b\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);    /* no limits */
+	put_file(root, "a/b/memory.max", "max\n");
+	put_file(root, "a/memory.max", "1073741824\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 1ull << 30);
+	put_file(root, "a/b/memory.max", "536870912\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 512ull << 20);
+	put_file(root, "memory.max", "1048576\n");          /* the root too */
+	T_EQ(memory_limit_bytes(ram, self, root), 1ull << 20);
+	T_EQ(memory_limit_bytes(1000, self, root), 1000);   /* RAM smaller */
+
+	/* malformed or zero: ignored */
+	put_file(root, "memory.max", "12abc\n");
+	put_file(root, "a/memory.max", "-5\n");
+	put_file(root, "a/b/memory.max", "0\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+	put_file(root, "a/b/memory.max", "");
+	put_file(root, "a/memory.max", "99999999999999999999999999\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+
+	/* the root group ("/"), as in a container with its own namespace */
+	put_file(dir, "self", "0::/\n");
+	put_file(root, "memory.max", "2147483648\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 2ull << 30);
+
+	/* hybrid: v1 memory controller, v2 tree under unified/ */
+	put_file(dir, "self", "9:name=systemd:/\n4:memory:/x/y\n0::/u\n");
+	put_file(root, "memory.max", "max\n");
+	put_file(root, "memory/x/y/memory.limit_in_bytes",
+		 "9223372036854771712\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+	put_file(root, "memory/x/memory.limit_in_bytes", "3221225472\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 3ull << 30);
+	put_file(root, "unified/u/memory.max", "268435456\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 256ull << 20);
+
+	/* a line with no path, or a relative one: ignored */
+	put_file(dir, "self", "0::\n4:memory:x\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+
+	/* this machine: at most its RAM, never 0 */
+	T_ASSERT(memory_limit_bytes(ram, "/proc/self/cgroup",
+				    "/sys/fs/cgroup") <= ram);
+	T_ASSERT(memory_limit_bytes(ram, "/proc/self/cgroup",
+				    "/sys/fs/cgroup") > 0);
+}
+
 /* The one shard file under @dir, into @path. */
 static void shard_path(const char *dir, char *path, size_t len, int k)
 {
@@ -689,6 +768,7 @@ int main(void)
 	char path[600];
 
 	check_pool();
+	check_memory_limit(dir);
 	snprintf(path, sizeof(path), "%s/outlier", dir);
 	fx_write(path, N, 2048, 0, 0);
 	check_outlier(path);
