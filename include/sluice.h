@@ -430,8 +430,10 @@ struct sluice_loader_config {
 	 * holds every io buffer, decode buffer and host batch (on CUDA the
 	 * device holds a copy of the batch part, and the whole arena is
 	 * pinned).  0 (default): what the dataset's index says prefetch_depth
-	 * + 1 typical batches, the block cache, and the largest record and
-	 * block need, capped at the smaller of 1 GiB and 5% of RAM.  Batches
+	 * + 1 typical batches (one more with variable-length fields), the block
+	 * cache, and the largest record and block need, capped at the
+	 * smaller of 1 GiB and 5% of RAM or of the control group's memory
+	 * limit when lower.  The arena is made resident at open.  Batches
 	 * take what their records need; the planner fills a slot only when
 	 * the budget has room.  A batch larger than the whole batch part
 	 * (memory_bytes minus the io part) fails the loader with -ENOSPC and
