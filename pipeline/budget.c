@@ -171,9 +171,9 @@ static uint64_t largest_record_extra(const struct loader_core *c)
  * @entries: cache entries (io pool allocations at most); @batch_fixed:
  * what a full batch takes besides variable values (slot_layout()).
  * Default budget: what the index says prefetch_depth + 1 typical batches
- * (one more with variable values) and the cache need, plus the largest record
- * and block once, capped at
- * min(1 GiB, 5% of RAM).  Given memory_bytes: exactly that.
+ * (one more with variable values) and the cache need, plus the largest
+ * record and block once, capped at default_budget().  Given memory_bytes:
+ * exactly that.
  */
 int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)

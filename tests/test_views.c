@@ -360,6 +360,73 @@ static void check_repeat_in_epoch(sluice_dataset *ds, int shuffle)
 }
 
 /*
+ * World sizes that do not divide N: the last ranks wrap to the start of
+ * the epoch's sequence, repeating records of other ranks, never their
+ * own (a part of ceil(N / W) <= N positions cannot wrap onto itself), so
+ * within one loader a viewed record comes once: every rank's consumer
+ * writes into each batch and keeps it to the end of the epoch, and every
+ * batch still carries the file's bytes.
+ */
+static void check_wrap_ranks(sluice_dataset *ds, int shuffle)
+{
+	static const uint32_t worlds[] = { 7, 11 };
+
+	for (uint32_t w = 0; w < 2; w++) {
+		uint32_t world = worlds[w], part = (N + world - 1) / world;
+		uint32_t *seen = calloc(N, sizeof(*seen));
+		uint64_t total = 0;
+
+		T_ASSERT(N % world != 0 && seen);
+		for (uint32_t rank = 0; rank < world; rank++) {
+			struct sluice_loader_config cfg;
+			struct held *h = calloc(part / BATCH + 1, sizeof(*h));
+			uint32_t *mine = calloc(N, sizeof(*mine));
+			sluice_loader *ld = NULL;
+			uint32_t k = 0;
+			sluice_batch *b;
+			int r;
+
+			T_ASSERT(h && mine);
+			sluice_loader_config_init(&cfg);
+			cfg.shuffle = shuffle;
+			cfg.batch_size = BATCH;
+			cfg.seed = 5;
+			cfg.rank = (int)rank;
+			cfg.world_size = (int)world;
+			cfg.cache_bytes = 64ull << 20;
+			cfg.decode_threads = 2;
+			cfg.device = SLUICE_DEVICE_HOST;
+			T_OK(sluice_loader_open(ds, &cfg, &ld));
+			while ((r = sluice_loader_next(ld, &b)) == 0) {
+				T_ASSERT(k <= part / BATCH);
+				take(b, &h[k], mine);
+				memset(h[k].tx->dl_tensor.data, 0xee, h[k].n * 16u);
+				memset(h[k].ty->dl_tensor.data, 0xee, h[k].n * 6u);
+				k++;
+			}
+			T_EQ(r, SLUICE_EOF);
+			for (uint32_t i = 0; i < N; i++) {
+				T_ASSERT(mine[i] <= 1);
+				seen[i] += mine[i];
+				total += mine[i];
+			}
+			for (uint32_t j = 0; j < k; j++) {
+				h[j].tx->deleter(h[j].tx);
+				h[j].ty->deleter(h[j].ty);
+				sluice_batch_release(h[j].b);
+			}
+			sluice_loader_close(ld);
+			free(h);
+			free(mine);
+		}
+		T_EQ(total, (uint64_t)part * world);
+		for (uint32_t i = 0; i < N; i++)
+			T_ASSERT(seen[i] >= 1);
+		free(seen);
+	}
+}
+
+/*
  * Shuffle block, 13 blocks of one batch each: now and then an epoch ends
  * with the block the next begins with.  The consumer writes into the last
  * batch of each epoch and holds it while it takes the whole next epoch,
@@ -740,7 +807,9 @@ int main(void)
 		check_restart_same_epoch(ds, SLUICE_SHUFFLE_BLOCK);
 		check_repeat_in_epoch(ds, SLUICE_SHUFFLE_NONE);
 		check_repeat_in_epoch(ds, SLUICE_SHUFFLE_BLOCK);
-		printf("ok: %s: writes into viewed batches never reach a later epoch, a restarted one or a repeat of their records\n",
+		check_wrap_ranks(ds, SLUICE_SHUFFLE_NONE);
+		check_wrap_ranks(ds, SLUICE_SHUFFLE_BLOCK);
+		printf("ok: %s: writes into viewed batches never reach a later epoch, a restarted one, a repeat of their records or a wrapped rank\n",
 		       level ? "zstd" : "raw");
 		sluice_dataset_close(ds);
 	}
