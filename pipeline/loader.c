@@ -666,10 +666,16 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				*out = &s->handle;
 				break;
 			}
-		} else if (all_slots_held(c) && !atomic_load(&c->releasing)) {
-			/* (a slot on its way back is waited for) */
-			int g = grow_slots_locked(c);
+		} else if (all_slots_held(c)) {
+			int g;
 
+			if (atomic_load(&c->releasing)) {
+				/* a slot is on its way back: wait for it */
+				c->waits_for_release++;
+				pthread_cond_wait(&c->ready_cv, &c->mu);
+				continue;
+			}
+			g = grow_slots_locked(c);
 			if (g)
 				loader_fail_locked(c, g,
 					"all %u batch slots are held by the consumer: release batches (or their tensors) or raise prefetch_depth",

@@ -168,7 +168,8 @@ struct loader_core {
 	_Atomic uint64_t over_budget; /* batches given own memory */
 	_Atomic uint32_t releasing; /* batches whose last reference is gone
 				       and whose memory is not back yet */
-	uint64_t waits_for_release; /* next() waited for one [mu] */
+	uint64_t waits_for_release; /* next() waited for one rather than
+				       take memory or a slot [mu] */
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */

@@ -461,6 +461,7 @@ static void check_release_races_next(const char *dir)
 	}
 	T_ASSERT(rr.n > 0);
 	T_EQ(sem_init(&race_began, 0, 0), 0);
+	atomic_store(&race_consumer_done, 0);
 	race_loader = ld;
 	budget_test_release_hook = race_hook;
 	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
@@ -656,6 +657,51 @@ static void check_memory_limit(const char *dir)
 				    "/sys/fs/cgroup") > 0);
 }
 
+/*
+ * The same race when the consumer holds every slot: a slot on its way
+ * back is waited for, not answered with one more slot (on CUDA, which
+ * cannot add slots: -EDEADLK).
+ */
+static void check_release_races_grow(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *held[2], *b;
+	struct race_release rr = { held, 1 };
+	pthread_t t;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 20;
+	cfg.prefetch_depth = 2;
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_OK(sluice_loader_next(ld, &held[0]));
+	T_OK(sluice_loader_next(ld, &held[1]));
+	T_EQ(ld->core->nslots, 2);
+	T_EQ(sem_init(&race_began, 0, 0), 0);
+	atomic_store(&race_consumer_done, 0);
+	race_loader = ld;
+	budget_test_release_hook = race_hook;
+	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
+	T_EQ(sem_wait(&race_began), 0);
+	T_OK(sluice_loader_next(ld, &b));
+	atomic_store(&race_consumer_done, 1);
+	T_EQ(pthread_join(t, NULL), 0);
+	budget_test_release_hook = NULL;
+	fx_check_batch(b, NULL);
+	T_EQ(ld->core->nslots, 2);      /* no slot added */
+	T_ASSERT(ld->core->waits_for_release > 0);
+	sluice_batch_release(b);
+	sluice_batch_release(held[1]);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	sem_destroy(&race_began);
+}
+
 /* The one shard file under @dir, into @path. */
 static void shard_path(const char *dir, char *path, size_t len, int k)
 {
@@ -783,6 +829,7 @@ int main(void)
 	check_hoarding(path);
 	check_release_after_close(path);
 	check_release_races_next(path);
+	check_release_races_grow(path);
 	check_lying_header(path);
 	check_shard_bound(dir);
 	fx_rmrf(dir);
