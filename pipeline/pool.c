@@ -114,6 +114,8 @@ int pool_take(struct pool *p, uint64_t off, uint64_t len)
 		} else {
 			/* split in two: at most one more extent per
 			 * allocation, as pool_init counted */
+			if (p->nfree == p->cap)
+				return -ENOSPC;
 			memmove(x + 1, x, (p->nfree - i) * sizeof(*x));
 			x->len = off - x->off;
 			x[1].off = off + len;
