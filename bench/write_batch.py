@@ -8,9 +8,11 @@ methods take turns run by run, so a noisy neighbour hits them alike.
 
 Usage: PYTHONPATH=<built sluice package> python3 bench/write_batch.py
 Env: RECORDS (200000), PER_RECORD (20000: write() is timed on the first
-PER_RECORD records only), RUNS (5), THREADS (2), LEVEL (zstd level, 3; 0:
-raw blocks), IMG (bytes of the img field, 512), BUILD (build), BENCH_DIR
-(scratch; $TMPDIR or /tmp).  Arrow and parquet rows need pyarrow; the
+PER_RECORD records only, its rows built beforehand and not counted), RUNS
+(5), THREADS (2), LEVEL (zstd level, 3; 0: raw blocks), IMG (bytes of the
+img field, 512), BUILD (build), BENCH_DIR (scratch; $TMPDIR or /tmp),
+INPUTS (a folder: only write the inputs there, label.npy, vec.npy,
+img.npy and t.parquet, for bench/cpu_compare.py, and exit).  Arrow and parquet rows need pyarrow; the
 "pyarrow read only" row is the parquet decoding inside --from parquet.
 Prints per method the median records/s and input MB/s, then the ratios.
 """
@@ -59,6 +61,10 @@ def main():
         import pyarrow.parquet as pq
     except ImportError:
         pa = pq = None
+    if os.environ.get("INPUTS"):
+        os.makedirs(os.environ["INPUTS"], exist_ok=True)
+        write_inputs(os.environ["INPUTS"], pa, pq)
+        return
     ds_bin = os.path.join(BUILD, "dlpack-shard")
     if not os.access(ds_bin, os.X_OK):
         sys.exit("write_batch.py: build %s first (make)" % ds_bin)
@@ -82,15 +88,21 @@ def cpu_seconds():
 
 
 def read_only(pq, path):
+    """Reading as sluice.parquet.convert does: buffered, batches of about
+    4 MiB."""
+    from sluice.parquet import READ_BUFFER, batch_rows_for
     n = 0
-    for b in pq.ParquetFile(path).iter_batches(batch_size=65536):
+    pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER)
+    rows = batch_rows_for(pf, pf.schema_arrow.names)
+    for b in pf.iter_batches(batch_size=rows):
         n += b.num_rows
     return n
 
 
-def run(work, ds_bin, pa, pq):
+def write_inputs(work, pa, pq):
+    """The data as columns, as .npy files (their paths) and as an Arrow
+    table written to work/t.parquet (None without pyarrow)."""
     cols = make_data(np.random.default_rng(1))
-    raw = sum(a.nbytes for a in cols.values())
     npys = []
     for name, arr in cols.items():
         npys.append(os.path.join(work, name + ".npy"))
@@ -107,6 +119,12 @@ def run(work, ds_bin, pa, pq):
                 [None, pa.py_buffer(cols["img"].reshape(-1))])})
         pq.write_table(table, os.path.join(work, "t.parquet"),
                        compression="none", row_group_size=65536)
+    return cols, npys, table
+
+
+def run(work, ds_bin, pa, pq):
+    cols, npys, table = write_inputs(work, pa, pq)
+    raw = sum(a.nbytes for a in cols.values())
     out = os.path.join(work, "out")
     env = dict(os.environ, SLUICE_PYTHON=sys.executable)
 
@@ -119,11 +137,12 @@ def run(work, ds_bin, pa, pq):
     def per_record():
         rows = [{k: v[i] for k, v in cols.items()}
                 for i in range(PER_RECORD)]
+        c = cpu_seconds()
         t = time.perf_counter()
         with sluice.ShardWriter(out, SCHEMA, **OPTS) as w:
             for r in rows:
                 w.write(r)
-        return PER_RECORD, time.perf_counter() - t
+        return PER_RECORD, time.perf_counter() - t, cpu_seconds() - c
 
     def batch(source):
         with sluice.ShardWriter(out, SCHEMA, **OPTS) as w:
@@ -148,10 +167,10 @@ def run(work, ds_bin, pa, pq):
             c = cpu_seconds()
             t = time.perf_counter()
             got = fn()
-            n, secs = got if isinstance(got, tuple) else \
-                (got, time.perf_counter() - t)
+            n, secs, used = got if isinstance(got, tuple) else \
+                (got, time.perf_counter() - t, cpu_seconds() - c)
             rates[name].append(n / secs)
-            cpu[name].append((cpu_seconds() - c) / n * 1e6)
+            cpu[name].append(used / n * 1e6)
     per_rec_bytes = raw / RECORDS
     print("%d records of %d bytes (%.0f MB), %s, %d threads, median of "
           "%d runs" % (RECORDS, per_rec_bytes, raw / 1e6, CODEC, THREADS,
@@ -160,8 +179,11 @@ def run(work, ds_bin, pa, pq):
     for name, r in med.items():
         print("  %-24s %10.0f records/s  %7.1f MB/s  %6.2f CPU us/record" % (
             name, r, r * per_rec_bytes / 1e6, statistics.median(cpu[name])))
-    print("  write_batch(numpy) / write()             %.1fx" % (
-        med["write_batch(numpy)"] / med["write() per record"]))
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print("  write_batch(numpy) / write()             %.1fx records/s, "
+          "%.1fx less CPU per record" % (
+              med["write_batch(numpy)"] / med["write() per record"],
+              mcpu["write() per record"] / mcpu["write_batch(numpy)"]))
     print("  write_batch(numpy) / convert --from npy  %.2f" % (
         med["write_batch(numpy)"] / med["convert --from npy"]))
     if table is not None:

@@ -347,14 +347,49 @@ static int drain(struct sluice_writer *w, int all)
 	return 0;
 }
 
-/* Lay the open block out field-major into a ring slot and submit it. */
-static int close_block(struct sluice_writer *w, int ends_shard)
+/* Where record @i of field @f starts in @run's column (0 without a run). */
+static uint64_t run_start(const struct record_run *run, uint32_t f,
+			  uint64_t i)
+{
+	const struct sluice_column *c;
+
+	if (!run)
+		return 0;
+	c = &run->cols[f];
+	return c->offsets ? c->offsets[i] : i * run->each[f];
+}
+
+/* The open block's layout size with records [i, i + k) of @run added;
+ * UINT64_MAX when it overflows. */
+static uint64_t size_with(const struct sluice_writer *w,
+			  const struct record_run *run, uint64_t i, uint64_t k)
+{
+	uint64_t var[DLS_MAX_FIELDS];
+
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		var[f] = 0;
+		if (w->schema.fields[f].variable &&
+		    __builtin_add_overflow(w->var_bytes[f],
+					   run_start(run, f, i + k) -
+						   run_start(run, f, i),
+					   &var[f]))
+			return UINT64_MAX;
+	}
+	return block_layout_size(&w->schema, w->n + (uint32_t)k, var);
+}
+
+/* Lay the open block, and records [i, i + k) of @run after its own (none
+ * when @run is NULL), out field-major into a ring slot and submit it:
+ * the run's bytes are copied once, from their column into the slot. */
+static int close_block(struct sluice_writer *w, int ends_shard,
+		       const struct record_run *run, uint64_t i, uint64_t k)
 {
 	struct wslot *s;
 	uint64_t size, off = 0;
+	uint32_t n = w->n + (uint32_t)k;
 	int r;
 
-	if (w->n == 0)
+	if (n == 0)
 		return 0;
 	while ((s = wpool_free_slot(&w->pool)) == NULL) {
 		/* Backpressure: the ring is full, write its oldest block. */
@@ -364,33 +399,170 @@ static int close_block(struct sluice_writer *w, int ends_shard)
 		if (r < 0)
 			return r;
 	}
-	size = block_layout_size(&w->schema, w->n, w->var_bytes);
+	size = size_with(w, run, i, k);
 	if (reserve(&s->raw, &s->raw_cap, size) < 0)
 		return fail(w, -ENOMEM, "out of memory for a %llu-byte block",
 			    (unsigned long long)size);
 	for (uint32_t f = 0; f < w->schema.nfields; f++) {
 		const struct shard_field *sf = &w->schema.fields[f];
 		struct staging *st = &w->st[f];
-		uint64_t start = align_up_u64(off, 8);
+		uint64_t start = align_up_u64(off, 8), first, bytes;
 
 		memset(s->raw + off, 0, start - off);
 		off = start;
+		first = run_start(run, f, i);
+		bytes = run_start(run, f, i + k) - first;
 		if (sf->variable) {
+			uint64_t *offs;
+
 			memcpy(s->raw + off, st->offs, (w->n + 1ull) * 8u);
 			off += (w->n + 1ull) * 8u;
+			/* 8-aligned: the slot is malloc'd, off rounded up. */
+			offs = (uint64_t *)(void *)(s->raw + off);
+			for (uint64_t j = 1; j <= k; j++)
+				offs[j - 1] = st->len +
+					      (run_start(run, f, i + j) - first);
+			off += k * 8u;
 		}
 		if (st->len)
 			memcpy(s->raw + off, st->buf, st->len);
 		off += st->len;
+		if (bytes)
+			memcpy(s->raw + off,
+			       (const uint8_t *)run->cols[f].values + first,
+			       bytes);
+		off += bytes;
 		st->len = 0;
 		w->var_bytes[f] = 0;
 	}
 	s->raw_size = size;
-	s->records = w->n;
+	s->records = n;
 	s->ends_shard = ends_shard;
 	w->n = 0;
 	wpool_submit(&w->pool);
 	return drain(w, 0);
+}
+
+/* Copy records [i, i + k) of @run into the open block's staging. */
+static int stage_run(struct sluice_writer *w, const struct record_run *run,
+		     uint64_t i, uint64_t k)
+{
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		struct staging *st = &w->st[f];
+		uint64_t first = run_start(run, f, i);
+		uint64_t bytes = run_start(run, f, i + k) - first;
+
+		if (reserve(&st->buf, &st->cap, st->len + bytes) < 0)
+			return fail(w, -ENOMEM, "out of memory");
+		if (bytes)
+			memcpy(st->buf + st->len,
+			       (const uint8_t *)run->cols[f].values + first,
+			       bytes);
+		if (w->schema.fields[f].variable) {
+			uint64_t need = w->n + k + 1, cap = st->offs_cap;
+
+			if (need > cap) {
+				void *nv;
+
+				while (cap < need)
+					cap *= 2;
+				nv = realloc(st->offs, cap * 8u);
+				if (!nv)
+					return fail(w, -ENOMEM, "out of memory");
+				st->offs = nv;
+				st->offs_cap = cap;
+			}
+			for (uint64_t j = 1; j <= k; j++)
+				st->offs[w->n + j] =
+					st->len + (run_start(run, f, i + j) -
+						   first);
+			w->var_bytes[f] += bytes;
+		}
+		st->len += bytes;
+	}
+	w->n += (uint32_t)k;
+	return 0;
+}
+
+/* How many of records [i, end) of @run the open block takes, as they
+ * would be taken one by one: the most that keep its layout within
+ * block_size (its size only grows with records, so a binary search
+ * finds them); 0 when the open block must close first; 1 for a lone
+ * record larger than a block. */
+static uint64_t run_fit(const struct sluice_writer *w,
+			const struct record_run *run, uint64_t i, uint64_t end)
+{
+	uint64_t lo = 0, hi = end - i;
+
+	if (hi > UINT32_MAX - 1 - w->n)
+		hi = UINT32_MAX - 1 - w->n;
+	if (w->cfg.records_per_shard &&
+	    hi > w->cfg.records_per_shard - w->planned_in_shard)
+		hi = w->cfg.records_per_shard - w->planned_in_shard;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+
+		if (size_with(w, run, i, mid) <= w->cfg.block_size)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo == 0 && w->n == 0 ? 1 : lo;
+}
+
+int writer_add_run(sluice_writer *w, const struct record_run *run)
+{
+	uint64_t i = run->first, end = run->first + run->count;
+
+	if (w->failed)
+		return w->failed;
+	/* The header's bound on values, an upper bound for every shard
+	 * written from here on (it never shrinks). */
+	for (uint32_t f = 0; f < w->schema.nfields; f++) {
+		struct shard_field *sf = &w->schema.fields[f];
+
+		if (sf->variable && run->longest[f] > sf->max_value_bytes)
+			sf->max_value_bytes = run->longest[f];
+	}
+	while (i < end) {
+		uint64_t k = run_fit(w, run, i, end), size, raw = 0;
+		int ends_shard, r;
+
+		if (k == 0) {
+			/* The next record does not fit: it starts a block. */
+			if ((r = close_block(w, 0, NULL, 0, 0)) < 0)
+				return r;
+			continue;
+		}
+		size = size_with(w, run, i, k);
+		if (size > DLS_MAX_BLOCK_BYTES)
+			return fail(w, -E2BIG, "record %llu: %llu bytes exceed "
+				    "the block limit",
+				    (unsigned long long)atomic_load(
+					    &w->progress_records),
+				    (unsigned long long)size);
+		for (uint32_t f = 0; f < w->schema.nfields; f++)
+			raw += run_start(run, f, i + k) - run_start(run, f, i);
+		atomic_fetch_add_explicit(&w->progress_raw, raw,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&w->progress_records, k,
+					  memory_order_relaxed);
+		w->planned_in_shard += k;
+		ends_shard = w->cfg.records_per_shard &&
+			     w->planned_in_shard >= w->cfg.records_per_shard;
+		if (ends_shard)
+			w->planned_in_shard = 0;
+		/* A block closes when full, at a shard's record count, or
+		 * when the run's next record does not fit in it. */
+		if (ends_shard || size >= w->cfg.block_size || i + k < end)
+			r = close_block(w, ends_shard, run, i, k);
+		else
+			r = stage_run(w, run, i, k);
+		if (r < 0)
+			return r;
+		i += k;
+	}
+	return 0;
 }
 
 /* Names that do not make a folder hold a dataset: all but dataset.json
@@ -530,8 +702,9 @@ fail:
 SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 				 const uint64_t *lengths)
 {
-	uint64_t next_var[DLS_MAX_FIELDS], size;
-	int r;
+	struct sluice_column cols[DLS_MAX_FIELDS];
+	uint64_t offs[DLS_MAX_FIELDS][2];
+	struct record_run run = { cols, NULL, lengths, 0, 1 };
 
 	if (!w)
 		return -EINVAL;
@@ -555,69 +728,14 @@ SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 		if (lengths[f] && !values[f])
 			return fail(w, -EINVAL, "field '%s': NULL value",
 				    sf->f.name);
-		if (__builtin_add_overflow(w->var_bytes[f],
-					   sf->variable ? lengths[f] : 0,
-					   &next_var[f]))
-			return fail(w, -E2BIG, "record too large");
+		memset(&cols[f], 0, sizeof(cols[f]));
+		cols[f].values = values[f];
+		cols[f].values_len = lengths[f];
+		cols[f].offsets = offs[f];
+		offs[f][0] = 0;
+		offs[f][1] = lengths[f];
 	}
-	/* The header's bound on values, an upper bound for every shard
-	 * written from here on (it never shrinks). */
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		struct shard_field *sf = &w->schema.fields[f];
-
-		if (sf->variable && lengths[f] > sf->max_value_bytes)
-			sf->max_value_bytes = lengths[f];
-	}
-	/* A record that would overflow the open block starts the next one;
-	 * a record larger than block_size gets a block of its own. */
-	size = block_layout_size(&w->schema, w->n + 1, next_var);
-	if (w->n > 0 && (size > w->cfg.block_size || w->n == UINT32_MAX - 1)) {
-		if ((r = close_block(w, 0)) < 0)
-			return r;
-		for (uint32_t f = 0; f < w->schema.nfields; f++)
-			next_var[f] = w->schema.fields[f].variable ? lengths[f]
-								   : 0;
-		size = block_layout_size(&w->schema, 1, next_var);
-	}
-	if (size > DLS_MAX_BLOCK_BYTES)
-		return fail(w, -E2BIG, "record of %llu bytes exceeds the block "
-			    "limit", (unsigned long long)size);
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		struct staging *st = &w->st[f];
-
-		if (reserve(&st->buf, &st->cap, st->len + lengths[f]) < 0)
-			return fail(w, -ENOMEM, "out of memory");
-		if (lengths[f])
-			memcpy(st->buf + st->len, values[f], lengths[f]);
-		st->len += lengths[f];
-		if (w->schema.fields[f].variable) {
-			if (w->n + 2ull > st->offs_cap) {
-				uint64_t cap = st->offs_cap * 2;
-				void *nv = realloc(st->offs, cap * 8u);
-
-				if (!nv)
-					return fail(w, -ENOMEM, "out of memory");
-				st->offs = nv;
-				st->offs_cap = cap;
-			}
-			st->offs[w->n + 1] = st->len;
-		}
-		w->var_bytes[f] = next_var[f];
-		atomic_fetch_add_explicit(&w->progress_raw, lengths[f],
-					  memory_order_relaxed);
-	}
-	w->n++;
-	w->planned_in_shard++;
-	atomic_fetch_add_explicit(&w->progress_records, 1,
-				  memory_order_relaxed);
-	if (w->cfg.records_per_shard &&
-	    w->planned_in_shard >= w->cfg.records_per_shard) {
-		w->planned_in_shard = 0;
-		return close_block(w, 1);
-	}
-	if (size >= w->cfg.block_size)
-		return close_block(w, 0);
-	return 0;
+	return writer_add_run(w, &run);
 }
 
 /* Remove every file of a dataset that was not committed: temporary
@@ -659,7 +777,7 @@ SLUICE_API int sluice_writer_close(sluice_writer *w,
 		memset(summary, 0, sizeof(*summary));
 	if (!w)
 		return -EINVAL;
-	if (!w->failed && (r = close_block(w, 0)) == 0 &&
+	if (!w->failed && (r = close_block(w, 0, NULL, 0, 0)) == 0 &&
 	    (r = drain(w, 1)) == 0 && (r = finish_shard(w)) == 0)
 		r = commit_shards(w);
 	if (w->failed) {

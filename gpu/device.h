@@ -36,6 +36,8 @@ struct device_info {
 	DLDevice dl;            /* kDLCPU/0 or kDLCUDA/id */
 	int is_cuda;
 	int arena_pinned;       /* cudaHostRegister held (cuda) / mlock (host) */
+	uint64_t arena_resident_ns; /* open's time making the arena resident:
+				       mlock, or faulting it in (host) */
 	int huge_pages;
 	char fallbacks[256];    /* e.g. "no CUDA GPU found: ...; host batches" */
 };

@@ -57,6 +57,8 @@ void device_record_error(struct device *d, const char *fmt, ...)
  * least 2 MiB; falls back to small pages without a word. -errno. */
 int arena_map(struct arena *a, size_t bytes);
 void arena_unmap(struct arena *a);
+/* Fault every page of the arena in (writable, not locked). */
+void arena_populate(struct arena *a);
 
 /* Append "; @reason" (or @reason when empty) to info->fallbacks,
  * truncating rather than overflowing. */
@@ -76,6 +78,9 @@ int device_check_copy(const struct device *d, uint32_t i, const void *host,
  * info.fallbacks. */
 int host_device_open(const struct device_config *cfg, const char *reason,
 		     struct device **out, char *err, size_t errlen);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t device_now_ns(void);
 
 /* Spin the calling thread for @ms milliseconds of CLOCK_MONOTONIC. */
 void host_busy_wait(double ms);

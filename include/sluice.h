@@ -439,8 +439,10 @@ struct sluice_loader_config {
 	 * holds every io buffer, decode buffer and host batch (on CUDA the
 	 * device holds a copy of the batch part, and the whole arena is
 	 * pinned).  0 (default): what the dataset's index says prefetch_depth
-	 * + 1 typical batches, the block cache, and the largest record and
-	 * block need, capped at the smaller of 1 GiB and 5% of RAM.  Batches
+	 * + 1 typical batches (one more with variable-length fields), the block
+	 * cache, and the largest record and block need, capped at the
+	 * smaller of 1 GiB and 5% of RAM or of the control group's memory
+	 * limit when lower.  The arena is made resident at open.  Batches
 	 * take what their records need; the planner fills a slot only when
 	 * the budget has room.  A batch larger than the whole batch part
 	 * (memory_bytes minus the io part) fails the loader with -ENOSPC and
@@ -740,11 +742,16 @@ struct sluice_stats {
 	uint64_t values_truncated;         /* values past pad_length, cut */
 	uint64_t cached_shards;            /* direct_io=-1: shards read
 					      buffered, found cached */
+	uint64_t arena_resident_ns;        /* of the open: making the arena
+					      resident (host: mlock, or its
+					      pages faulted in), so that no
+					      first touch is left to the
+					      steady state */
 	uint64_t range_reads;              /* reads of record ranges (after
 					      coalescing; their bytes are in
 					      read.bytes) */
 	uint64_t range_records;            /* records read by range */
-	uint64_t reserved[6];              /* zero: room to grow */
+	uint64_t reserved[5];              /* zero: room to grow */
 };
 
 /**

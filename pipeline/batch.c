@@ -137,6 +137,7 @@ void slot_release_ref(struct loader_core *c, struct slot *s)
 {
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
+	batch_memory_release_begin(c);
 	if (c->dev_info.is_cuda) {
 		/* Later copies wait for the consumer's use of the device
 		 * memory; the host memory is written again only after its
@@ -148,6 +149,7 @@ void slot_release_ref(struct loader_core *c, struct slot *s)
 	batch_memory_free_locked(c, s);
 	s->state = SLOT_FREE;
 	batch_memory_grant_locked(c);
+	batch_memory_release_end_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	if (c->ring)
 		io_ring_wake(c->ring);

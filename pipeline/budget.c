@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "loader.h"
+#include "budget_test.h"
+#include "memory_limit.h"
 
 #define IO_ALIGN 4096u
 #define DEFAULT_BUDGET_MAX (1ull << 30)
@@ -38,15 +40,15 @@ uint64_t block_io_bytes(const struct shard_block *blk)
 	return n;
 }
 
-/* The smaller of 1 GiB and 5% of the machine's memory. */
+/* The smaller of 1 GiB and 5% of the memory this process may use: the
+ * machine's, or its control group's limit when smaller (a container). */
 static uint64_t default_budget(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	uint64_t ram;
+	uint64_t ram = pages > 0 && page > 0
+		? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
 
-	if (pages <= 0 || page <= 0)
-		return DEFAULT_BUDGET_MAX;
-	ram = (uint64_t)pages * (uint64_t)page;
+	ram = memory_limit_bytes(ram, "/proc/self/cgroup", "/sys/fs/cgroup");
 	return ram / 20 < DEFAULT_BUDGET_MAX ? ram / 20 : DEFAULT_BUDGET_MAX;
 }
 
@@ -75,6 +77,7 @@ static int cmp_u64(const void *a, const void *b)
  * average), the largest io bytes and their sum. */
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
+	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
 	uint64_t max_block;         /* global block with io_max */
 };
 
@@ -121,6 +124,8 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	qsort(io, n, sizeof(*io), cmp_u64);
 	qsort(rec, n, sizeof(*rec), cmp_per_record);
 	z->io_median = io[(n - 1) / 2];
+	for (uint64_t k = 0; k < c->need && k < n; k++)
+		z->io_top_need = add_sat(z->io_top_need, io[n - 1 - k]);
 	for (uint64_t k = 0; k < n; k++) {
 		seen += rec[k].count;
 		z->record_median = rec[k].bytes;
@@ -166,13 +171,15 @@ static uint64_t largest_record_extra(const struct loader_core *c)
  * @entries: cache entries (io pool allocations at most); @batch_fixed:
  * what a full batch takes besides variable values (slot_layout()).
  * Default budget: what the index says prefetch_depth + 1 typical batches
- * and the cache need, plus the largest record and block once, capped at
- * min(1 GiB, 5% of RAM).  Given memory_bytes: exactly that.
+ * (one more with variable values) and the cache need, plus the largest
+ * record and block once, capped at default_budget().  Given memory_bytes:
+ * exactly that.
  */
 int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)
 {
 	uint64_t b = c->cfg.batch_size, budget, io_want, batch_want, per_batch;
+	uint64_t extra;
 	uint64_t records = c->ds->record_count;
 	struct block_sizes z;
 	struct device_config dc;
@@ -199,8 +206,17 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 				    mul_sat(b < records ? b : records,
 					    z.record_median -
 						    fixed_record_bytes(c)));
-	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + 1ull, per_batch),
-			     largest_record_extra(c));
+	/* prefetch_depth batches and the one the consumer holds.  With
+	 * variable values, one more: first-fit leaves those batches in the
+	 * lowest prefetch_depth + 1 typical sizes, so that much room above
+	 * them lets the largest batch in beside whichever one is held (else
+	 * a held batch can split the pool where neither hole fits it:
+	 * test_budget check_hold_previous). */
+	extra = largest_record_extra(c);
+	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull
+								     : 1ull),
+				     per_batch),
+			     extra);
 	batch_want = add_sat(batch_want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
 
 	if (c->cfg.memory_bytes) {
@@ -253,6 +269,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 c->cfg.batch_size, (unsigned long long)batch_fixed);
 		return -ENOSPC;
 	}
+	c->io_batch_max = z.io_top_need;
 	c->io_need_bytes = add_sat(mul_sat(c->need, z.io_median), z.io_max);
 	if (c->io_need_bytes > c->io_bytes / 2)
 		c->io_need_bytes = c->io_bytes / 2;
@@ -273,6 +290,9 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	c->arena = device_arena(c->dev, &arena_len);
 	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, (uint32_t)entries);
 	if (!r)
+		r = pool_init(&c->view_pool, c->io_bytes, IO_ALIGN,
+			      (uint32_t)entries);
+	if (!r)
 		r = pool_init(&c->batch_pool, c->batch_bytes, SLOT_ALIGN,
 			      c->slots_cap);
 	return r;
@@ -281,6 +301,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 void budget_close(struct loader_core *c)
 {
 	pool_destroy(&c->io_pool);
+	pool_destroy(&c->view_pool);
 	pool_destroy(&c->batch_pool);
 }
 
@@ -317,7 +338,11 @@ void batch_memory_grant_locked(struct loader_core *c)
  * holds all of it.  On the host the batch gets memory of its own, outside
  * the budget (the consumer chose to keep its batches; freed on release);
  * CUDA batches have device memory only inside the budget: -EDEADLK.
- * @return: 0 (nothing to do, or done), -EDEADLK, -ENOMEM.
+ * Unless a release is on its way (another thread dropped a batch's last
+ * reference and, on CUDA, waits for its copy): then the memory is coming
+ * and next() waits for it.
+ * @return: 0 (nothing to do, or done), 1 (wait for the release),
+ *	-EDEADLK, -ENOMEM.
  */
 int batch_memory_hoarded_locked(struct loader_core *c)
 {
@@ -328,6 +353,10 @@ int batch_memory_hoarded_locked(struct loader_core *c)
 	s = fifo_at(c, 0);
 	if (s->state != SLOT_MEMORY || s->has_mem)
 		return 0;
+	if (atomic_load(&c->releasing)) {
+		c->waits_for_release++;
+		return 1;
+	}
 	if (c->dev_info.is_cuda)
 		return -EDEADLK;
 	s->host = aligned_alloc(SLOT_ALIGN, align_up(s->host_bytes ? s->host_bytes
@@ -339,6 +368,29 @@ int batch_memory_hoarded_locked(struct loader_core *c)
 	atomic_fetch_add(&c->over_budget, 1);
 	slot_continue_assembly_locked(c, s);
 	return 0;
+}
+
+#ifdef SLUICE_TESTING
+void (*budget_test_release_hook)(struct loader_core *c);
+#endif
+
+/* A batch's last reference is gone; its memory comes back in
+ * batch_memory_release_end_locked(), after CUDA's copy is done.  Counted
+ * from here so that next() does not take the wait for hoarding. */
+void batch_memory_release_begin(struct loader_core *c)
+{
+	atomic_fetch_add(&c->releasing, 1);
+#ifdef SLUICE_TESTING
+	if (budget_test_release_hook)
+		budget_test_release_hook(c);
+#endif
+}
+
+/* The memory is back (and granted): next() may decide again. */
+void batch_memory_release_end_locked(struct loader_core *c)
+{
+	atomic_fetch_sub(&c->releasing, 1);
+	pthread_cond_broadcast(&c->ready_cv);
 }
 
 /* The caller made sure no copy still reads the memory. */

@@ -118,9 +118,9 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 		forget_block(c, i);
 		e->state = ENTRY_EMPTY;
 		e->forget = 0;
-	e->claim_pass = c->plan_pass;
-	e->direct = NULL;
-	e->direct_slot = NULL;
+		e->claim_pass = c->plan_pass;
+		e->direct = NULL;
+		e->direct_slot = NULL;
 	}
 	cache_lru_push(c, i);
 }
@@ -240,6 +240,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->error = 0;
 	e->corrupt = 0;
 	e->forget = 0;
+	e->claim_pass = c->plan_pass;
 	c->block_entry[block] = (int32_t)i;
 	*entry = i;
 	return 1;

@@ -643,11 +643,13 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 			if (s->state == SLOT_MEMORY) {
 				int h = batch_memory_hoarded_locked(c);
 
-				if (h)
+				if (h < 0)
 					loader_fail_locked(c, h,
 						"the consumer holds all %llu bytes of batch memory and asks for more: release batches (or their tensors) or raise memory_bytes (sluice --memory, Python memory_bytes=)",
 						(unsigned long long)c->batch_pool.size);
-				continue;
+				if (h <= 0)
+					continue;
+				/* h > 0: a release brings the memory */
 			}
 			if (s->state == SLOT_READY) {
 				uint32_t ready = 0;
@@ -674,8 +676,15 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				break;
 			}
 		} else if (all_slots_held(c)) {
-			int g = grow_slots_locked(c);
+			int g;
 
+			if (atomic_load(&c->releasing)) {
+				/* a slot is on its way back: wait for it */
+				c->waits_for_release++;
+				pthread_cond_wait(&c->ready_cv, &c->mu);
+				continue;
+			}
+			g = grow_slots_locked(c);
 			if (g)
 				loader_fail_locked(c, g,
 					"all %u batch slots are held by the consumer: release batches (or their tensors) or raise prefetch_depth",
@@ -731,6 +740,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;
 	st->device_pinned = c->dev_info.arena_pinned;
+	st->arena_resident_ns = c->dev_info.arena_resident_ns;
 	st->batches_viewed = atomic_load(&c->batches_viewed);
 	st->blocks_direct = atomic_load(&c->blocks_direct);
 	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);

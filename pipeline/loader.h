@@ -199,6 +199,10 @@ struct loader_core {
 	uint64_t io_need_bytes;     /* io memory the next batch may need:
 				       read-ahead leaves it reclaimable */
 	_Atomic uint64_t over_budget; /* batches given own memory */
+	_Atomic uint32_t releasing; /* batches whose last reference is gone
+				       and whose memory is not back yet */
+	uint64_t waits_for_release; /* next() waited for one rather than
+				       take memory or a slot [mu] */
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */
@@ -209,6 +213,10 @@ struct loader_core {
 	int ahead_recs_valid;
 	uint32_t view_entries;      /* entries viewed by batches [mu] */
 	uint64_t view_bytes;        /* their io memory [mu] */
+	struct pool view_pool;      /* the io pool with only their memory
+				       taken: where views leave room [mu] */
+	uint64_t io_batch_max;      /* most io memory one batch's blocks
+				       take: the need largest blocks' */
 
 	/* block cache [mu] */
 	struct cache_entry *entries;
@@ -446,6 +454,8 @@ int budget_open(struct loader_core *c, uint64_t entries,
 void budget_close(struct loader_core *c);
 void batch_memory_grant_locked(struct loader_core *c);
 int batch_memory_hoarded_locked(struct loader_core *c);
+void batch_memory_release_begin(struct loader_core *c);
+void batch_memory_release_end_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
 void batch_memory_drop_waiting_locked(struct loader_core *c);
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);

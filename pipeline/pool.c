@@ -90,3 +90,63 @@ void pool_free(struct pool *p, uint64_t off, uint64_t len)
 	p->free[i] = (struct pool_extent){ off, len };
 	p->nfree++;
 }
+
+int pool_take(struct pool *p, uint64_t off, uint64_t len)
+{
+	len = pool_round(p, len ? len : 1);
+	for (uint32_t i = 0; i < p->nfree; i++) {
+		struct pool_extent *x = &p->free[i];
+		uint64_t end = x->off + x->len;
+
+		if (off < x->off || off - x->off > x->len ||
+		    len > end - off)
+			continue;
+		if (off == x->off) {
+			x->off += len;
+			x->len -= len;
+			if (x->len == 0) {
+				memmove(x, x + 1,
+					(p->nfree - i - 1) * sizeof(*x));
+				p->nfree--;
+			}
+		} else if (off + len == end) {
+			x->len -= len;
+		} else {
+			/* split in two: at most one more extent per
+			 * allocation, as pool_init counted */
+			if (p->nfree == p->cap)
+				return -ENOSPC;
+			memmove(x + 1, x, (p->nfree - i) * sizeof(*x));
+			x->len = off - x->off;
+			x[1].off = off + len;
+			x[1].len = end - off - len;
+			p->nfree++;
+		}
+		p->used += len;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+uint64_t pool_longest_free_after(const struct pool *p, uint64_t off,
+				 uint64_t len)
+{
+	uint64_t best = 0;
+
+	len = len ? pool_round(p, len) : 0;
+	for (uint32_t i = 0; i < p->nfree; i++) {
+		const struct pool_extent *x = &p->free[i];
+		uint64_t a = x->len, b = 0;
+
+		if (len && off >= x->off && off - x->off < x->len &&
+		    len <= x->len - (off - x->off)) {
+			a = off - x->off;
+			b = x->len - a - len;
+		}
+		if (a > best)
+			best = a;
+		if (b > best)
+			best = b;
+	}
+	return best;
+}

@@ -40,4 +40,14 @@ int pool_alloc(struct pool *p, uint64_t len, uint64_t *off);
 /* Return [@off, @off + @len) (the @len given to pool_alloc). */
 void pool_free(struct pool *p, uint64_t off, uint64_t len);
 
+/* Take [@off, @off + @len) (rounded up), which must be free: a pool that
+ * mirrors where another one's long-lived allocations lie.  0 or -ENOSPC
+ * (not free). */
+int pool_take(struct pool *p, uint64_t off, uint64_t len);
+
+/* The longest free range there would be after pool_take(@off, @len):
+ * the longest now when @len is 0 or that range is not free. */
+uint64_t pool_longest_free_after(const struct pool *p, uint64_t off,
+				 uint64_t len);
+
 #endif /* SLUICE_PIPELINE_POOL_H */

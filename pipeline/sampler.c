@@ -491,9 +491,11 @@ void sampler_span(const struct sampler *s, uint64_t i,
 		out->record = sequence_record(s, p, memo);
 		return;
 	}
-	if (s->nstreams > 1) {
+	if (s->nstreams > 1 || st->samples != st->records) {
 		/* one position, but its stream's whole block or window:
-		 * no permutation needed to know which blocks */
+		 * no permutation needed to know which blocks (a lone stream
+		 * that repeats needs its rounds too: its positions run past
+		 * its records) */
 		uint64_t j, round, q;
 		uint32_t k = deal(s, p, &j);
 		struct sampler_memo_slot *slot =

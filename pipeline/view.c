@@ -14,7 +14,8 @@
  * as before.
  *
  * A viewed block is shared: the consumer may write into its batch's
- * tensors.  Its records are the batch's own within an epoch; so that no
+ * tensors.  Its records are the batch's own within an epoch (a mixture
+ * whose stream repeats is the exception: no views there); so that no
  * other batch sees such writes, an entry is viewed only by batches of one
  * epoch and only when no batch of a later epoch claimed it, a later
  * epoch's claim reads the block again into another entry (cache.c), and
@@ -33,6 +34,13 @@ void views_init(struct loader_core *c)
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
 			c->views = 0;
+	/* A stream that repeats within an epoch delivers some records
+	 * twice in one pass: a later batch would read (or view) the rows a
+	 * consumer wrote into.  Such mixtures copy every batch; their
+	 * batches mix streams and rarely sit in one block anyway. */
+	for (uint32_t i = 0; i < c->sampler.nstreams; i++)
+		if (c->sampler.streams[i].samples > c->sampler.streams[i].records)
+			c->views = 0;
 }
 
 /* The writable address of the decoded bytes (e->raw is the same, const). */
@@ -46,6 +54,15 @@ static uint8_t *decoded_base(const struct loader_core *c,
 			  : e->stored + (blk->offset - e->rd.offset);
 }
 
+/*
+ * Views leave the planner two batches' worth of entries and io memory,
+ * and one gap between viewed blocks that takes any batch's blocks
+ * (io_batch_max): when the planner is stuck with nothing in flight, the
+ * views are all that holds io memory, and first-fit puts a batch's blocks
+ * in that gap if nowhere lower (else views pinned at scattered offsets
+ * could leave no hole for a large block: -ENOSPC, test_views
+ * check_views_leave_room).
+ */
 static int room_for_view(const struct loader_core *c,
 			 const struct cache_entry *e)
 {
@@ -53,7 +70,9 @@ static int room_for_view(const struct loader_core *c,
 		return 1;
 	return (uint64_t)c->view_entries + 1 + 2 * c->need <= c->nentries &&
 	       c->view_bytes + e->mem_len + 2 * c->io_need_bytes <=
-		       c->io_bytes;
+		       c->io_bytes &&
+	       pool_longest_free_after(&c->view_pool, e->mem_off,
+				       e->mem_len) >= c->io_batch_max;
 }
 
 /*
@@ -91,6 +110,8 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 		c->view_entries++;
 		c->view_bytes += e->mem_len;
 		e->view_pass = s->pass;
+		/* free there: the entry's memory is its own */
+		(void)pool_take(&c->view_pool, e->mem_off, e->mem_len);
 	}
 	e->forget = 1;
 	s->viewed = 1;
@@ -112,6 +133,7 @@ void slot_unview_locked(struct loader_core *c, struct slot *s)
 		if (--e->view_refs == 0) {
 			c->view_entries--;
 			c->view_bytes -= e->mem_len;
+			pool_free(&c->view_pool, e->mem_off, e->mem_len);
 		}
 		cache_unpin(c, s->entries[k]);
 	}

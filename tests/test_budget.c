@@ -6,11 +6,19 @@
  * block and the option; a consumer that hoards batches past the budget
  * still gets them all; a header that claims a larger max_value_bytes
  * costs nothing; each shard's own max_value_bytes bounds its values;
- * batches released after close give their memory to no one.
+ * batches released after close give their memory to no one; a release
+ * racing next() is waited for, not taken for hoarding; holding the
+ * previous batch never pushes the next over the budget; the first-fit
+ * pool agrees with a map of its units; the default budget's share is of
+ * the control group's memory limit when it is below RAM.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <xxhash.h>
 
 #include "dlpack_shard.h"
@@ -20,6 +28,8 @@
 #define FX_VLEN(i) ((uint64_t)((i) == FX_OUTLIER ? FX_OUTLIER_BYTES : (i) % 37))
 #include "loader_fixture.h"
 #include "loader.h"     /* -Ipipeline: to wait for a batch's state */
+#include "budget_test.h"
+#include "memory_limit.h"
 
 #define N 2000
 #define MIB (1ull << 20)
@@ -125,6 +135,73 @@ static void check_tight_budget(const char *dir)
 		T_EQ(st.memory_bytes, 16 * MIB);
 		T_EQ(st.batches_over_budget, 0);
 		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
+/*
+ * The usual consumer keeps the batch it has while it asks for the next
+ * one.  Batches of varied sizes (the outlier's is 6 MiB, the others a
+ * few KiB) must not leave the one it keeps where no hole fits the next:
+ * every batch comes within the budget (none over it), in every mode,
+ * with prefetch 1 and 4, the default budget and a tight one.
+ */
+static void check_hold_previous(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	struct sluice_stats st;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int setup = 0; setup < 4; setup++) {
+		for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+		     mode++) {
+			int tight = setup & 1;
+			struct sluice_loader_config cfg;
+			sluice_loader *ld = NULL;
+			uint32_t *seen = calloc(N, sizeof(*seen));
+			sluice_batch *prev = NULL, *b;
+			uint64_t got = 0;
+			int r;
+
+			T_ASSERT(seen != NULL);
+			sluice_loader_config_init(&cfg);
+			cfg.shuffle = mode;
+			cfg.batch_size = 128;
+			cfg.seed = 3;
+			cfg.window_blocks = 3;
+			cfg.prefetch_depth = setup < 2 ? 1 : 4;
+			cfg.decode_threads = 2;
+			cfg.device = SLUICE_DEVICE_HOST;
+			cfg.memory_bytes = tight ? 16 * MIB : 0;
+			T_OK(sluice_loader_open(ds, &cfg, &ld));
+			for (int epoch = 0; epoch < 2; epoch++) {
+				memset(seen, 0, N * sizeof(*seen));
+				while ((r = sluice_loader_next(ld, &b)) == 0) {
+					got += fx_check_batch(b, seen);
+					if (prev)
+						sluice_batch_release(prev);
+					prev = b;
+				}
+				T_EQ(r, SLUICE_EOF);
+				for (uint32_t i = 0; i < N; i++)
+					T_EQ(seen[i], 1);
+			}
+			sluice_batch_release(prev);
+			T_EQ(got, 2 * N);
+			T_OK(sluice_loader_stats(ld, &st));
+			if (tight)
+				T_EQ(st.memory_bytes, 16 * MIB);
+			if (st.batches_over_budget)
+				T_FAIL_AT("shuffle %d, prefetch %u, %s budget: %llu batches over a budget of %llu bytes (%llu for batches) while the consumer held one",
+					  mode, cfg.prefetch_depth,
+					  tight ? "tight" : "default",
+					  (unsigned long long)st.batches_over_budget,
+					  (unsigned long long)st.memory_bytes,
+					  (unsigned long long)(st.memory_bytes -
+							       st.io_memory_bytes));
+			sluice_loader_close(ld);
+			free(seen);
+		}
 	}
 	sluice_dataset_close(ds);
 }
@@ -289,6 +366,342 @@ static void check_release_after_close(const char *dir)
 		sluice_batch_release(held[i]);
 }
 
+/*
+ * A release racing next(): another thread drops the last reference of
+ * the batches holding the memory the head batch waits for, and is held
+ * where a CUDA release waits for its copy, while the consumer asks for
+ * the head.  The memory is on its way: next() must wait for it, not take
+ * the wait for hoarding (over budget on the host, -EDEADLK on CUDA).
+ */
+static sluice_loader *race_loader;
+static atomic_int race_consumer_done;
+static sem_t race_began;
+
+/* Hold the first release until next() decided: it waits for the
+ * release, or it returned. */
+static void race_hook(struct loader_core *c)
+{
+	if (!race_loader || c != race_loader->core)
+		return;
+	race_loader = NULL;
+	T_EQ(sem_post(&race_began), 0);
+	pthread_mutex_lock(&c->mu);
+	while (!atomic_load(&race_consumer_done) && c->waits_for_release == 0) {
+		pthread_mutex_unlock(&c->mu);
+		sched_yield();
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+struct race_release {
+	sluice_batch **held;
+	uint32_t n;
+};
+
+static void *release_all(void *arg)
+{
+	struct race_release *rr = arg;
+
+	for (uint32_t i = 0; i < rr->n; i++)
+		sluice_batch_release(rr->held[i]);
+	return NULL;
+}
+
+/* Whether the head batch waits for batch memory, once it settled (it
+ * waits, or it is ready). */
+static int head_waits_for_memory(sluice_loader *ld)
+{
+	struct loader_core *c = ld->core;
+	int r = -1;
+
+	pthread_mutex_lock(&c->mu);
+	while (r < 0 && !c->failed) {
+		if (c->fifo_len > 0) {
+			struct slot *s = c->slots[c->fifo[c->fifo_head]];
+
+			if (s->state == SLOT_MEMORY && !s->has_mem)
+				r = 1;
+			else if (s->state == SLOT_READY)
+				r = 0;
+		}
+		if (r < 0)
+			pthread_cond_wait(&c->ready_cv, &c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
+static void check_release_races_next(const char *dir)
+{
+	enum { batch = 20, most = 32 };
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *held[most], *b;
+	struct race_release rr = { held, 0 };
+	struct sluice_stats st;
+	pthread_t t;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = batch;
+	cfg.prefetch_depth = most;   /* memory runs out before slots do */
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.memory_bytes = 64 * 1024;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	/* Keep every batch until the head waits for the memory they hold. */
+	while (head_waits_for_memory(ld) == 0) {
+		T_ASSERT(rr.n < most);
+		T_OK(sluice_loader_next(ld, &held[rr.n]));
+		T_ASSERT(!ld->core->slots[held[rr.n]->slot]->own_host);
+		rr.n++;
+	}
+	T_ASSERT(rr.n > 0);
+	T_EQ(sem_init(&race_began, 0, 0), 0);
+	atomic_store(&race_consumer_done, 0);
+	race_loader = ld;
+	budget_test_release_hook = race_hook;
+	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
+	T_EQ(sem_wait(&race_began), 0);
+	/* The release has begun and is held: ask for the head now. */
+	T_OK(sluice_loader_next(ld, &b));
+	atomic_store(&race_consumer_done, 1);
+	T_EQ(pthread_join(t, NULL), 0);
+	budget_test_release_hook = NULL;
+	fx_check_batch(b, NULL);
+	sluice_batch_release(b);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.batches_over_budget, 0);
+	T_ASSERT(ld->core->waits_for_release > 0);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	sem_destroy(&race_began);
+}
+
+/*
+ * pool.c against a map of its units: random allocations, takes at given
+ * offsets and frees keep the free extents, the bytes used and the longest
+ * free range (after a take, too) what the map says.
+ */
+static uint64_t map_longest(const uint8_t *used, uint32_t units,
+			    uint32_t skip_lo, uint32_t skip_hi)
+{
+	uint64_t best = 0, run = 0;
+
+	for (uint32_t u = 0; u < units; u++) {
+		run = used[u] || (u >= skip_lo && u < skip_hi) ? 0 : run + 1;
+		if (run > best)
+			best = run;
+	}
+	return best;
+}
+
+static void check_pool(void)
+{
+	enum { units = 64, unit = 4096, most = units };
+	struct pool p;
+	uint8_t used[units] = { 0 };
+	uint64_t off[most], len[most], rng = 12345;
+	uint32_t n = 0;
+
+	T_OK(pool_init(&p, units * unit, unit, most));
+	for (int step = 0; step < 20000; step++) {
+		uint32_t op, u, k;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		op = (uint32_t)(rng >> 60) % 3;
+		u = (uint32_t)(rng >> 40) % units;
+		k = 1 + (uint32_t)(rng >> 20) % 6;
+		if (op == 0 && n < most) {
+			uint64_t o;
+			int free_run = 0;
+
+			for (uint32_t v = 0, run = 0; v < units; v++) {
+				run = used[v] ? 0 : run + 1;
+				if (run == k) {
+					free_run = 1;
+					break;
+				}
+			}
+			if (pool_alloc(&p, (uint64_t)k * unit - 100, &o)) {
+				T_EQ(free_run, 0);
+				continue;
+			}
+			T_EQ(free_run, 1);
+			T_EQ(o % unit, 0);
+			for (uint32_t v = 0; v < k; v++)
+				T_EQ(used[o / unit + v]++, 0);
+			off[n] = o;
+			len[n++] = (uint64_t)k * unit - 100;
+		} else if (op == 1 && n < most) {
+			int fits = u + k <= units;
+
+			for (uint32_t v = u; fits && v < u + k; v++)
+				fits = !used[v];
+			if (u + k <= units)
+				T_EQ(pool_longest_free_after(&p, (uint64_t)u * unit,
+							     (uint64_t)k * unit),
+				     fits ? map_longest(used, units, u, u + k) *
+						    unit
+					  : map_longest(used, units, 0, 0) * unit);
+			if (pool_take(&p, (uint64_t)u * unit,
+				      (uint64_t)k * unit)) {
+				T_EQ(fits, 0);
+				continue;
+			}
+			T_EQ(fits, 1);
+			for (uint32_t v = u; v < u + k; v++)
+				used[v] = 1;
+			off[n] = (uint64_t)u * unit;
+			len[n++] = (uint64_t)k * unit;
+		} else if (n > 0) {
+			uint32_t i = u % n;
+
+			pool_free(&p, off[i], len[i]);
+			for (uint64_t v = 0; v < (len[i] + unit - 1) / unit; v++)
+				used[off[i] / unit + v] = 0;
+			off[i] = off[--n];
+			len[i] = len[n];
+		}
+		{
+			uint64_t busy = 0;
+
+			for (uint32_t v = 0; v < units; v++)
+				busy += used[v];
+			T_EQ(p.used, busy * unit);
+			T_EQ(pool_longest_free_after(&p, 0, 0),
+			     map_longest(used, units, 0, 0) * unit);
+			T_ASSERT(p.nfree <= p.cap);
+		}
+	}
+	pool_destroy(&p);
+}
+
+/* Write @text into @root/@rel, making its folders. */
+static void put_file(const char *root, const char *rel, const char *text)
+{
+	char path[900], cmd[1000];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	T_EQ(system(cmd), 0);
+	f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * The default budget's memory: RAM capped by the process's control
+ * groups, read from a tree of our own: v2 limits on the group and its
+ * ancestors, "max", v1's memory controller, hybrid systems' unified
+ * tree, and malformed, zero or missing files that limit nothing.
+ */
+static void check_memory_limit(const char *dir)
+{
+	const uint64_t ram = 24ull << 30;
+	char root[700], self[700];
+
+	snprintf(root, sizeof(root), "%s/cg", dir);
+	snprintf(self, sizeof(self), "%s/self", dir);
+	T_EQ(memory_limit_bytes(ram, self, root), ram);    /* no file */
+
+	put_file(dir, "self", "0::/a/b\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);    /* no limits */
+	put_file(root, "a/b/memory.max", "max\n");
+	put_file(root, "a/memory.max", "1073741824\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 1ull << 30);
+	put_file(root, "a/b/memory.max", "536870912\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 512ull << 20);
+	put_file(root, "memory.max", "1048576\n");          /* the root too */
+	T_EQ(memory_limit_bytes(ram, self, root), 1ull << 20);
+	T_EQ(memory_limit_bytes(1000, self, root), 1000);   /* RAM smaller */
+
+	/* malformed or zero: ignored */
+	put_file(root, "memory.max", "12abc\n");
+	put_file(root, "a/memory.max", "-5\n");
+	put_file(root, "a/b/memory.max", "0\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+	put_file(root, "a/b/memory.max", "");
+	put_file(root, "a/memory.max", "99999999999999999999999999\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+
+	/* the root group ("/"), as in a container with its own namespace */
+	put_file(dir, "self", "0::/\n");
+	put_file(root, "memory.max", "2147483648\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 2ull << 30);
+
+	/* hybrid: v1 memory controller, v2 tree under unified/ */
+	put_file(dir, "self", "9:name=systemd:/\n4:memory:/x/y\n0::/u\n");
+	put_file(root, "memory.max", "max\n");
+	put_file(root, "memory/x/y/memory.limit_in_bytes",
+		 "9223372036854771712\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+	put_file(root, "memory/x/memory.limit_in_bytes", "3221225472\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 3ull << 30);
+	put_file(root, "unified/u/memory.max", "268435456\n");
+	T_EQ(memory_limit_bytes(ram, self, root), 256ull << 20);
+
+	/* a line with no path, or a relative one: ignored */
+	put_file(dir, "self", "0::\n4:memory:x\n");
+	T_EQ(memory_limit_bytes(ram, self, root), ram);
+
+	/* this machine: at most its RAM, never 0 */
+	T_ASSERT(memory_limit_bytes(ram, "/proc/self/cgroup",
+				    "/sys/fs/cgroup") <= ram);
+	T_ASSERT(memory_limit_bytes(ram, "/proc/self/cgroup",
+				    "/sys/fs/cgroup") > 0);
+}
+
+/*
+ * The same race when the consumer holds every slot: a slot on its way
+ * back is waited for, not answered with one more slot (on CUDA, which
+ * cannot add slots: -EDEADLK).
+ */
+static void check_release_races_grow(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *held[2], *b;
+	struct race_release rr = { held, 1 };
+	pthread_t t;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 20;
+	cfg.prefetch_depth = 2;
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_OK(sluice_loader_next(ld, &held[0]));
+	T_OK(sluice_loader_next(ld, &held[1]));
+	T_EQ(ld->core->nslots, 2);
+	T_EQ(sem_init(&race_began, 0, 0), 0);
+	atomic_store(&race_consumer_done, 0);
+	race_loader = ld;
+	budget_test_release_hook = race_hook;
+	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
+	T_EQ(sem_wait(&race_began), 0);
+	T_OK(sluice_loader_next(ld, &b));
+	atomic_store(&race_consumer_done, 1);
+	T_EQ(pthread_join(t, NULL), 0);
+	budget_test_release_hook = NULL;
+	fx_check_batch(b, NULL);
+	T_EQ(ld->core->nslots, 2);      /* no slot added */
+	T_ASSERT(ld->core->waits_for_release > 0);
+	sluice_batch_release(b);
+	sluice_batch_release(held[1]);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	sem_destroy(&race_began);
+}
+
 /* The one shard file under @dir, into @path. */
 static void shard_path(const char *dir, char *path, size_t len, int k)
 {
@@ -400,10 +813,13 @@ int main(void)
 	char *dir = fx_tmpdir();
 	char path[600];
 
+	check_pool();
+	check_memory_limit(dir);
 	snprintf(path, sizeof(path), "%s/outlier", dir);
 	fx_write(path, N, 2048, 0, 0);
 	check_outlier(path);
 	check_tight_budget(path);
+	check_hold_previous(path);
 	check_over_budget(path);
 	snprintf(path, sizeof(path), "%s/zstd", dir);
 	fx_write(path, N, 4096, 3, 700);
@@ -412,6 +828,8 @@ int main(void)
 	fx_write(path, 600, 2048, 0, 0);
 	check_hoarding(path);
 	check_release_after_close(path);
+	check_release_races_next(path);
+	check_release_races_grow(path);
 	check_lying_header(path);
 	check_shard_bound(dir);
 	fx_rmrf(dir);

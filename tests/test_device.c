@@ -4,8 +4,11 @@
  * host with its reason.  The cuda implementation is tests/test_gpu.c.
  */
 #include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "device_util.h"
+#include "device_impl.h"
 
 static void test_host_device(void)
 {
@@ -84,6 +87,50 @@ static void test_large_arena(void)
 	device_close(d);
 }
 
+/* Pages of [@p, @p + @len) resident now (mincore). */
+static size_t resident_pages(void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (len + page - 1) / page;
+	unsigned char *v = calloc(n, 1);
+	size_t in = 0;
+
+	T_ASSERT(v != NULL);
+	T_EQ(mincore(p, len, v), 0);
+	for (size_t i = 0; i < n; i++)
+		in += v[i] & 1;
+	free(v);
+	return in;
+}
+
+/* The arena is faulted in at open whether or not mlock is allowed: a
+ * fresh mapping has no page resident, arena_populate() makes them all
+ * resident (the host device's path when RLIMIT_MEMLOCK refuses mlock);
+ * an opened host device's arena is all resident, its time counted. */
+static void test_arena_resident(void)
+{
+	struct device_config cfg = config(SLUICE_DEVICE_HOST, 6 * MIB, 1, 4096);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	struct device_info info;
+	struct device *d = NULL;
+	struct arena a;
+	char err[256] = "";
+	size_t len;
+	void *base;
+
+	T_EQ(arena_map(&a, 6 * MIB), 0);
+	T_EQ(resident_pages(a.base, a.map_len), 0);
+	arena_populate(&a);
+	T_EQ(resident_pages(a.base, a.map_len), a.map_len / page);
+	arena_unmap(&a);
+
+	T_EQ(device_open(&cfg, &d, err, sizeof(err)), 0);
+	device_get_info(d, &info);
+	base = device_arena(d, &len);
+	T_EQ(resident_pages(base, len), (len + page - 1) / page);
+	T_ASSERT(info.arena_resident_ns > 0);
+	device_close(d);
+}
+
 static void test_bad_config(void)
 {
 	struct device_config cfg = config(SLUICE_DEVICE_HOST, MIB, 2, 4096);
@@ -149,6 +196,7 @@ int main(void)
 	unsetenv("LOCAL_RANK");
 	test_host_device();
 	test_large_arena();
+	test_arena_resident();
 	test_bad_config();
 	printf("host device: ok\n");
 	why = no_gpu_reason(why_buf, sizeof(why_buf));

@@ -1,10 +1,13 @@
 /*
  * test_writer_batch.c - sluice_writer_add_columns: the same records given
  * column-wise (in uneven batches, from sliced offsets, equal-length
- * variable values without offsets) make the same blocks and index, byte
- * for byte, as one sluice_writer_add per record; bad columns fail with a message naming
- * the field and leave no dataset behind.  Also the writer's default
- * thread count.
+ * variable values without offsets, mixed with single records, with
+ * records_per_shard, with records larger than a block) make the same
+ * blocks and index, byte for byte, as one sluice_writer_add per record,
+ * and every block keeps the writer's rule, checked here on its own: it
+ * holds the records that fit in block_size, a lone larger record, or a
+ * shard's last ones.  Bad columns fail with a message naming the field
+ * and leave no dataset behind.  Also the writer's default thread count.
  */
 #include <errno.h>
 #include <sched.h>
@@ -16,6 +19,7 @@
 #include "dlpack_shard.h"
 #include "format_util.h"
 #include "sluice.h"
+#include "sluice_tools.h"
 #include "t.h"
 #include "writer_pool.h"
 
@@ -52,37 +56,48 @@ static void fill(struct columns *c)
 	c->offs[NREC] = pos * 4;
 }
 
-static void config(struct sluice_writer_config *cfg)
+#define BLOCK_SIZE 4096u  /* many blocks, so boundaries are compared */
+
+static void config(struct sluice_writer_config *cfg, uint64_t per_shard)
 {
 	sluice_writer_config_init(cfg);
-	cfg->block_size = 4096;  /* many blocks, so boundaries are compared */
+	cfg->block_size = BLOCK_SIZE;
+	cfg->records_per_shard = per_shard;
 	cfg->threads = 2;
 }
 
-static void write_per_record(const char *dir, const struct columns *c)
+static void add_one(sluice_writer *w, const struct columns *c, uint32_t i)
 {
-	struct sluice_field f[NFIELDS];
-	struct sluice_writer_config cfg;
-	sluice_writer *w;
+	const uint8_t *tok = (const uint8_t *)c->tok + c->offs[i];
+	const void *v[NFIELDS] = { &c->label[i], &c->vec[i * 4], tok };
+	uint64_t len[NFIELDS] = { 8, 16, c->offs[i + 1] - c->offs[i] };
 
-	schema(f);
-	config(&cfg);
-	T_OK(sluice_writer_open(dir, f, NFIELDS, &cfg, &w));
-	for (uint32_t i = 0; i < NREC; i++) {
-		const uint8_t *tok = (const uint8_t *)c->tok + c->offs[i];
-		const void *v[NFIELDS] = { &c->label[i], &c->vec[i * 4], tok };
-		uint64_t len[NFIELDS] = { 8, 16, c->offs[i + 1] - c->offs[i] };
-
-		T_OK(sluice_writer_add(w, v, len));
-	}
-	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_writer_add(w, v, len));
 }
 
-/* Batches of 1, 0, 333 and the rest; each variable column a slice of the
- * whole offsets array (offsets[0] != 0 after the first batch). */
-static void write_columns(const char *dir, const struct columns *c)
+/* Records [first, first + n) in one call; the variable column a slice of
+ * the whole offsets array (offsets[0] != 0 but for the first). */
+static void add_batch(sluice_writer *w, const struct columns *c,
+		      uint32_t first, uint32_t n)
 {
-	static const uint32_t sizes[] = { 1, 0, 333, NREC - 334 };
+	struct sluice_column col[NFIELDS];
+
+	memset(col, 0, sizeof(col));
+	col[0].values = &c->label[first];
+	col[0].values_len = 8ull * n;
+	col[1].values = &c->vec[first * 4];
+	col[1].values_len = 16ull * n;
+	col[2].values = c->tok;
+	col[2].values_len = sizeof(c->tok);
+	col[2].offsets = &c->offs[first];
+	T_OK(sluice_writer_add_columns(w, n, col, NFIELDS));
+}
+
+/* The records in pieces: sizes[k] > 0 a batch of that many, < 0 that
+ * many single records, 0 an empty batch; the rest one batch. */
+static void write_pieces(const char *dir, const struct columns *c,
+			 uint64_t per_shard, const int *sizes, int npieces)
+{
 	struct sluice_field f[NFIELDS];
 	struct sluice_writer_config cfg;
 	struct sluice_writer_summary sum;
@@ -90,25 +105,71 @@ static void write_columns(const char *dir, const struct columns *c)
 	uint32_t first = 0;
 
 	schema(f);
-	config(&cfg);
+	config(&cfg, per_shard);
 	T_OK(sluice_writer_open(dir, f, NFIELDS, &cfg, &w));
-	for (size_t b = 0; b < sizeof(sizes) / sizeof(sizes[0]); b++) {
-		uint32_t n = sizes[b];
-		struct sluice_column col[NFIELDS];
-
-		memset(col, 0, sizeof(col));
-		col[0].values = &c->label[first];
-		col[0].values_len = 8ull * n;
-		col[1].values = &c->vec[first * 4];
-		col[1].values_len = 16ull * n;
-		col[2].values = c->tok;
-		col[2].values_len = sizeof(c->tok);
-		col[2].offsets = &c->offs[first];
-		T_OK(sluice_writer_add_columns(w, n, col, NFIELDS));
-		first += n;
+	for (int k = 0; k < npieces; k++) {
+		if (sizes[k] < 0) {
+			for (int j = 0; j < -sizes[k]; j++)
+				add_one(w, c, first++);
+			continue;
+		}
+		add_batch(w, c, first, (uint32_t)sizes[k]);
+		first += (uint32_t)sizes[k];
 	}
+	add_batch(w, c, first, NREC - first);
 	T_OK(sluice_writer_close(w, &sum));
 	T_EQ(sum.records, NREC);
+}
+
+static void write_per_record(const char *dir, const struct columns *c,
+			     uint64_t per_shard)
+{
+	int all = -(int)NREC;
+
+	write_pieces(dir, c, per_shard, &all, 1);
+}
+
+/* This test's own layout size of records [a, b): label, vec, then tok's
+ * offsets and values (each field 8-aligned: here they all end so). */
+static uint64_t layout_size(const struct columns *c, uint64_t a, uint64_t b)
+{
+	uint64_t n = b - a;
+
+	return 8 * n + 16 * n + 8 * (n + 1) + (c->offs[b] - c->offs[a]);
+}
+
+/* Every block of @dir keeps the rule: a block that is not its shard's
+ * last is full (the next record would not have fit); none is larger than
+ * BLOCK_SIZE but a lone record; shards hold @per_shard records (0: any)
+ * but the last; its raw size is the layout's. */
+static void check_blocks(const char *dir, const struct columns *c,
+			 uint64_t per_shard)
+{
+	struct dataset ds;
+	char err[512];
+	uint64_t rec = 0;
+
+	T_OK(dataset_load(dir, &ds, err, sizeof(err)));
+	for (uint32_t s = 0; s < ds.nshards; s++) {
+		const struct shard_file *sf = &ds.shards[s];
+
+		if (per_shard && s + 1 < ds.nshards)
+			T_EQ(sf->record_count, per_shard);
+		for (uint64_t b = 0; b < sf->block_count; b++) {
+			const struct shard_block *blk = &sf->blocks[b];
+			uint64_t end = rec + blk->record_count;
+
+			T_LT(0, blk->record_count);
+			T_EQ(blk->raw_size, layout_size(c, rec, end));
+			if (blk->record_count > 1)
+				T_ASSERT(blk->raw_size <= BLOCK_SIZE);
+			if (b + 1 < sf->block_count)
+				T_LT(BLOCK_SIZE, layout_size(c, rec, end + 1));
+			rec = end;
+		}
+	}
+	T_EQ(rec, NREC);
+	dataset_free(&ds);
 }
 
 static uint8_t *slurp(const char *path, size_t *len)
@@ -132,7 +193,7 @@ static uint8_t *slurp(const char *path, size_t *len)
 
 /* The same blocks and index: every byte after the header page.  (The
  * header may differ: a v2 header carries the dataset's random id.) */
-static void same_shard_body(const char *a, const char *b)
+static void same_body(const char *a, const char *b)
 {
 	size_t na, nb;
 	uint8_t *x = slurp(a, &na), *y = slurp(b, &nb);
@@ -143,6 +204,27 @@ static void same_shard_body(const char *a, const char *b)
 		na - DLS_HEADER_SIZE);
 	free(x);
 	free(y);
+}
+
+/* Shard by shard, as same_body. */
+static void same_shards(const char *a, const char *b)
+{
+	char fa[1100], fb[1100];
+
+	for (uint32_t k = 0;; k++) {
+		int in_a, in_b;
+
+		TU_FMT(fa, "%s/data-%05u.dls", a, k);
+		TU_FMT(fb, "%s/data-%05u.dls", b, k);
+		in_a = access(fa, F_OK) == 0;
+		in_b = access(fb, F_OK) == 0;
+		T_EQ(in_a, in_b);
+		if (!in_a) {
+			T_LT(0, k);
+			return;
+		}
+		same_body(fa, fb);
+	}
 }
 
 static void check_values(const char *dir, const struct columns *c)
@@ -245,6 +327,80 @@ static void bad_columns(const char *root, const struct columns *c)
 
 	TU_FMT(dir, "%s/bad5", root);
 	expect_failure(dir, col, 2, 2, -EINVAL, "2 columns for 3 fields");
+
+	/* A fixed field given with offsets: each record its exact size. */
+	{
+		uint64_t fixed[3] = { 0, 8, 12 };
+
+		col[0].offsets = fixed;
+		col[0].values_len = 16;
+		TU_FMT(dir, "%s/bad6", root);
+		expect_failure(dir, col, NFIELDS, 2, -SLUICE_ESCHEMA,
+			       "record 1: field 'label': 4 bytes");
+	}
+}
+
+/* Records larger than a block (block_size 1024, values up to 2.5 KB):
+ * record by record, in one batch and in batches of 7 alike; a block over
+ * block_size holds one record. */
+#define BIG_N 300u
+static void big_records(const char *root)
+{
+	static uint8_t blob[BIG_N * 2500];
+	static uint64_t offs[BIG_N + 1];
+	static int32_t id[BIG_N];
+	struct sluice_field f[2];
+	struct sluice_writer_config cfg;
+	const char *names[3] = { "one", "all", "sevens" };
+	char dir[3][1024];
+	struct dataset ds;
+	char err[512];
+
+	tu_field(&f[0], "id", "int32", 0, 0, 0);
+	tu_field(&f[1], "blob", "uint8", 1, -1, 0);
+	for (uint32_t i = 0; i < BIG_N; i++) {
+		id[i] = (int32_t)i;
+		offs[i + 1] = offs[i] + (i * 997u) % 2500u;
+		for (uint64_t j = offs[i]; j < offs[i + 1]; j++)
+			blob[j] = (uint8_t)(i + j);
+	}
+	sluice_writer_config_init(&cfg);
+	cfg.block_size = 1024;
+	for (int m = 0; m < 3; m++) {
+		uint32_t step = m == 0 ? 1 : m == 1 ? BIG_N : 7;
+		sluice_writer *w;
+
+		TU_FMT(dir[m], "%s/big-%s", root, names[m]);
+		T_OK(sluice_writer_open(dir[m], f, 2, &cfg, &w));
+		for (uint32_t i = 0; i < BIG_N; i += step) {
+			uint32_t n = BIG_N - i < step ? BIG_N - i : step;
+			struct sluice_column col[2];
+
+			memset(col, 0, sizeof(col));
+			col[0].values = &id[i];
+			col[0].values_len = 4ull * n;
+			col[1].values = blob;
+			col[1].values_len = sizeof(blob);
+			col[1].offsets = &offs[i];
+			if (m == 0) {
+				const void *v[2] = { &id[i], blob + offs[i] };
+				uint64_t len[2] = { 4, offs[i + 1] - offs[i] };
+
+				T_OK(sluice_writer_add(w, v, len));
+			} else {
+				T_OK(sluice_writer_add_columns(w, n, col, 2));
+			}
+		}
+		T_OK(sluice_writer_close(w, NULL));
+	}
+	same_shards(dir[0], dir[1]);
+	same_shards(dir[0], dir[2]);
+	T_OK(dataset_load(dir[2], &ds, err, sizeof(err)));
+	T_EQ(ds.shards[0].record_count, BIG_N);
+	for (uint64_t b = 0; b < ds.shards[0].block_count; b++)
+		if (ds.shards[0].blocks[b].raw_size > 1024)
+			T_EQ(ds.shards[0].blocks[b].record_count, 1);
+	dataset_free(&ds);
 }
 
 /* Not one worker per CPU: at most SLUICE_WRITER_DEFAULT_THREADS, and no
@@ -272,20 +428,37 @@ static void default_threads(void)
 
 int main(void)
 {
+	/* Single records (<0) and batches (>0, 0 empty) mixed; the rest one
+	 * batch.  The variable column is sliced in every batch but the
+	 * first. */
+	static const int uneven[] = { 1, 0, 333 };
+	static const int mixed[] = { -5, 400, -3, 0, 1, -250, 17 };
+	static const uint64_t per_shard[] = { 0, 150 };
 	const char *root = tu_scratch("writer-batch");
 	static struct columns c;
-	char a[1024], b[1024], fa[1100], fb[1100], eq[1024];
+	char a[1024], b[1024], eq[1024];
 
 	fill(&c);
-	TU_FMT(a, "%s/per-record", root);
-	TU_FMT(b, "%s/columns", root);
-	write_per_record(a, &c);
-	write_columns(b, &c);
-	TU_FMT(fa, "%s/data-00000.dls", a);
-	TU_FMT(fb, "%s/data-00000.dls", b);
-	same_shard_body(fa, fb);
-	check_values(a, &c);
-	check_values(b, &c);
+	for (int p = 0; p < 2; p++) {
+		TU_FMT(a, "%s/per-record-%d", root, p);
+		write_per_record(a, &c, per_shard[p]);
+		check_blocks(a, &c, per_shard[p]);
+		check_values(a, &c);
+
+		TU_FMT(b, "%s/uneven-%d", root, p);
+		write_pieces(b, &c, per_shard[p], uneven, 3);
+		same_shards(a, b);
+		check_values(b, &c);
+
+		TU_FMT(b, "%s/mixed-%d", root, p);
+		write_pieces(b, &c, per_shard[p], mixed, 7);
+		same_shards(a, b);
+
+		TU_FMT(b, "%s/one-batch-%d", root, p);
+		write_pieces(b, &c, per_shard[p], NULL, 0);
+		same_shards(a, b);
+	}
+	big_records(root);
 
 	TU_FMT(eq, "%s/equal", root);
 	equal_length_variable(eq);

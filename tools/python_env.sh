@@ -6,12 +6,15 @@
 # git-ignored) created and filled on first use.  Never installs into the
 # system.  Exit 0 with the path on stdout, or 1 with the reason on stderr.
 # Env: PYTHON (python3), SLUICE_VENV (build/venv), SLUICE_FORCE_VENV=1
-# (use the venv even when the system has everything).
+# (use the venv even when the system has everything), SLUICE_PY_NEED (the
+# modules needed, space-separated; default all of the above).
 PY=${PYTHON:-python3}
 VENV=${SLUICE_VENV:-build/venv}
-NEED="pytest numpy setuptools wheel build"
+NEED=${SLUICE_PY_NEED:-pytest numpy setuptools wheel build}
 
-has_all() { "$1" -c 'import pytest, numpy, setuptools, wheel, build' 2>/dev/null; }
+has_all() {
+	"$1" -c "import $(echo $NEED | sed 's/ /, /g')" 2>/dev/null
+}
 fail() { echo "$*" >&2; exit 1; }
 
 command -v "$PY" >/dev/null 2>&1 || fail "$PY not found"

@@ -51,7 +51,7 @@ void cli_usage(FILE *f)
 "  --cache-bytes N      decoded-block cache (0: automatic)\n"
 "  --memory N           memory budget: io buffers and batches, K/M/G\n"
 "                       (0: what the dataset needs, at most the smaller\n"
-"                       of 1G and 5% of RAM)\n"
+"                       of 1G and 5% of RAM or cgroup limit)\n"
 "  --compute-ms X       a training step of X ms per batch before releasing\n"
 "                       it: a kernel on the GPU (cuda), a busy loop (host)\n"
 "  --plain-reads        no io_uring registered buffers (forced fallback)\n"

@@ -212,9 +212,11 @@ void report_text(FILE *f, const struct bench_report *r)
 		r->cpu ? r->cpu->threads : o->cfg.decode_threads,
 		run->device.device_type == kDLCPU ? "host" : "cuda",
 		o->cfg.verify ? "on" : "off", o->compute_ms);
-	fprintf(f, "result   %llu records in %llu batches, %.3f s (+ %.3f s opening the loader)\n",
+	fprintf(f, "result   %llu records in %llu batches, %.3f s (+ %.3f s opening the loader, %.3f s of it making the %.1f MB arena resident)\n",
 		(unsigned long long)st->records,
-		(unsigned long long)st->batches, x.wall_s, x.open_s);
+		(unsigned long long)st->batches, x.wall_s, x.open_s,
+		(double)st->arena_resident_ns / 1e9,
+		(double)st->memory_bytes / 1e6);
 	fprintf(f, "         %.0f samples/s   %.3f GB/s stored   %.3f GB/s decoded   %.3f GB/s assembled\n",
 		x.samples_s, x.read_gbps, x.decoded_gbps, x.assembled_gbps);
 	fprintf(f, "         CPU %.3f s = %.3f s/GB decoded   consumer wait %.1f%%   slot occupancy %.2f of %u\n",
@@ -387,6 +389,9 @@ static void json_result(FILE *f, const struct bench_report *r,
 	fputs(",\"result\":{", f);
 	jnum(f, "seconds", x->wall_s, 0);
 	jnum(f, "open_seconds", x->open_s, 0);
+	jnum(f, "arena_resident_seconds", (double)st->arena_resident_ns / 1e9,
+	     0);
+	jint(f, "memory_bytes", st->memory_bytes, 0);
 	jint(f, "records", st->records, 0);
 	jint(f, "batches", st->batches, 0);
 	jnum(f, "samples_per_s", x->samples_s, 0);

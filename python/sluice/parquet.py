@@ -73,17 +73,51 @@ def read_ahead(items, depth=2):
         t.join()
 
 
-def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
+# Rows per batch when not given: about this many decoded bytes.  Batches
+# of a few MiB are reused by pyarrow's allocator and stay in cache; 64k
+# rows of 648 bytes (42 MB) were mapped and zeroed afresh each batch and
+# cost twice the CPU of the whole conversion.
+BATCH_BYTES = 4 << 20
+READ_BUFFER = 1 << 20
+
+
+def batch_rows_for(pf, names, target=BATCH_BYTES):
+    """Rows per batch of about @target decoded bytes of columns @names,
+    from the file's metadata (uncompressed sizes); 64..65536.  A
+    dictionary-encoded column counts as its encoded size, so batches of
+    one that repeats large values decode larger than @target."""
+    meta = pf.metadata
+    rows = nbytes = 0
+    wanted = set(names)
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        rows += rg.num_rows
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            if col.path_in_schema.split(".")[0] in wanted:
+                nbytes += col.total_uncompressed_size
+    if rows == 0 or nbytes == 0:
+        return 65536
+    return max(64, min(65536, target * rows // nbytes))
+
+
+def convert(src, out, schema=None, *, columns=None, batch_rows=None,
             progress=None, **writer_options):
     """Convert @src (see source_files) into the dataset folder @out.
     schema: None infers it from the first file; columns: the columns to
-    keep (default: all, or the schema's).  progress(records) is called
-    after each batch.  Returns the writer's summary."""
+    keep (default: all, or the schema's).  batch_rows: rows per batch
+    (default: about BATCH_BYTES of each file's columns).  progress(records)
+    is called after each batch.  Returns the writer's summary."""
     import pyarrow.parquet as pq
 
     def open_file(path):
+        # Column pages read through one reused 1 MiB buffer: pre-buffering
+        # read each row group into fresh memory, and zeroing the newly
+        # mapped pages cost more than the reads.  (Not memory_map: a file
+        # truncated while it is read would kill the process with SIGBUS.)
         try:
-            return pq.ParquetFile(path)
+            return pq.ParquetFile(path, pre_buffer=False,
+                                  buffer_size=READ_BUFFER)
         except (OSError, ValueError) as e:
             raise type(e)("%s: %s" % (path, e)) from e
 
@@ -102,8 +136,9 @@ def convert(src, out, schema=None, *, columns=None, batch_rows=65536,
     def file_batches():
         for path in files:
             pf = first if path == files[0] else open_file(path)
+            rows = batch_rows or batch_rows_for(pf, names)
             try:
-                for batch in pf.iter_batches(batch_size=batch_rows,
+                for batch in pf.iter_batches(batch_size=rows,
                                              columns=names):
                     yield path, batch
             except (OSError, ValueError, TypeError, KeyError) as e:
@@ -128,7 +163,9 @@ def main(argv=None):
     p.add_argument("src", help="a parquet file, a folder of them, or a glob")
     p.add_argument("--out", "-o", required=True)
     p.add_argument("--columns", help="comma-separated columns to keep")
-    p.add_argument("--batch-rows", type=int, default=65536)
+    p.add_argument("--batch-rows", type=int,
+                   help="rows per batch (default: about %d MiB)" % (
+                       BATCH_BYTES >> 20))
     p.add_argument("--threads", type=int)
     p.add_argument("--compression-level", type=int)
     p.add_argument("--block-size", type=int)

@@ -11,7 +11,9 @@ as well and duplicate its records: never merge by listing the folder.
 """
 import os
 import shutil
+import time
 import uuid
+import warnings
 
 from .writer import ShardWriter, merge
 
@@ -35,14 +37,26 @@ def part_dir(staging, task, attempt):
 def write_part(path, schema, batches, writer_options=None, hook=None,
                info=None):
     """Write @batches (each anything ShardWriter.write_batch takes) into a
-    fresh part folder @path; returns {"path", "records"}.  @hook, when
+    fresh part folder @path, made here inside its staging folder (which
+    the driver made: os.makedirs(staging_dir(out))); returns {"path", "records"}.  @hook, when
     given, is called as hook(event, info) with event "batch" after each
     batch (info["records"] updated) and "closed" once the part is finished:
     raising from it fails the attempt (the tests inject failures so)."""
     info = dict(info or {}, path=path, records=0)
-    if os.path.exists(path):
+    # mkdir, not makedirs: an attempt that starts after the driver has
+    # committed and removed the staging folder (a speculative copy Spark
+    # had not killed yet) fails here, instead of making the folder again
+    # with a part nobody merges or removes.
+    try:
+        os.mkdir(path)
+    except FileExistsError:
         # An attempt id is never reused; a folder here is not ours.
-        raise FileExistsError("part folder %s exists already" % path)
+        raise FileExistsError("part folder %s exists already" % path) \
+            from None
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "staging folder %s is gone: this write was committed or "
+            "abandoned" % os.path.dirname(path)) from None
     with ShardWriter(path, schema, **(writer_options or {})) as w:
         for batch in batches:
             info["records"] += w.write_batch(batch)
@@ -77,9 +91,25 @@ def commit(parts, out, staging, keep_parts=False, verify=False):
         raise RuntimeError("merged %d records into %s, the tasks wrote %d" %
                            (summary["records"], out, expected))
     if not keep_parts:
-        shutil.rmtree(staging)
+        remove_staging(staging)
         try:
             os.rmdir(os.path.dirname(staging))  # OUT.parts, when empty
         except OSError:
             pass
     return summary
+
+
+def remove_staging(staging, tries=5):
+    """Remove a run's staging folder.  A losing attempt may still be
+    writing in it (Spark kills speculative copies asynchronously) and add a
+    file while rmtree runs: try again.  Once the folder is gone that
+    attempt fails at its next file (its folder is gone too), so nothing
+    comes back.  What still cannot be removed is left with a warning: the
+    dataset itself is complete by then."""
+    for i in range(tries):
+        shutil.rmtree(staging, ignore_errors=True)
+        if not os.path.exists(staging):
+            return
+        time.sleep(0.05 * (i + 1))
+    warnings.warn("could not remove %s (an attempt still writing?); remove "
+                  "it by hand" % staging)

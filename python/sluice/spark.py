@@ -52,22 +52,38 @@ def write_dataframe(df, out, schema=None, *, keep_parts=False, verify=False,
     os.makedirs(staging, exist_ok=True)
 
     def write_partition(batches):
-        import pyarrow as pa
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        task, attempt = ctx.partitionId(), ctx.taskAttemptId()
-        path = parts.part_dir(staging, task, "a%d" % attempt)
-        info = {"task": task, "attempt": ctx.attemptNumber()}
-        res = parts.write_part(path, fields, batches, writer_options,
-                               task_hook, info)
-        yield pa.RecordBatch.from_pydict(
-            {"task": [task], "path": [res["path"]],
-             "records": [res["records"]]},
-            schema=pa.schema([("task", pa.int64()), ("path", pa.string()),
-                              ("records", pa.int64())]))
+        yield write_attempt(staging, fields, ctx.partitionId(),
+                            ctx.taskAttemptId(), ctx.attemptNumber(),
+                            batches, writer_options, task_hook)
 
     rows = df.select(*names).mapInArrow(write_partition, _RESULT).collect()
-    results = [{"task": r["task"], "path": r["path"],
-                "records": r["records"]} for r in rows]
-    return parts.commit(results, out, staging, keep_parts, verify)
+    return parts.commit(results_of(rows), out, staging, keep_parts, verify)
+
+
+def write_attempt(staging, fields, task, attempt_id, attempt_number,
+                  batches, writer_options=None, task_hook=None):
+    """One task attempt: @batches (Arrow) into the part folder of
+    @attempt_id (unique in the application: speculative and retried
+    attempts of a task each get their own), returned as the one-row
+    Arrow batch of _RESULT that Spark collects for the task."""
+    import pyarrow as pa
+
+    path = parts.part_dir(staging, task, "a%d" % attempt_id)
+    info = {"task": task, "attempt": attempt_number}
+    res = parts.write_part(path, fields, batches, writer_options,
+                           task_hook, info)
+    return pa.RecordBatch.from_pydict(
+        {"task": [task], "path": [res["path"]],
+         "records": [res["records"]]},
+        schema=pa.schema([("task", pa.int64()), ("path", pa.string()),
+                          ("records", pa.int64())]))
+
+
+def results_of(rows):
+    """The collected rows of _RESULT (one per task: the attempt Spark
+    counted) as sluice.parts.commit takes them."""
+    return [{"task": r["task"], "path": r["path"],
+             "records": r["records"]} for r in rows]

@@ -695,7 +695,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -722,7 +722,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.cpu_decompress_ns, "cpu_assemble_ns",
 		(unsigned long long)s.cpu_assemble_ns, "batches_viewed",
 		(unsigned long long)s.batches_viewed, "blocks_direct",
-		(unsigned long long)s.blocks_direct, "range_reads",
+		(unsigned long long)s.blocks_direct, "arena_resident_ns",
+		(unsigned long long)s.arena_resident_ns, "range_reads",
 		(unsigned long long)s.range_reads, "range_records",
 		(unsigned long long)s.range_records);
 }

@@ -30,6 +30,7 @@ def test_commit_takes_exactly_the_returned_parts(tmp_path):
     out = tmp_path / "ds"
     staging = parts.staging_dir(out)
     assert os.path.dirname(staging) == str(out) + ".parts"
+    os.makedirs(staging)
     # task 0: attempt a fails after 20 records, attempt b succeeds
     with pytest.raises(RuntimeError, match="injected"):
         parts.write_part(parts.part_dir(staging, 0, "a"), SCHEMA,
@@ -55,6 +56,7 @@ def test_commit_takes_exactly_the_returned_parts(tmp_path):
 def test_commit_refuses_what_it_cannot_trust(tmp_path):
     out = tmp_path / "ds"
     staging = parts.staging_dir(out)
+    os.makedirs(staging)
     r = parts.write_part(parts.part_dir(staging, 0, "a"), SCHEMA,
                          batches(0, 5), info={"task": 0})
     with pytest.raises(RuntimeError, match="two results for one task"):

@@ -143,3 +143,21 @@ def test_bad_second_file_fails_naming_it(files, tmp_path):
         sluice.parquet.convert(src, tmp_path / "ds2")
     assert "b.parquet" in str(e.value)
     assert not os.path.exists(tmp_path / "ds2" / "dataset.json")
+
+
+def test_batches_of_a_few_mib(tmp_path):
+    """Default batches hold about BATCH_BYTES of the columns read, not a
+    fixed row count: wide rows make short batches (memory stays bounded),
+    narrow rows long ones (at most 65536)."""
+    wide = pa.table({"id": np.arange(200, dtype=np.int64),
+                     "blob": pa.array([bytes(64 << 10)] * 200)})
+    pq.write_table(wide, tmp_path / "wide.parquet", compression="none",
+                   use_dictionary=False)
+    pf = pq.ParquetFile(tmp_path / "wide.parquet")
+    rows = sluice.parquet.batch_rows_for(pf, ["id", "blob"])
+    assert 64 <= rows <= sluice.parquet.BATCH_BYTES // (64 << 10) + 1
+    # Only the columns kept count.
+    assert sluice.parquet.batch_rows_for(pf, ["id"]) == 65536
+    s = sluice.parquet.convert(tmp_path / "wide.parquet", tmp_path / "ds",
+                               threads=1)
+    assert s["records"] == 200

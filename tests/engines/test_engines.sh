@@ -25,6 +25,10 @@ BUILD=${BUILD:-build}
 case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
 export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
 export RAY_USAGE_STATS_ENABLED=0 RAY_DISABLE_DOCKER_CPU_WARNING=1
+# Only what these suites need of $PY (not wheel and build, which only the
+# install test wants): else tools/python_env.sh would run them with
+# another python, which has no pyspark, and every test would skip.
 SLUICE_PY_TESTS="python/tests_engines python/tests/test_write_batch.py" \
 SLUICE_PY_OUT="$build/python-engines" PYTHON="$PY" SLUICE_FORCE_VENV=0 \
+SLUICE_PY_NEED="pytest numpy setuptools pyarrow pyspark ray" \
 	exec sh tests/test_python.sh
