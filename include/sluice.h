@@ -557,7 +557,9 @@ SLUICE_API int sluice_loader_open_streams(const struct sluice_stream *streams,
  *	corrupt block is not cached, so each batch that needs it reads it
  *	again and it counts again, in the same epoch too: this says how
  *	often, not how many blocks; sluice_stats.records_skipped counts the
- *	records left out of delivered batches, each once.
+ *	records left out of delivered batches, each once.  A record read by
+ *	range (range_reads) that fails its checksum or read counts as one
+ *	such read, its message naming its block, offset and record.
  * Thread-safety: any thread.
  */
 SLUICE_API int64_t sluice_loader_skipped(const sluice_loader *ld, char *buf,
