@@ -3,7 +3,8 @@
  * ranges, not their blocks) and the format v3 record checksums behind
  * them: every record delivered equals its reference, in the same order as
  * block reads give, for one and several fixed fields, batches straddling
- * blocks and shards, ranks and resume; a flipped record byte is caught
+ * blocks and shards, ranks, resume and a mixture; a flipped record byte
+ * is caught
  * (file and offset named) or skipped; short reads and -EAGAIN are
  * invisible, -EIO fails, a file cut short fails or skips its records; v2
  * shards still stream; a bad checksum section is refused by the parser,
@@ -30,9 +31,19 @@ static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
 
 static const uint64_t field_bytes[3] = { A_BYTES, 8, 80 };
 
+static void write_ds_from(const char *dir, uint32_t nfields, int level,
+			  uint64_t first);
+
 /* @nfields 1: "a" uint8[301]; 3: plus "b" int64 (small: kept in memory
  * from open), "c" float32[20] (read by range, like "a"). */
 static void write_ds(const char *dir, uint32_t nfields, int level)
+{
+	write_ds_from(dir, nfields, level, 0);
+}
+
+/* Records @first .. @first + NREC - 1 of the reference. */
+static void write_ds_from(const char *dir, uint32_t nfields, int level,
+			  uint64_t first)
 {
 	struct sluice_field f[3];
 	struct sluice_writer_config wc;
@@ -48,7 +59,7 @@ static void write_ds(const char *dir, uint32_t nfields, int level)
 	wc.compression_level = level;
 	wc.threads = 2;
 	T_OK(sluice_writer_open(dir, f, (int)nfields, &wc, &w));
-	for (uint64_t i = 0; i < NREC; i++) {
+	for (uint64_t i = first; i < first + NREC; i++) {
 		const void *vals[3] = { buf[0], buf[1], buf[2] };
 
 		for (uint32_t fi = 0; fi < nfields; fi++)
@@ -577,6 +588,65 @@ static void check_tensor_outlives_dataset(const char *dir)
 	t->deleter(t);
 }
 
+/* A mixture of two datasets (records numbered end to end) reads both
+ * by range: every record of each stream once, with its bytes. */
+static void check_mixture(const char *three)
+{
+	static uint32_t seen[2 * NREC];
+	struct sluice_loader_config cfg;
+	struct sluice_stream st[2];
+	struct sluice_stats stats;
+	sluice_dataset *ds[2] = { NULL, NULL };
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	char second[1100];
+	uint64_t total = 0;
+	int r;
+
+	TU_FMT(second, "%s/second", root);
+	write_ds_from(second, 3, 0, NREC);
+	T_OK(sluice_dataset_open(three, &ds[0]));
+	T_OK(sluice_dataset_open(second, &ds[1]));
+	st[0] = (struct sluice_stream){ ds[0], 1, 0 };
+	st[1] = (struct sluice_stream){ ds[1], 1, 0 };
+	full_cfg(&cfg, 50);
+	T_OK(sluice_loader_open_streams(st, 2, &cfg, &ld));
+	memset(&ra, 0, sizeof(ra));
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		const uint64_t *idx = sluice_batch_indices(b);
+		DLManagedTensor *t[3];
+
+		for (uint32_t fi = 0; fi < 3; fi++)
+			T_OK(sluice_batch_tensor(b, (const char *[]){ "a", "b",
+					"c" }[fi], -1, &t[fi]));
+		for (uint32_t k = 0; k < sluice_batch_size(b); k++) {
+			T_ASSERT(idx[k] < 2 * NREC);
+			seen[idx[k]]++;
+			for (uint32_t fi = 0; fi < 3; fi++) {
+				const uint8_t *d = t[fi]->dl_tensor.data;
+
+				for (uint64_t j = 0; j < field_bytes[fi]; j++)
+					T_EQ(d[k * field_bytes[fi] + j],
+					     ref_byte(idx[k], fi, j));
+			}
+			total++;
+		}
+		for (uint32_t fi = 0; fi < 3; fi++)
+			t[fi]->deleter(t[fi]);
+		sluice_batch_release(b);
+	}
+	T_EQ(r, SLUICE_EOF);
+	T_EQ(total, 2 * NREC);
+	for (uint32_t i = 0; i < 2 * NREC; i++)
+		T_EQ(seen[i], 1);
+	T_OK(sluice_loader_stats(ld, &stats));
+	T_ASSERT(stats.range_records >= 2 * NREC);
+	T_EQ(stats.blocks_read, 0);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds[0]);
+	sluice_dataset_close(ds[1]);
+}
+
 int main(void)
 {
 	char one[1100], three[1100], mixed[1100];
@@ -593,6 +663,7 @@ int main(void)
 	check_ranks_and_resume(three);
 	check_faults(three);
 	check_tensor_outlives_dataset(three);
+	check_mixture(three);
 
 	/* zstd blocks are read whole; range_reads=on in window mode */
 	write_ds(mixed, 3, 3);
