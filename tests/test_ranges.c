@@ -4,8 +4,7 @@
  * them: every record delivered equals its reference, in the same order as
  * block reads give, for one and several fixed fields, batches straddling
  * blocks and shards, ranks, resume and a mixture; a flipped record byte
- * is caught
- * (file and offset named) or skipped; short reads and -EAGAIN are
+ * is caught (file and offset named) or skipped; short reads and -EAGAIN are
  * invisible, -EIO fails, a file cut short fails or skips its records; v2
  * shards still stream; a bad checksum section is refused by the parser,
  * verify and the loader.
