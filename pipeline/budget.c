@@ -263,9 +263,12 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	}
 	if (c->batch_bytes < batch_fixed) {
 		snprintf(err, errlen,
-			 "memory_bytes %llu leaves %llu bytes for batches; one batch of %u records takes %llu bytes before any variable-length value: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			 "memory_bytes %llu leaves %llu bytes for batches beside %llu of io memory (a batch can touch %llu blocks of up to %llu bytes, all in memory at once); one batch of %u records takes %llu bytes before any variable-length value: raise memory_bytes (sluice --memory, Python memory_bytes=), lower batch_size, or write smaller blocks (dlpack-shard --block-size)",
 			 (unsigned long long)budget,
 			 (unsigned long long)c->batch_bytes,
+			 (unsigned long long)c->io_bytes,
+			 (unsigned long long)c->need,
+			 (unsigned long long)z.io_max,
 			 c->cfg.batch_size, (unsigned long long)batch_fixed);
 		return -ENOSPC;
 	}
