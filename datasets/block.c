@@ -6,12 +6,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "fuzzing.h"
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 
 uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
 			   const uint64_t *var_bytes)

@@ -8,11 +8,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 
 /* Grow a 64-byte aligned buffer (raw blocks are viewed in place and their
  * offset tables read as uint64) to @need bytes; contents are not kept. */

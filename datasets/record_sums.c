@@ -7,10 +7,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "fuzzing.h"
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 
 uint64_t record_checksum(uint32_t nfields, const uint8_t *const *ptr,
 			 const uint64_t *len)

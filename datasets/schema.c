@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <xxhash.h>
 
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 
 /* The one place that decides which dtypes sluice stores. */
 static int dtype_supported(DLDataType dt)

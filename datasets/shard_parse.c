@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "fuzzing.h"
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 
 #define HDR_OFF(member) ((uint64_t)offsetof(struct dls_header_disk, member))
 #define IDX_OFF(member) \

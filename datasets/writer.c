@@ -17,12 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "dir_lock.h"
 #include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 #include "writer_commit.h"
 #include "writer_internal.h"
 #include "writer_pool.h"

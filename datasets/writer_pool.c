@@ -5,11 +5,10 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "shard_internal.h"
+#include "sluice_xxh3.h"
 #include "writer_pool.h"
 
 uint32_t wpool_default_threads(void)

@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "dlpack_shard.h"
 #include "sluice_cli.h"
+#include "sluice_xxh3.h"
 
 #define DISK_BLOCK (1u << 20)
 #define DISK_QD 32u
