@@ -408,6 +408,25 @@ static void *release_all(void *arg)
 	return NULL;
 }
 
+/* Release @rr's batches on another thread, hold that release where CUDA
+ * waits for its copy, and ask @ld for the next batch meanwhile. */
+static void next_during_release(sluice_loader *ld, struct race_release *rr,
+				sluice_batch **out)
+{
+	pthread_t t;
+
+	T_EQ(sem_init(&race_began, 0, 0), 0);
+	atomic_store(&race_consumer_done, 0);
+	race_loader = ld;
+	budget_test_release_hook = race_hook;
+	T_EQ(pthread_create(&t, NULL, release_all, rr), 0);
+	T_EQ(sem_wait(&race_began), 0);
+	T_OK(sluice_loader_next(ld, out));
+	atomic_store(&race_consumer_done, 1);
+	T_EQ(pthread_join(t, NULL), 0);
+	budget_test_release_hook = NULL;
+}
+
 /* Whether the head batch waits for batch memory, once it settled (it
  * waits, or it is ready). */
 static int head_waits_for_memory(sluice_loader *ld)
@@ -441,7 +460,6 @@ static void check_release_races_next(const char *dir)
 	sluice_batch *held[most], *b;
 	struct race_release rr = { held, 0 };
 	struct sluice_stats st;
-	pthread_t t;
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
@@ -460,17 +478,7 @@ static void check_release_races_next(const char *dir)
 		rr.n++;
 	}
 	T_ASSERT(rr.n > 0);
-	T_EQ(sem_init(&race_began, 0, 0), 0);
-	atomic_store(&race_consumer_done, 0);
-	race_loader = ld;
-	budget_test_release_hook = race_hook;
-	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
-	T_EQ(sem_wait(&race_began), 0);
-	/* The release has begun and is held: ask for the head now. */
-	T_OK(sluice_loader_next(ld, &b));
-	atomic_store(&race_consumer_done, 1);
-	T_EQ(pthread_join(t, NULL), 0);
-	budget_test_release_hook = NULL;
+	next_during_release(ld, &rr, &b);
 	fx_check_batch(b, NULL);
 	sluice_batch_release(b);
 	T_OK(sluice_loader_stats(ld, &st));
@@ -669,7 +677,6 @@ static void check_release_races_grow(const char *dir)
 	sluice_loader *ld = NULL;
 	sluice_batch *held[2], *b;
 	struct race_release rr = { held, 1 };
-	pthread_t t;
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
@@ -682,16 +689,7 @@ static void check_release_races_grow(const char *dir)
 	T_OK(sluice_loader_next(ld, &held[0]));
 	T_OK(sluice_loader_next(ld, &held[1]));
 	T_EQ(ld->core->nslots, 2);
-	T_EQ(sem_init(&race_began, 0, 0), 0);
-	atomic_store(&race_consumer_done, 0);
-	race_loader = ld;
-	budget_test_release_hook = race_hook;
-	T_EQ(pthread_create(&t, NULL, release_all, &rr), 0);
-	T_EQ(sem_wait(&race_began), 0);
-	T_OK(sluice_loader_next(ld, &b));
-	atomic_store(&race_consumer_done, 1);
-	T_EQ(pthread_join(t, NULL), 0);
-	budget_test_release_hook = NULL;
+	next_during_release(ld, &rr, &b);
 	fx_check_batch(b, NULL);
 	T_EQ(ld->core->nslots, 2);      /* no slot added */
 	T_ASSERT(ld->core->waits_for_release > 0);
