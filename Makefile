@@ -65,8 +65,8 @@ endif
 LIB_SRCS := $(wildcard datasets/*.c io/*.c pipeline/*.c) \
 	gpu/device.c gpu/host_device.c
 ifeq ($(CUDA),1)
-LIB_SRCS += gpu/cuda_device.c
-CU_SRCS := gpu/compute.cu
+LIB_SRCS += gpu/cuda_device.c gpu/cuda_gather.c
+CU_SRCS := gpu/compute.cu gpu/gather.cu
 endif
 IMPORT_SRCS := $(wildcard programs/dlpack-shard/import/*.c)
 SHARD_CLI_SRCS := programs/cli_util.c $(wildcard programs/dlpack-shard/*.c) \

@@ -1,6 +1,6 @@
 /*
  * cuda_compute.h - private to gpu/ (and its tests): the device code that
- * nvcc compiles (gpu/compute.cu), callable from C.
+ * nvcc compiles (gpu/compute.cu, gpu/gather.cu), callable from C.
  */
 #ifndef SLUICE_GPU_CUDA_COMPUTE_H
 #define SLUICE_GPU_CUDA_COMPUTE_H
@@ -19,6 +19,25 @@ extern "C" {
  */
 __attribute__((visibility("hidden")))
 cudaError_t cuda_spin_async(cudaStream_t stream, double ms);
+
+/* One run of a device gather, as the kernel reads it: @len bytes from
+ * io mirror byte @src to batch mirror byte @dst. */
+struct cuda_gather_desc {
+	unsigned long long src;
+	unsigned long long dst;
+	unsigned long long len;
+};
+
+/*
+ * cuda_gather_async - enqueue on @stream one kernel that copies each of
+ * the @n runs (@runs in device memory) from @src_base + src to @dst_base
+ * + dst.  Does not block.  Nothing for @n 0.
+ * @return: cudaSuccess or the launch's error.
+ */
+__attribute__((visibility("hidden")))
+cudaError_t cuda_gather_async(cudaStream_t stream,
+			      const struct cuda_gather_desc *runs, unsigned n,
+			      const void *src_base, void *dst_base);
 
 #ifdef __cplusplus
 }

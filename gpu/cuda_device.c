@@ -12,6 +12,9 @@
  *            to; the copy stream waits on them at once, since the
  *            memory goes back to the budget and any later copy (of any
  *            slot) may land on it
+ *   gather:  (device gather) the slot's runs copied from the io mirror
+ *            by a kernel on the copy stream, then ready as for a copy;
+ *            cuda_gather.c orders uploads against gathers
  */
 #ifdef SLUICE_HAVE_CUDA
 
@@ -23,6 +26,7 @@
 
 #include "sluice.h"
 #include "cuda_compute.h"
+#include "cuda_gather.h"
 #include "device_impl.h"
 
 /* Distinct consumer streams a slot can be exported to between two
@@ -45,6 +49,7 @@ struct cuda_device {
 	int registered;               /* cudaHostRegister held on the arena */
 	char *mirror;                 /* mirror_bytes on the device */
 	cudaStream_t copy_stream;
+	struct cuda_gather *gather;   /* NULL: no io mirror (no gathers) */
 	struct cuda_slot *slot;
 	uint32_t slots_ready;         /* slots whose lock and events exist */
 };
@@ -131,6 +136,7 @@ static void teardown(struct cuda_device *cd)
 	(void)cudaSetDevice(cd->id);
 	if (cd->copy_stream)
 		(void)cudaStreamSynchronize(cd->copy_stream);
+	cuda_gather_close(cd->gather);
 	for (i = 0; i < cd->slots_ready; i++) {
 		s = &cd->slot[i];
 		/* The consumer's last use of the slot must end before the
@@ -201,6 +207,58 @@ static int cuda_copy_slot(struct device *d, uint32_t i, const void *host,
 	if (e != cudaSuccess)
 		r = fail(cd, i, "cudaEventRecord of the copy", e);
 out:
+	pthread_mutex_unlock(&s->lock);
+	leave(cd, prev);
+	return r;
+}
+
+static int cuda_upload(struct device *d, size_t offset, const void *host,
+		       size_t len)
+{
+	struct cuda_device *cd = to_cuda(d);
+	const char *what = "";
+	cudaError_t e;
+	int prev, r;
+
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	e = cuda_gather_upload(cd->gather, offset, host, len, &what);
+	if (e != cudaSuccess) {
+		device_record_error(d, "%s (%zu bytes at io offset %zu): %s",
+				    what, len, offset, cudaGetErrorString(e));
+		r = -SLUICE_ECUDA;
+	}
+	leave(cd, prev);
+	return r;
+}
+
+static int cuda_gather_slot(struct device *d, uint32_t i,
+			    const struct gather_run *runs, unsigned n)
+{
+	struct cuda_device *cd = to_cuda(d);
+	struct cuda_slot *s = &cd->slot[i];
+	const char *what = "cudaEventSynchronize on the slot's last gather";
+	cudaError_t e;
+	int prev, r;
+
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	/* The slot's pinned run table is rewritten: its previous copy to
+	 * the device must be done (it is: the slot was released, and the
+	 * release waited for it; this costs nothing then). */
+	e = cudaEventSynchronize(s->ready);
+	if (e == cudaSuccess)
+		e = cuda_gather_enqueue(cd->gather, i, runs, n, cd->copy_stream,
+					cd->mirror, d->mirror_offset, &what);
+	if (e == cudaSuccess) {
+		what = "cudaEventRecord of the gather";
+		e = cudaEventRecord(s->ready, cd->copy_stream);
+	}
+	if (e != cudaSuccess)
+		r = fail(cd, i, what, e);
 	pthread_mutex_unlock(&s->lock);
 	leave(cd, prev);
 	return r;
@@ -384,6 +442,8 @@ static const struct device_ops cuda_ops = {
 	.mirror_ptr = cuda_mirror_ptr,
 	.copy_slot = cuda_copy_slot,
 	.wait_copied = cuda_wait_copied,
+	.upload = cuda_upload,
+	.gather = cuda_gather_slot,
 	.slot_export = cuda_slot_export,
 	.slot_release = cuda_slot_release,
 	.measure_h2d = cuda_measure_h2d,
@@ -470,10 +530,26 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	e = cudaMalloc((void **)&cd->mirror, cfg->mirror_bytes);
 	if (e != cudaSuccess)
 		goto fail_cuda;
+	cd->base.info.device_bytes = cfg->mirror_bytes;
 	what = "cudaStreamCreateWithFlags";
 	e = cudaStreamCreateWithFlags(&cd->copy_stream, cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		goto fail_cuda;
+	if (cfg->io_mirror_bytes) {
+		struct cuda_gather_config gc = {
+			.io_bytes = cfg->io_mirror_bytes,
+			.batch_bytes = cfg->mirror_bytes,
+			.slots = cfg->slots,
+			.runs_max = cfg->gather_runs_max,
+			.lanes = cfg->upload_lanes,
+		};
+		size_t gathered_bytes;
+
+		e = cuda_gather_open(&gc, &cd->gather, &gathered_bytes, &what);
+		if (e != cudaSuccess)
+			goto fail_cuda;
+		cd->base.info.device_bytes += gathered_bytes;
+	}
 	cd->slot = calloc(cfg->slots, sizeof(*cd->slot));
 	if (!cd->slot) {
 		device_set_err(err, errlen, "out of memory for %u slots",

@@ -49,6 +49,8 @@ void device_base_init(struct device *d, const struct device_ops *ops,
 	d->slots = cfg->slots;
 	d->mirror_offset = cfg->mirror_offset;
 	d->mirror_bytes = cfg->mirror_bytes;
+	d->io_mirror_bytes = cfg->io_mirror_bytes;
+	d->gather_runs_max = cfg->gather_runs_max;
 	pthread_mutex_init(&d->error_lock, NULL);
 }
 
@@ -156,6 +158,16 @@ static int check_config(const struct device_config *cfg, char *err,
 			       cfg->arena_bytes);
 		return -EINVAL;
 	}
+	/* The io mirror holds blocks, the batch mirror batches: a gather
+	 * reads one and writes the other, never both. */
+	if (cfg->io_mirror_bytes > cfg->mirror_offset ||
+	    (cfg->io_mirror_bytes && cfg->gather_runs_max == 0)) {
+		device_set_err(err, errlen,
+			       "device io mirror (%zu bytes, %u runs a gather) overlaps the batch mirror at %zu or takes no runs",
+			       cfg->io_mirror_bytes, cfg->gather_runs_max,
+			       cfg->mirror_offset);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -251,6 +263,36 @@ int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
 			return r;
 	}
 	return d->ops->copy_slot(d, i, host, ranges, n);
+}
+
+/* [off, off + len) inside [lo, lo + size), written so no sum can wrap. */
+static int inside(uint64_t off, uint64_t len, uint64_t lo, uint64_t size)
+{
+	return off >= lo && off - lo <= size && len <= size - (off - lo);
+}
+
+int device_upload(struct device *d, const void *host, size_t len)
+{
+	uintptr_t base = (uintptr_t)d->arena.base, p = (uintptr_t)host;
+
+	if (len == 0)
+		return 0;
+	if (!host || p < base || !inside(p - base, len, 0, d->io_mirror_bytes))
+		return -EINVAL;
+	return d->ops->upload(d, p - base, host, len);
+}
+
+int device_gather_slot(struct device *d, uint32_t i,
+		       const struct gather_run *runs, unsigned n)
+{
+	if (i >= d->slots || n > d->gather_runs_max || d->io_mirror_bytes == 0)
+		return -EINVAL;
+	for (unsigned k = 0; k < n; k++)
+		if (!inside(runs[k].src, runs[k].len, 0, d->io_mirror_bytes) ||
+		    !inside(runs[k].dst, runs[k].len, d->mirror_offset,
+			    d->mirror_bytes))
+			return -EINVAL;
+	return d->ops->gather(d, i, runs, n);
 }
 
 int device_slot_wait_copied(struct device *d, uint32_t i)

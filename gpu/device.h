@@ -10,6 +10,12 @@
  * slot's event (slots are the batches in flight, not memory).  On the
  * host implementation the mirror IS the host memory and the copy
  * completes at once.
+ *
+ * Device gather (gather.cu): the device may also mirror the arena's first
+ * io_mirror_bytes (the io part: decoded blocks), host byte x at device
+ * byte x of a second allocation.  device_upload() copies a decoded block
+ * there once; device_gather_slot() then assembles a batch from those
+ * bytes on the device, so the batch's host memory is never written.
  */
 #ifndef SLUICE_GPU_DEVICE_H
 #define SLUICE_GPU_DEVICE_H
@@ -30,6 +36,12 @@ struct device_config {
 	size_t mirror_bytes;    /* device */
 	int pageable;           /* 1: no cudaHostRegister (forces the
 				   pageable-copy fallback, for tests) */
+	size_t io_mirror_bytes; /* arena [0, this) mirrored for gathers;
+				   0: no gathers */
+	uint32_t gather_runs_max; /* runs one device_gather_slot() call may
+				     pass (per slot) */
+	uint32_t upload_lanes;  /* threads that may call device_upload() at
+				   once (more wait for a lane) */
 };
 
 struct device_info {
@@ -39,6 +51,7 @@ struct device_info {
 	uint64_t arena_resident_ns; /* open's time making the arena resident:
 				       mlock, or faulting it in (host) */
 	int huge_pages;
+	uint64_t device_bytes;  /* GPU memory held: mirrors, run tables */
 	char fallbacks[256];    /* e.g. "no CUDA GPU found: ...; host batches" */
 };
 
@@ -85,6 +98,43 @@ struct slot_range {
  */
 int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
 			    const struct slot_range *ranges, unsigned n);
+
+/* One piece of a gather: @len bytes from arena offset @src (inside the
+ * io mirror) to arena offset @dst (inside the batch mirror). */
+struct gather_run {
+	uint64_t src;
+	uint64_t dst;
+	uint64_t len;
+};
+
+/*
+ * device_upload - copy @len bytes at @host (inside the arena's first
+ * io_mirror_bytes) to their device mirror, and return once the copy is
+ * complete, so that the caller may reuse @host at once and a later
+ * gather finds the bytes.  The upload first waits (on the device) for
+ * every gather enqueued before it: those may still read the mirror this
+ * overwrites.  The wait for the copy sleeps (cudaEventBlockingSync).
+ * Any thread; at most upload_lanes at once run, more wait.  Host: no-op
+ * (the io memory is its own mirror).
+ * @return: 0; -EINVAL (outside the io mirror, or no io mirror);
+ *	-SLUICE_ECUDA (message in device_last_error()).
+ */
+int device_upload(struct device *d, const void *host, size_t len);
+
+/*
+ * device_gather_slot - assemble slot @i's batch on the device: for each
+ * of @n runs, copy the io mirror's bytes at run.src to the batch mirror at
+ * run.dst, then record the slot's ready event (as device_copy_slot()
+ * does); the copy stream's order puts it after every earlier release.
+ * Every run's source must have been uploaded (device_upload()) and stay
+ * untouched by uploads until this returns; later uploads wait for it.
+ * Host: the same copies with memcpy, within the arena, before returning.
+ * Does not block on CUDA (but for the slot's previous gather, long done).
+ * @return: 0; -EINVAL (a run outside its mirror, @n over
+ *	gather_runs_max, no io mirror); -SLUICE_ECUDA.
+ */
+int device_gather_slot(struct device *d, uint32_t i,
+		       const struct gather_run *runs, unsigned n);
 
 /* device_slot_wait_copied - block until slot @i's last copy finished:
  * before its host memory is written again. */

@@ -17,6 +17,10 @@ struct device_ops {
 	int (*copy_slot)(struct device *d, uint32_t i, const void *host,
 			 const struct slot_range *ranges, unsigned n);
 	int (*wait_copied)(struct device *d, uint32_t i);
+	int (*upload)(struct device *d, size_t offset, const void *host,
+		      size_t len);
+	int (*gather)(struct device *d, uint32_t i,
+		      const struct gather_run *runs, unsigned n);
 	int (*slot_export)(struct device *d, uint32_t i, int64_t stream);
 	int (*slot_release)(struct device *d, uint32_t i);
 	int (*measure_h2d)(struct device *d, size_t bytes, int iters,
@@ -39,6 +43,8 @@ struct device {
 	struct arena arena;
 	uint32_t slots;
 	size_t mirror_offset, mirror_bytes;
+	size_t io_mirror_bytes;
+	uint32_t gather_runs_max;
 	pthread_mutex_t error_lock;   /* copy, consumer and release threads */
 	char last_error[256];
 };

@@ -134,6 +134,30 @@ static int host_copy_slot(struct device *d, uint32_t i, const void *host,
 	return 0;
 }
 
+/* The io memory is its own mirror. */
+static int host_upload(struct device *d, size_t offset, const void *host,
+		       size_t len)
+{
+	(void)d;
+	(void)offset;
+	(void)host;
+	(void)len;
+	return 0;
+}
+
+/* The gather the GPU would run, as memcpy: the test and diagnostic mode
+ * of device_gather (its pipeline side then runs everywhere). */
+static int host_gather(struct device *d, uint32_t i,
+		       const struct gather_run *runs, unsigned n)
+{
+	uint8_t *arena = d->arena.base;
+
+	(void)i;
+	for (unsigned k = 0; k < n; k++)
+		memcpy(arena + runs[k].dst, arena + runs[k].src, runs[k].len);
+	return 0;
+}
+
 static int host_slot_op(struct device *d, uint32_t i)
 {
 	(void)d;
@@ -173,6 +197,8 @@ static const struct device_ops host_ops = {
 	.mirror_ptr = host_mirror_ptr,
 	.copy_slot = host_copy_slot,
 	.wait_copied = host_slot_op,
+	.upload = host_upload,
+	.gather = host_gather,
 	.slot_export = host_slot_export,
 	.slot_release = host_slot_op,
 	.measure_h2d = host_measure_h2d,

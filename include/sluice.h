@@ -386,6 +386,16 @@ enum sluice_range_reads {
 	SLUICE_RANGE_READS_OFF,
 };
 
+/* Where a CUDA loader assembles batches (sluice_loader_config.device_gather). */
+enum sluice_device_gather {
+	SLUICE_DEVICE_GATHER_AUTO = 0, /* on a GPU, for raw datasets whose
+					  fields are all fixed-shape */
+	SLUICE_DEVICE_GATHER_ON,   /* for every fixed-shape dataset (zstd:
+				      its decoded blocks are uploaded), also
+				      on the host device (test/diagnostic) */
+	SLUICE_DEVICE_GATHER_OFF,  /* batches assembled on the CPU */
+};
+
 /* The most record checksums a loader loads for range reads (bytes). */
 #define SLUICE_RANGE_SUMS_MAX (256ull << 20)
 
@@ -486,7 +496,22 @@ struct sluice_loader_config {
 	 * only; ON: in every shuffle mode; OFF: never.
 	 */
 	enum sluice_range_reads range_reads;
-	uint32_t reserved32;       /* zero */
+	/*
+	 * Device gather: on a GPU, each decoded block is copied once to
+	 * the device (a mirror of the arena's io memory, io_memory_bytes
+	 * more of GPU memory) and each batch is gathered there by a kernel
+	 * from its records' bytes, instead of being assembled on the CPU
+	 * and copied: raw data then crosses the CPU's memory only by the
+	 * disk's DMA.  Batches whose records were read by range, and
+	 * datasets with variable-length fields, are still assembled on the
+	 * CPU.  AUTO (default): on a GPU, for raw datasets of fixed-shape
+	 * fields; ON: also for zstd datasets (their blocks are not then
+	 * decompressed into the batch) and, as a test and diagnostic mode,
+	 * on the host device (a memcpy per run: what the CPU assembly
+	 * costs); OFF: never.  sluice_stats.batches_gathered says which
+	 * batches went this way.
+	 */
+	enum sluice_device_gather device_gather;
 	uint64_t reserved[7];      /* zero (config_init): room to grow */
 };
 
@@ -753,7 +778,16 @@ struct sluice_stats {
 					      coalescing; their bytes are in
 					      read.bytes) */
 	uint64_t range_records;            /* records read by range */
-	uint64_t reserved[5];              /* zero: room to grow */
+	uint64_t batches_gathered;         /* assembled on the device by a
+					      gather kernel (device_gather) */
+	uint64_t gather_runs;              /* their copy runs, after
+					      coalescing neighbours */
+	uint64_t device_upload_bytes;      /* decoded blocks copied to the
+					      device for gathers */
+	uint64_t device_memory_bytes;      /* GPU memory the loader holds:
+					      batch mirror, io mirror with
+					      device_gather, run tables */
+	uint64_t reserved[1];              /* zero: room to grow */
 };
 
 /**

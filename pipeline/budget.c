@@ -285,6 +285,10 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		.mirror_offset = c->io_bytes,
 		.mirror_bytes = c->batch_bytes,
 		.pageable = c->cfg.pageable_copies,
+		/* device gather: the io part mirrored too (gather.c) */
+		.io_mirror_bytes = gather_wanted(c) ? c->io_bytes : 0,
+		.gather_runs_max = gather_runs_max(c),
+		.upload_lanes = c->cfg.decode_threads,
 	};
 	r = device_open(&dc, &c->dev, err, errlen);
 	if (r)

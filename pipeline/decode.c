@@ -210,6 +210,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 
 	s->delivered = s->count;
 	s->truncated = 0;
+	s->gathering = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
 		r = measure_batch_locked(c, s);
@@ -246,9 +247,11 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 	uint32_t parts;
 
 	s->state = SLOT_ASSEMBLING;
+	/* Gathered batches only build their run table: one part. */
+	s->gathering = slot_gathers(c, s);
 	write_variable_index(c, s);
 	/* Enough records per part to amortise the hand-off. */
-	parts = s->delivered / 32;
+	parts = s->gathering ? 1 : s->delivered / 32;
 	if (parts > c->nworkers)
 		parts = c->nworkers;
 	if (parts == 0)
@@ -284,7 +287,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
-	int r = 0, ahead;
+	int r = 0, ahead, dev_failed = 0;
+	char dev_msg[256] = "";
 	uint8_t *into;
 
 	/* direct.c set it before the read; nothing else touches it now */
@@ -304,6 +308,16 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 				    blk->raw_size, blk->record_count, &e->view);
 	uint64_t t1 = now_ns();
 
+	/* The device copy must be whole before the entry is READY: gathers
+	 * read it from then on (gather.c). */
+	if (!r && c->gather) {
+		r = gather_upload(c, raw, blk->raw_size);
+		if (r) {
+			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
+			dev_failed = 1;
+		}
+	}
+
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 
 	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
@@ -315,16 +329,19 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	if (r) {
 		e->state = ENTRY_FAILED;
 		e->error = r;
-		e->corrupt = 1;
-		loader_block_failed_locked(c, r, 1,
-				"%s: block %llu: offset %llu: %s",
+		e->corrupt = !dev_failed;
+		loader_block_failed_locked(c, r, e->corrupt,
+				"%s: block %llu: offset %llu: %s%s",
 				c->ds->shards[shard].path,
 				(unsigned long long)(e->block -
 					c->shard_block_base[shard]),
 				(unsigned long long)blk->offset,
-				r == -SLUICE_ECORRUPT
+				dev_failed ? "copy to the device for a gather: "
+				: r == -SLUICE_ECORRUPT
 					? "checksum or layout mismatch (corrupt block)"
-					: sluice_strerror(r));
+					: sluice_strerror(r),
+				dev_failed ? (dev_msg[0] ? dev_msg
+					      : sluice_strerror(r)) : "");
 	} else {
 		e->raw = raw;
 		e->state = ENTRY_READY;
@@ -425,8 +442,16 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
  * make the slot visible to the consumer. */
 static void slot_finish(struct loader_core *c, struct slot *s)
 {
+	char dev_msg[256] = "";
 	int r = 0, idle;
 
+	/* Before its blocks are unpinned: an upload into their io memory
+	 * then waits for this gather (gather.c). */
+	if (s->gathering && !s->error) {
+		r = gather_submit(c, s);
+		if (r)
+			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
+	}
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t k = 0; k < s->nentries; k++)
 		cache_unpin(c, s->entries[k]);
@@ -435,7 +460,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);     /* entries are free again */
 
-	if (!s->error && c->dev_info.is_cuda) {
+	if (!s->error && !s->gathering && c->dev_info.is_cuda) {
 		struct slot_range used[LOADER_MAX_TENSORS];
 		uint64_t t0 = now_ns(), bytes = 0;
 
@@ -453,8 +478,10 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	}
 	pthread_mutex_lock(&c->mu);
 	if (r)
-		loader_fail_locked(c, r, "copy of batch %llu to the device failed",
-				   (unsigned long long)s->batch);
+		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
+				   s->gathering ? "gather" : "copy",
+				   (unsigned long long)s->batch,
+				   dev_msg[0] ? ": " : "", dev_msg);
 	if (s->error)
 		loader_fail_locked(c, s->error, "batch %llu failed",
 				   (unsigned long long)s->batch);
@@ -478,9 +505,14 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
+		uint64_t bytes = 0;
+
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
-		uint64_t bytes = assemble_part(c, s, lo, hi, &verify);
+		if (s->gathering)
+			gather_plan(c, s);     /* nothing copied here */
+		else
+			bytes = assemble_part(c, s, lo, hi, &verify);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
 
 		/* Checksums checked while copying (ranges.c) are verify's:

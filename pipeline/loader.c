@@ -126,6 +126,7 @@ static void free_core(struct loader_core *c)
 		free(s->rec_in_block);
 		free(s->entries);
 		slot_ranges_free(s);
+		free(s->runs);
 		if (s->own_host)
 			free(s->host);
 		free(s);
@@ -220,7 +221,7 @@ static int grow_slots_locked(struct loader_core *c)
 		return -ENOMEM;
 	if (slot_init(c, s, c->nslots)) {
 		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
-		free(s->entries), slot_ranges_free(s), free(s);
+		free(s->entries), slot_ranges_free(s), free(s->runs), free(s);
 		return -ENOMEM;
 	}
 	c->slots[c->nslots++] = s;
@@ -280,11 +281,13 @@ static int check_config(struct sluice_loader_config *cfg, char *err,
 	    cfg->shuffle < SLUICE_SHUFFLE_NONE ||
 	    cfg->shuffle > SLUICE_SHUFFLE_FULL ||
 	    (cfg->shuffle == SLUICE_SHUFFLE_WINDOW && cfg->window_blocks == 0) ||
-	    cfg->rank >= cfg->world_size) {
-		snprintf(err, errlen, "invalid loader configuration (batch_size %u, prefetch %u, decode_threads %u, shuffle %d, rank %d of %d)",
+	    cfg->rank >= cfg->world_size ||
+	    cfg->device_gather < SLUICE_DEVICE_GATHER_AUTO ||
+	    cfg->device_gather > SLUICE_DEVICE_GATHER_OFF) {
+		snprintf(err, errlen, "invalid loader configuration (batch_size %u, prefetch %u, decode_threads %u, shuffle %d, rank %d of %d, device_gather %d)",
 			 cfg->batch_size, cfg->prefetch_depth,
 			 cfg->decode_threads, cfg->shuffle, cfg->rank,
-			 cfg->world_size);
+			 cfg->world_size, (int)cfg->device_gather);
 		return -EINVAL;
 	}
 	if (cfg->queue_depth == 0)
@@ -405,6 +408,7 @@ static int open_core(struct loader_core *c,
 		r = cache_init(c, (uint32_t)entries);
 	views_init(c);
 	direct_init(c);
+	gather_init(c);
 	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
@@ -749,6 +753,10 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
 	st->range_reads = atomic_load(&c->range_reads);
 	st->range_records = atomic_load(&c->range_records);
+	st->batches_gathered = atomic_load(&c->batches_gathered);
+	st->gather_runs = atomic_load(&c->gather_runs);
+	st->device_upload_bytes = atomic_load(&c->device_upload_bytes);
+	st->device_memory_bytes = c->dev_info.device_bytes;
 	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s%s%s",
 		 c->ring_info.fallbacks,
 		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",

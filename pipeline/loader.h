@@ -151,6 +151,11 @@ struct slot {
 				   by record before its copy (ranges.c) */
 	uint64_t range_off, range_len; /* in the io pool; 0 len: none [mu] */
 	uint8_t *range_buf;
+	/* Device gather (gather.c): the batch's copy runs, allocated only
+	 * when the loader gathers. */
+	struct gather_run *runs;
+	uint32_t nruns;
+	int gathering;          /* this batch is gathered on the device */
 };
 
 enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES };
@@ -296,6 +301,10 @@ struct loader_core {
 	struct range_piece *range_pieces; /* the planner's scratch */
 	_Atomic uint64_t range_reads, range_records;
 
+	/* device gather (gather.c) */
+	int gather;                 /* on: eligible batches are gathered */
+	_Atomic uint64_t batches_gathered, gather_runs, device_upload_bytes;
+
 	/* reads the I/O thread collects outside the lock */
 	struct io_read **submit;
 	struct io_read **reaped;
@@ -428,6 +437,18 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 			  uint32_t from, uint32_t to);
+
+/* gather.c */
+int gather_wanted(const struct loader_core *c);
+uint32_t gather_runs_max(const struct loader_core *c);
+void gather_init(struct loader_core *c);
+int slot_gather_init(const struct loader_core *c, struct slot *s);
+int slot_gathers(const struct loader_core *c, const struct slot *s);
+void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
+		       uint64_t dst, uint64_t len);
+void gather_plan(struct loader_core *c, struct slot *s);
+int gather_submit(struct loader_core *c, struct slot *s);
+int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
 
 /* cache.c: io memory for something else than a block, evicting unpinned
  * blocks as needed.  0 or -EAGAIN. */

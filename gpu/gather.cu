@@ -1,0 +1,65 @@
+/*
+ * gather.cu - the device gather kernel (device_gather_slot()): copy runs
+ * of decoded blocks (the io mirror) into a batch (the batch mirror).
+ *
+ * One block of threads per run at a time, grid-stride over the runs (the
+ * host splits long runs, cuda_gather.c, so that a whole-block run does
+ * not sit on one SM).  When source and destination share their
+ * alignment modulo 16, the run's middle moves as 16-byte vectors and only
+ * its ends byte by byte; otherwise byte by byte (records whose fields
+ * sit at odd offsets: rare, and still correct).
+ */
+#include <stdint.h>
+
+#include "cuda_compute.h"
+
+#define GATHER_THREADS 256
+#define GATHER_BLOCKS_MAX 2048u
+
+static __global__ void gather_kernel(const struct cuda_gather_desc *runs,
+				     unsigned n, const unsigned char *src_base,
+				     unsigned char *dst_base)
+{
+	for (unsigned r = blockIdx.x; r < n; r += gridDim.x) {
+		const unsigned char *src = src_base + runs[r].src;
+		unsigned char *dst = dst_base + runs[r].dst;
+		unsigned long long len = runs[r].len, k;
+
+		if ((((uintptr_t)src ^ (uintptr_t)dst) & 15u) == 0) {
+			unsigned long long head = (16u - ((uintptr_t)dst & 15u)) & 15u;
+			unsigned long long body;
+
+			if (head > len)
+				head = len;
+			body = (len - head) / 16u;
+			for (k = threadIdx.x; k < head; k += blockDim.x)
+				dst[k] = src[k];
+			const uint4 *s4 = (const uint4 *)(src + head);
+			uint4 *d4 = (uint4 *)(dst + head);
+
+			for (k = threadIdx.x; k < body; k += blockDim.x)
+				d4[k] = s4[k];
+			for (k = head + body * 16u + threadIdx.x; k < len;
+			     k += blockDim.x)
+				dst[k] = src[k];
+		} else {
+			for (k = threadIdx.x; k < len; k += blockDim.x)
+				dst[k] = src[k];
+		}
+	}
+}
+
+extern "C" cudaError_t cuda_gather_async(cudaStream_t stream,
+					 const struct cuda_gather_desc *runs,
+					 unsigned n, const void *src_base,
+					 void *dst_base)
+{
+	unsigned blocks = n < GATHER_BLOCKS_MAX ? n : GATHER_BLOCKS_MAX;
+
+	if (n == 0)
+		return cudaSuccess;
+	gather_kernel<<<blocks, GATHER_THREADS, 0, stream>>>(
+		runs, n, (const unsigned char *)src_base,
+		(unsigned char *)dst_base);
+	return cudaGetLastError();
+}

@@ -1,0 +1,156 @@
+/*
+ * gather.c - batches assembled on the device (issue 12, device_gather):
+ * raw data crosses the CPU's memory only by the disk's DMA.
+ *
+ * The device mirrors the arena's io part as well as its batch part.  A
+ * decode worker uploads each decoded block to its mirror (decode.c,
+ * before the entry becomes READY, waiting for the copy), so the device
+ * copy is valid whenever the entry is READY and the host io memory is
+ * free for reuse as soon as it is without gathers.  A batch's assembly
+ * then builds a table of runs {io offset, batch offset, length}, one per
+ * field and run of neighbouring records of one block, and the device
+ * copies them with one kernel into the batch mirror; the batch's host
+ * memory is never written (it still holds the batch against the budget).
+ *
+ * Ordering: the blocks a batch gathers from stay pinned until its gather
+ * is enqueued (slot_finish); only then can they be evicted and their io
+ * memory take another block, whose upload waits on the device for every
+ * gather enqueued before it (device_upload()).
+ *
+ * Not gathered (assembled on the CPU as before): datasets with variable-
+ * length fields, batches with records read by range (ranges.c), batches
+ * over budget in the consumer's own memory, and slots beyond the
+ * device's (both only on the host).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+/* Before the device opens: does this loader ask for an io mirror? */
+int gather_wanted(const struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+
+	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF ||
+	    (c->cfg.device == SLUICE_DEVICE_HOST &&
+	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (sc->fields[f].variable)
+			return 0;
+	/* AUTO keeps zstd batches on the CPU, where a block that goes whole
+	 * into one batch decompresses straight into it (direct.c). */
+	return c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON || !c->has_zstd;
+}
+
+/* Runs one batch can take: one per field and record at most. */
+uint32_t gather_runs_max(const struct loader_core *c)
+{
+	return c->ds->schema.nfields * c->cfg.batch_size;
+}
+
+/* After the device opened: gathers on, and then no views or direct
+ * decodes (their bytes would not be in the io mirror). */
+void gather_init(struct loader_core *c)
+{
+	c->gather = gather_wanted(c) &&
+		    (c->dev_info.is_cuda ||
+		     c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON);
+	if (c->gather) {
+		c->views = 0;
+		c->direct = 0;
+	}
+}
+
+int slot_gather_init(const struct loader_core *c, struct slot *s)
+{
+	if (!c->gather || s->id >= c->cfg.prefetch_depth)
+		return 0;
+	s->runs = malloc((size_t)gather_runs_max(c) * sizeof(*s->runs));
+	return s->runs ? 0 : -1;
+}
+
+/* With its memory granted: is this batch gathered on the device? */
+int slot_gathers(const struct loader_core *c, const struct slot *s)
+{
+	return c->gather && s->runs && s->nranged == 0 && !s->own_host &&
+	       s->host && s->id < c->cfg.prefetch_depth;
+}
+
+/* Append a run, or extend the last one when this one continues it on
+ * both sides (neighbouring records of one block, or of one field). */
+void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
+		       uint64_t dst, uint64_t len)
+{
+	struct gather_run *last = *n ? &runs[*n - 1] : NULL;
+
+	if (len == 0)
+		return;
+	if (last && last->src + last->len == src && last->dst + last->len == dst) {
+		last->len += len;
+		return;
+	}
+	runs[(*n)++] = (struct gather_run){ src, dst, len };
+}
+
+/* The batch's runs, from its records' places in their decoded blocks. */
+void gather_plan(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t slot_off = (uint64_t)(s->host - c->arena);
+	uint32_t n = 0;
+
+	/* Fixed fields only: tensor f is field f. */
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t rb = sc->fields[f].record_bytes;
+		uint64_t dst = slot_off + s->tensors[f].offset;
+
+		for (uint32_t r = 0; r < s->delivered;) {
+			uint32_t e = s->rec_entry[r], run = 1;
+			const uint8_t *p;
+			uint64_t len;
+
+			while (r + run < s->delivered && s->rec_entry[r + run] == e &&
+			       s->rec_in_block[r + run] == s->rec_in_block[r] + run)
+				run++;
+			block_view_get(sc, &c->entries[e].view, f,
+				       s->rec_in_block[r], &p, &len);
+			gather_run_append(s->runs, &n, (uint64_t)(p - c->arena),
+					  dst + (uint64_t)r * rb, rb * run);
+			r += run;
+		}
+	}
+	s->nruns = n;
+}
+
+/* Enqueue the batch's gather; before its blocks are unpinned. */
+int gather_submit(struct loader_core *c, struct slot *s)
+{
+	uint64_t t0 = now_ns(), bytes = 0;
+	int r;
+
+	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
+		bytes += tensor_bytes(&s->tensors[k]);
+	r = device_gather_slot(c->dev, s->id, s->runs, s->nruns);
+	loader_span(c, SLUICE_STAGE_COPY, t0, now_ns(), bytes);
+	atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
+	atomic_fetch_add(&c->st_copy.bytes, bytes);
+	atomic_fetch_add(&c->st_copy.ops, 1);
+	if (!r) {
+		atomic_fetch_add(&c->batches_gathered, 1);
+		atomic_fetch_add(&c->gather_runs, s->nruns);
+	}
+	return r;
+}
+
+/* A block is decoded: put its bytes on the device before it is READY. */
+int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
+{
+	int r = device_upload(c->dev, raw, len);
+
+	if (!r)
+		atomic_fetch_add(&c->device_upload_bytes, len);
+	return r;
+}
