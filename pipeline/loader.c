@@ -672,6 +672,10 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				atomic_fetch_add(&c->records, s->delivered);
 				if (s->viewed)
 					atomic_fetch_add(&c->batches_viewed, 1);
+				if (s->gathering) {
+					atomic_fetch_add(&c->batches_gathered, 1);
+					atomic_fetch_add(&c->gather_runs, s->nruns);
+				}
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped,
 						 s->count - s->delivered);
