@@ -733,7 +733,8 @@ struct sluice_stage_stats {
 struct sluice_stats {
 	struct sluice_stage_stats read;    /* stored bytes read from disk */
 	struct sluice_stage_stats decode;  /* raw bytes decoded/verified */
-	struct sluice_stage_stats assemble;/* bytes copied into batch slots */
+	struct sluice_stage_stats assemble;/* bytes copied into batch slots
+					      (by the device with gathers) */
 	struct sluice_stage_stats copy;    /* bytes copied to the device */
 	uint64_t consumer_wait_ns;         /* time next() blocked */
 	uint64_t batches;                  /* batches delivered */

@@ -510,7 +510,7 @@ static void run_assemble(struct loader_core *c, struct job j)
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
 		if (s->gathering)
-			gather_plan(c, s);     /* nothing copied here */
+			bytes = gather_plan(c, s);  /* the device copies */
 		else
 			bytes = assemble_part(c, s, lo, hi, &verify);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;

@@ -95,11 +95,14 @@ void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 	runs[(*n)++] = (struct gather_run){ src, dst, len };
 }
 
-/* The batch's runs, from its records' places in their decoded blocks. */
-void gather_plan(struct loader_core *c, struct slot *s)
+/* The batch's runs, from its records' places in their decoded blocks.
+ * @return: the bytes they move (the assemble stage's bytes: what goes
+ * into the batch, here by the device). */
+uint64_t gather_plan(struct loader_core *c, struct slot *s)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t slot_off = (uint64_t)(s->host - c->arena);
+	uint64_t bytes = 0;
 	uint32_t n = 0;
 
 	/* Fixed fields only: tensor f is field f. */
@@ -119,10 +122,13 @@ void gather_plan(struct loader_core *c, struct slot *s)
 				       s->rec_in_block[r], &p, &len);
 			gather_run_append(s->runs, &n, (uint64_t)(p - c->arena),
 					  dst + (uint64_t)r * rb, rb * run);
+			bytes += rb * run;
 			r += run;
 		}
 	}
 	s->nruns = n;
+	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+	return bytes;
 }
 
 /* Enqueue the batch's gather; before its blocks are unpinned. */

@@ -446,7 +446,7 @@ int slot_gather_init(const struct loader_core *c, struct slot *s);
 int slot_gathers(const struct loader_core *c, const struct slot *s);
 void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 		       uint64_t dst, uint64_t len);
-void gather_plan(struct loader_core *c, struct slot *s);
+uint64_t gather_plan(struct loader_core *c, struct slot *s);
 int gather_submit(struct loader_core *c, struct slot *s);
 int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
 

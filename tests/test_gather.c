@@ -7,12 +7,11 @@
  * shards, range reads, resume, rank partitions, a tiny memory budget
  * (blocks evicted all the time), and batches held across many next()
  * calls and released out of order.  Plus the run-coalescing rule.
- *
- * Fields, all fixed-shape: "x" int32[4], "y" uint16[3] (6 bytes: runs at
- * odd offsets), "img" uint8[700].
+ * The dataset: gather_fixture.h.
  */
 #include "t.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,57 +19,10 @@
 
 #include "sluice.h"
 #include "loader.h"
+#include "gather_fixture.h"
 
-#define N 2500u
 #define BATCH 24u
-#define IMG 700u
 #define HOLD 10u
-
-static uint8_t want_byte(uint64_t i, uint32_t field, uint64_t k)
-{
-	return (uint8_t)(i * 131u + k * 7u + field * 29u + (i >> 8));
-}
-
-static const char *const field_name[3] = { "x", "y", "img" };
-static const uint64_t field_bytes[3] = { 16, 6, IMG };
-
-static void write_dataset(const char *dir, int level)
-{
-	struct sluice_field f[3];
-	struct sluice_writer_config wc;
-	sluice_writer *w = NULL;
-	uint8_t buf[3][IMG];
-
-	memset(f, 0, sizeof(f));
-	snprintf(f[0].name, sizeof(f[0].name), "x");
-	f[0].dtype = (DLDataType){ kDLInt, 32, 1 };
-	f[0].ndim = 1;
-	f[0].shape[0] = 4;
-	snprintf(f[1].name, sizeof(f[1].name), "y");
-	f[1].dtype = (DLDataType){ kDLUInt, 16, 1 };
-	f[1].ndim = 1;
-	f[1].shape[0] = 3;
-	snprintf(f[2].name, sizeof(f[2].name), "img");
-	f[2].dtype = (DLDataType){ kDLUInt, 8, 1 };
-	f[2].ndim = 1;
-	f[2].shape[0] = IMG;
-	sluice_writer_config_init(&wc);
-	wc.block_size = 16384;          /* ~22 records a block */
-	wc.compression_level = level;
-	wc.records_per_shard = 900;     /* 3 shards */
-	wc.threads = 2;
-	T_OK(sluice_writer_open(dir, f, 3, &wc, &w));
-	for (uint64_t i = 0; i < N; i++) {
-		const void *vals[3] = { buf[0], buf[1], buf[2] };
-		uint64_t lens[3] = { 16, 6, IMG };
-
-		for (uint32_t fi = 0; fi < 3; fi++)
-			for (uint64_t k = 0; k < field_bytes[fi]; k++)
-				buf[fi][k] = want_byte(i, fi, k);
-		T_OK(sluice_writer_add(w, vals, lens));
-	}
-	T_OK(sluice_writer_close(w, NULL));
-}
 
 struct setup {
 	int shuffle;
@@ -295,6 +247,48 @@ static void check_coalescing(void)
 	T_EQ(n, 4);
 }
 
+/* The device calls on the host device: runs land where they should, and
+ * any run or upload outside its mirror is refused. */
+static void check_device_calls(void)
+{
+	struct device_config dc = {
+		.kind = SLUICE_DEVICE_HOST, .device_id = 0,
+		.arena_bytes = 1 << 20, .slots = 2,
+		.mirror_offset = 1 << 19, .mirror_bytes = 1 << 19,
+		.io_mirror_bytes = 1 << 19, .gather_runs_max = 4,
+		.upload_lanes = 1,
+	};
+	struct gather_run ok[2] = { { 3, (1 << 19) + 100, 1000 },
+				    { 5000, (1 << 19) + 7, 17 } };
+	struct gather_run bad[4] = {
+		{ (1 << 19) - 10, 1 << 19, 11 },       /* src past the io part */
+		{ 0, (1 << 20) - 10, 11 },             /* dst past the arena */
+		{ 0, 1000, 10 },                       /* dst in the io part */
+		{ UINT64_MAX - 5, 1 << 19, 10 },       /* wraps */
+	};
+	struct device *d = NULL;
+	uint8_t *arena;
+	char err[256];
+
+	T_OK(device_open(&dc, &d, err, sizeof(err)));
+	arena = device_arena(d, NULL);
+	for (size_t k = 0; k < (1 << 19); k++)
+		arena[k] = (uint8_t)(k * 13 + 1);
+	T_OK(device_upload(d, arena + 3, 1000));
+	T_EQ(device_upload(d, arena + (1 << 19) - 4, 8), -EINVAL);
+	T_OK(device_gather_slot(d, 1, ok, 2));
+	T_MEMEQ(arena + (1 << 19) + 100, arena + 3, 1000);
+	T_MEMEQ(arena + (1 << 19) + 7, arena + 5000, 17);
+	for (int k = 0; k < 4; k++)
+		T_EQ(device_gather_slot(d, 0, &bad[k], 1), -EINVAL);
+	T_EQ(device_gather_slot(d, 2, ok, 1), -EINVAL);    /* no slot 2 */
+	T_EQ(device_gather_slot(d, 0, ok, 5), -EINVAL);    /* over the max */
+	device_close(d);
+	/* an io mirror overlapping the batch mirror is refused at open */
+	dc.io_mirror_bytes = (1 << 19) + 4096;
+	T_EQ(device_open(&dc, &d, err, sizeof(err)), -EINVAL);
+}
+
 int main(void)
 {
 	static const char *names[] = { "none", "block", "window", "full" };
@@ -302,6 +296,8 @@ int main(void)
 
 	check_coalescing();
 	printf("ok: runs coalesce only when they continue on both sides\n");
+	check_device_calls();
+	printf("ok: device_gather_slot and device_upload on the host: runs land, any outside their mirror are refused\n");
 	T_ASSERT(dir && mkdtemp(dir));
 	for (int level = 0; level <= 3; level += 3) {
 		const char *kind = level ? "zstd" : "raw";

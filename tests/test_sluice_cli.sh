@@ -282,6 +282,28 @@ fi
 [ $? -eq 2 ] && ok "--range-reads sometimes: usage error" ||
 	fail "--range-reads sometimes: not a usage error"
 
+# Device gather run on the host (a memcpy per run): the same stream.
+"$SLUICE" stream "$T/fixed" --hash --shuffle window --seed 3 --batch-size 40 \
+	--device host --device-gather on > "$T/fixed.gather" ||
+	fail "stream --device-gather on"
+"$SLUICE" stream "$T/fixed" --hash --shuffle window --seed 3 --batch-size 40 \
+	--device host --device-gather off > "$T/fixed.nogather" ||
+	fail "stream --device-gather off"
+if cut -d' ' -f2- "$T/fixed.gather" | sort | cmp -s - "$T/fixed.cat" &&
+   cmp -s "$T/fixed.gather" "$T/fixed.nogather"; then
+	ok "--device-gather on (host) == off == cat --hash"
+else
+	fail "--device-gather on (host) differs"
+fi
+"$SLUICE" bench "$T/fixed" --device host --device-gather on --json \
+	> "$T/gather.json" &&
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; sys.exit(not (r["batches_gathered"] == r["batches"] > 0 and r["device_upload_bytes"] > 0))' "$T/gather.json" &&
+	ok "bench --device-gather on: every batch gathered, uploads counted" ||
+	fail "bench --device-gather on: gathers not counted"
+"$SLUICE" stream "$T/fixed" --device-gather sometimes > /dev/null 2>&1
+[ $? -eq 2 ] && ok "--device-gather sometimes: usage error" ||
+	fail "--device-gather sometimes: not a usage error"
+
 if [ $failures -ne 0 ]; then
 	echo "$failures failure(s)"
 	exit 1

@@ -16,7 +16,7 @@ enum {
 	OPT_PAD, OPT_DROP_LAST, OPT_NO_VERIFY, OPT_ON_ERROR, OPT_DIRECT,
 	OPT_SQPOLL, OPT_CACHE, OPT_MEMORY, OPT_COMPUTE, OPT_HASH, OPT_STATE_OUT,
 	OPT_STATE_IN, OPT_STOP, OPT_JSON, OPT_TRACE, OPT_DROP_CACHE,
-	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_RANGE_READS, OPT_HELP,
+	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_RANGE_READS, OPT_DEVICE_GATHER, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -37,6 +37,7 @@ static const struct option long_opts[] = {
 	{ "on-error", required_argument, NULL, OPT_ON_ERROR },
 	{ "direct", required_argument, NULL, OPT_DIRECT },
 	{ "range-reads", required_argument, NULL, OPT_RANGE_READS },
+	{ "device-gather", required_argument, NULL, OPT_DEVICE_GATHER },
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "cache-bytes", required_argument, NULL, OPT_CACHE },
 	{ "memory", required_argument, NULL, OPT_MEMORY },
@@ -184,6 +185,16 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 			cfg->range_reads = SLUICE_RANGE_READS_OFF;
 		else
 			return cli_usage_error("--range-reads: want auto, on or off, not '%s'", arg);
+		break;
+	case OPT_DEVICE_GATHER:
+		if (strcmp(arg, "auto") == 0)
+			cfg->device_gather = SLUICE_DEVICE_GATHER_AUTO;
+		else if (strcmp(arg, "on") == 0)
+			cfg->device_gather = SLUICE_DEVICE_GATHER_ON;
+		else if (strcmp(arg, "off") == 0)
+			cfg->device_gather = SLUICE_DEVICE_GATHER_OFF;
+		else
+			return cli_usage_error("--device-gather: want auto, on or off, not '%s'", arg);
 		break;
 	case OPT_SQPOLL:
 		cfg->sqpoll = 1;

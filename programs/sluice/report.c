@@ -229,6 +229,12 @@ void report_text(FILE *f, const struct bench_report *r)
 		(unsigned long long)st->batches_viewed,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->blocks_direct);
+	fprintf(f, "         device gather: %llu of %llu batches gathered on the device (%llu runs), %.3f GB of blocks uploaded, %.1f MB of device memory\n",
+		(unsigned long long)st->batches_gathered,
+		(unsigned long long)st->batches,
+		(unsigned long long)st->gather_runs,
+		(double)st->device_upload_bytes / GB,
+		(double)st->device_memory_bytes / 1e6);
 	if (run->device.device_type == kDLCUDA) {
 		fprintf(f, "         to the device %.3f GB/s", x.copy_dev_gbps);
 		if (run->h2d_bps > 0)
@@ -412,6 +418,10 @@ static void json_result(FILE *f, const struct bench_report *r,
 	fputs("},", f);
 	jint(f, "batches_viewed", st->batches_viewed, 0);
 	jint(f, "blocks_direct", st->blocks_direct, 0);
+	jint(f, "batches_gathered", st->batches_gathered, 0);
+	jint(f, "gather_runs", st->gather_runs, 0);
+	jint(f, "device_upload_bytes", st->device_upload_bytes, 0);
+	jint(f, "device_memory_bytes", st->device_memory_bytes, 0);
 	jnum(f, "consumer_wait_seconds", (double)st->consumer_wait_ns / 1e9, 0);
 	jnum(f, "consumer_wait_fraction", x->wait_frac, 0);
 	jnum(f, "slot_occupancy", x->occupancy, 0);

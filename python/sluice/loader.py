@@ -8,6 +8,7 @@ from .stream import Stream
 _SHUFFLE = {"none": 0, "block": 1, "window": 2, "full": 3}
 _ON_ERROR = {"fail": 0, "skip": 1}
 _RANGE_READS = {"auto": 0, "on": 1, "off": 2}
+_DEVICE_GATHER = {"auto": 0, "on": 1, "off": 2}
 _AUTO, _HOST, _CUDA = 0, 1, 2
 
 
@@ -92,6 +93,12 @@ class Loader:
         ranges from raw blocks of fixed-shape fields, each checked against
         its format-v3 record checksum; stats()["range_reads"]), "on" (in
         every shuffle mode) or "off" (whole blocks).
+    device_gather: "auto" (on a GPU, raw datasets of fixed-shape fields
+        upload each decoded block once and gather batches on the device:
+        no CPU copy of the bytes; costs io_memory_bytes more GPU memory,
+        stats()["device_memory_bytes"]), "on" (zstd datasets too, and on
+        the CPU as a memcpy: a test mode) or "off" (batches assembled on
+        the CPU, then copied); stats()["batches_gathered"].
     plain_reads, pageable_copies: force the fallbacks (no io_uring
         registered buffers; no cudaHostRegister, so pageable copies to
         the GPU); slower, same data; stats()["fallbacks"] says so.
@@ -117,7 +124,7 @@ class Loader:
                  verify=True, on_error="fail", direct_io="auto",
                  sqpoll=False, cache_bytes=0, memory_bytes=0,
                  plain_reads=False, pageable_copies=False,
-                 range_reads="auto", state=None):
+                 range_reads="auto", device_gather="auto", state=None):
         streams = None
         if isinstance(path, (list, tuple)):
             self.streams = [s if isinstance(s, Stream) else Stream(s)
@@ -156,6 +163,8 @@ class Loader:
             "plain_reads": int(bool(plain_reads)),
             "pageable_copies": int(bool(pageable_copies)),
             "range_reads": _choice("range_reads", range_reads, _RANGE_READS),
+            "device_gather": _choice("device_gather", device_gather,
+                                     _DEVICE_GATHER),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
         self._resuming = state is not None

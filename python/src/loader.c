@@ -60,7 +60,7 @@ static const struct {
 	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
 	OPT(memory_bytes, OPT_U64),
 	OPT(plain_reads, OPT_INT),    OPT(pageable_copies, OPT_INT),
-	OPT(range_reads, OPT_INT),
+	OPT(range_reads, OPT_INT),    OPT(device_gather, OPT_INT),
 #undef OPT
 };
 
@@ -695,7 +695,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -725,7 +725,11 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.blocks_direct, "arena_resident_ns",
 		(unsigned long long)s.arena_resident_ns, "range_reads",
 		(unsigned long long)s.range_reads, "range_records",
-		(unsigned long long)s.range_records);
+		(unsigned long long)s.range_records, "batches_gathered",
+		(unsigned long long)s.batches_gathered, "gather_runs",
+		(unsigned long long)s.gather_runs, "device_upload_bytes",
+		(unsigned long long)s.device_upload_bytes, "device_memory_bytes",
+		(unsigned long long)s.device_memory_bytes);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)

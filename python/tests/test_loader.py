@@ -236,3 +236,38 @@ def test_full_shuffle_reads_record_ranges(tmp_path, range_reads):
         assert stats["blocks_read"] == 0
     with pytest.raises(ValueError):
         sluice.Loader(str(path), shuffle="full", range_reads="sometimes")
+
+
+@pytest.mark.parametrize("shuffle", ["none", "window", "full"])
+def test_device_gather_on_cpu_matches(tmp_path, shuffle):
+    """device_gather="on" runs the gather's run tables on the CPU (a
+    memcpy per run): the same batches as the CPU assembly, counted."""
+    path = tmp_path / "fixed"
+    with sluice.ShardWriter(path, [("img", "uint8", (3, 40)),
+                                   ("label", "int64", ())],
+                            block_size=4096, records_per_shard=90,
+                            compression_level=0) as w:
+        for i in range(300):
+            w.write({"img": np.full((3, 40), i % 251, np.uint8),
+                     "label": i})
+    out = {}
+    for mode in ("on", "off"):
+        labels = []
+        with sluice.Loader(str(path), batch_size=16, shuffle=shuffle,
+                           seed=3, device="cpu", range_reads="off",
+                           device_gather=mode) as ld:
+            for batch in ld:
+                lab = np.from_dlpack(batch["label"]).copy()
+                img = np.from_dlpack(batch["img"])
+                assert (img == (lab % 251)[:, None, None]).all()
+                labels.extend(lab.tolist())
+            stats = ld.stats()
+        out[mode] = labels
+        if mode == "on":
+            assert stats["batches_gathered"] == stats["batches"] > 0
+            assert stats["device_upload_bytes"] > 0
+        else:
+            assert stats["batches_gathered"] == 0
+    assert out["on"] == out["off"]
+    with pytest.raises(ValueError):
+        sluice.Loader(str(path), device_gather="sometimes")
