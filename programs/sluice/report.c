@@ -229,7 +229,7 @@ void report_text(FILE *f, const struct bench_report *r)
 		(unsigned long long)st->batches_viewed,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->blocks_direct);
-	fprintf(f, "         device gather: %llu of %llu batches gathered on the device (%llu runs), %.3f GB of blocks uploaded, %.1f MB of device memory\n",
+	fprintf(f, "         device gather: %llu of %llu batches gathered from uploaded blocks (%llu runs), %.3f GB uploaded, %.1f MB of device memory\n",
 		(unsigned long long)st->batches_gathered,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->gather_runs,

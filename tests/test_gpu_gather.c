@@ -1,0 +1,290 @@
+/*
+ * test_gpu_gather.c - device gather on a CUDA device (`make test-gpu`).
+ *
+ * - The kernel: runs of every alignment and length (odd offsets, runs
+ *   longer than the piece the host cuts them into) gathered on the GPU
+ *   equal the host's memcpy of the same runs.
+ * - The loader: every tensor a gathering CUDA loader delivers, copied
+ *   back, equals the host loader's CPU assembly, byte for byte, under
+ *   each shuffle mode, raw and zstd (device_gather ON).
+ * - Ordering: a tiny io pool (blocks evicted and re-read all the time)
+ *   while the consumer keeps batches and runs slow kernels on its stream
+ *   before releasing them, so gathers queue up behind the releases on the
+ *   copy stream while uploads of new blocks land in the io memory those
+ *   gathers read: any upload that overtook a gather would show as wrong
+ *   bytes.
+ *
+ * Skips (77) without CUDA or without a GPU, unless SLUICE_REQUIRE_GPU=1,
+ * where that is a failure.
+ */
+#include "gather_fixture.h"
+
+#include <stdlib.h>
+
+#ifndef SLUICE_HAVE_CUDA
+int main(void)
+{
+	if (getenv("SLUICE_REQUIRE_GPU"))
+		T_FAIL_AT("SLUICE_REQUIRE_GPU=1 but built without CUDA");
+	T_SKIP_BECAUSE("built without CUDA (CUDA=0)");
+}
+#else
+#include <cuda_runtime_api.h>
+
+#include "device.h"
+
+#define B 40u
+
+static void no_gpu(const char *why)
+{
+	if (getenv("SLUICE_REQUIRE_GPU"))
+		T_FAIL_AT("SLUICE_REQUIRE_GPU=1 but no GPU: %s", why);
+	T_SKIP_BECAUSE("no usable GPU: %s", why);
+}
+
+/* The kernel against memcpy, through the device interface. */
+static void check_kernel(void)
+{
+	const size_t half = (size_t)8 << 20;
+	struct device_config dc = {
+		.kind = SLUICE_DEVICE_CUDA, .device_id = 0,
+		.arena_bytes = 2 * half, .slots = 2,
+		.mirror_offset = half, .mirror_bytes = half,
+		.io_mirror_bytes = half, .gather_runs_max = 64,
+		.upload_lanes = 2,
+	};
+	struct gather_run runs[64];
+	struct device *d = NULL;
+	uint8_t *arena, *want, *got;
+	uint64_t dst = half, rng = 12345;
+	unsigned n = 0;
+	char err[256];
+	int r;
+
+	r = device_open(&dc, &d, err, sizeof(err));
+	if (r == -SLUICE_ENODEVICE)
+		no_gpu(err);
+	T_OK(r);
+	arena = device_arena(d, NULL);
+	for (size_t k = 0; k < half; k++)
+		arena[k] = (uint8_t)(k * 7 + (k >> 11));
+	T_OK(device_upload(d, arena, half / 2));
+	T_OK(device_upload(d, arena + half / 2, half / 2));
+	want = calloc(half, 1);
+	got = malloc(half);
+	T_ASSERT(want && got);
+	/* Odd and aligned sources, destinations and lengths; one run of
+	 * 3 MiB (cut into pieces), one of 0 bytes. */
+	while (n < 64 && dst < 2 * half - (4u << 20)) {
+		uint64_t len, src;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		len = n == 5 ? (3u << 20) : n == 9 ? 0 : (rng >> 40) % 70000;
+		src = (rng >> 20) % (half - len);
+		if (n % 3 == 0) {
+			src &= ~(uint64_t)15;
+			dst = (dst + 15) & ~(uint64_t)15;
+		}
+		runs[n++] = (struct gather_run){ src, dst, len };
+		memcpy(want + (dst - half), arena + src, len);
+		dst += len + (rng >> 60);
+	}
+	T_OK(device_gather_slot(d, 1, runs, n));
+	T_OK(device_slot_wait_copied(d, 1));
+	T_EQ(cudaMemcpy(got, device_mirror_ptr(d, arena + half), half,
+			cudaMemcpyDeviceToHost), cudaSuccess);
+	/* bytes no run wrote are whatever cudaMalloc gave: compare runs */
+	for (unsigned k = 0; k < n; k++)
+		T_MEMEQ(got + (runs[k].dst - half), want + (runs[k].dst - half),
+			runs[k].len);
+	free(want);
+	free(got);
+	device_close(d);
+}
+
+static sluice_loader *open_on(sluice_dataset *ds, int device, int shuffle,
+			      uint64_t memory_bytes, int gather)
+{
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	char msg[512];
+	int r;
+
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.shuffle = shuffle;
+	cfg.window_blocks = 4;
+	cfg.seed = 9;
+	cfg.prefetch_depth = 4;
+	cfg.decode_threads = 2;
+	cfg.device = device;
+	cfg.device_id = 0;
+	cfg.memory_bytes = memory_bytes;
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	cfg.device_gather = gather;
+	r = sluice_loader_open(ds, &cfg, &ld);
+	if (r == -SLUICE_ENODEVICE) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		sluice_loader_close(ld);
+		no_gpu(msg);
+	}
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("open: %s: %s", sluice_strerror(r), msg);
+	}
+	return ld;
+}
+
+/* Field @f of a CUDA batch, copied to the host after @stream. */
+static uint8_t *to_host(sluice_batch *b, uint32_t f, cudaStream_t stream)
+{
+	DLManagedTensor *t;
+	size_t n = sluice_batch_size(b) * field_bytes[f];
+	uint8_t *h = malloc(n ? n : 1);
+
+	T_ASSERT(h);
+	T_OK(sluice_batch_tensor(b, field_name[f], (int64_t)(intptr_t)stream,
+				 &t));
+	T_EQ(t->dl_tensor.device.device_type, kDLCUDA);
+	T_EQ(cudaMemcpyAsync(h, t->dl_tensor.data, n, cudaMemcpyDeviceToHost,
+			     stream), cudaSuccess);
+	T_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+	t->deleter(t);
+	return h;
+}
+
+static void check_bytes(sluice_batch *b, const uint8_t *const got[3])
+{
+	const uint64_t *idx = sluice_batch_indices(b);
+
+	for (uint32_t f = 0; f < 3; f++)
+		for (uint32_t r = 0; r < sluice_batch_size(b); r++)
+			for (uint64_t k = 0; k < field_bytes[f]; k++)
+				if (got[f][r * field_bytes[f] + k] !=
+				    want_byte(idx[r], f, k))
+					T_FAIL_AT("record %llu field %s byte %llu differs",
+						  (unsigned long long)idx[r],
+						  field_name[f],
+						  (unsigned long long)k);
+}
+
+/* A gathering CUDA loader against the host's CPU assembly. */
+static void check_equal(sluice_dataset *ds, int shuffle)
+{
+	sluice_loader *host = open_on(ds, SLUICE_DEVICE_HOST, shuffle, 0,
+				      SLUICE_DEVICE_GATHER_OFF);
+	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, shuffle, 0,
+				     SLUICE_DEVICE_GATHER_ON);
+	struct sluice_stats st;
+	sluice_batch *hb, *gb;
+	int rh;
+
+	while ((rh = sluice_loader_next(host, &hb)) == 0) {
+		T_OK(sluice_loader_next(gpu, &gb));
+		T_EQ(sluice_batch_size(hb), sluice_batch_size(gb));
+		T_MEMEQ(sluice_batch_indices(hb), sluice_batch_indices(gb),
+			sluice_batch_size(hb) * sizeof(uint64_t));
+		for (uint32_t f = 0; f < 3; f++) {
+			DLManagedTensor *ht;
+			uint8_t *g = to_host(gb, f, 0);
+
+			T_OK(sluice_batch_tensor(hb, field_name[f], -1, &ht));
+			T_MEMEQ(g, ht->dl_tensor.data,
+				sluice_batch_size(hb) * field_bytes[f]);
+			ht->deleter(ht);
+			free(g);
+		}
+		sluice_batch_release(hb);
+		sluice_batch_release(gb);
+	}
+	T_EQ(rh, SLUICE_EOF);
+	T_EQ(sluice_loader_next(gpu, &gb), SLUICE_EOF);
+	T_OK(sluice_loader_stats(gpu, &st));
+	T_EQ(st.batches_gathered, st.batches);
+	T_ASSERT(st.device_upload_bytes > 0);
+	T_ASSERT(st.device_memory_bytes > st.memory_bytes);
+	sluice_loader_close(host);
+	sluice_loader_close(gpu);
+}
+
+/*
+ * Uploads against gathers: a small budget (io memory for a few blocks,
+ * or for one batch's blocks with full shuffle),
+ * the consumer holding three batches and running a 3 ms kernel on its
+ * stream for each before reading it back and letting the oldest go.
+ */
+static void check_ordering(sluice_dataset *ds, int shuffle)
+{
+	uint64_t budget = shuffle == SLUICE_SHUFFLE_FULL ? 2u << 20 : 768u << 10;
+	sluice_loader *ld = open_on(ds, SLUICE_DEVICE_CUDA, shuffle, budget,
+				    SLUICE_DEVICE_GATHER_ON);
+	sluice_batch *held[3] = { NULL, NULL, NULL };
+	struct sluice_stats st;
+	cudaStream_t stream;
+	uint64_t k = 0;
+	sluice_batch *b;
+	int r;
+
+	T_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+	     cudaSuccess);
+	for (int epoch = 0; epoch < 2; epoch++) {
+		while ((r = sluice_loader_next(ld, &b)) == 0) {
+			const uint8_t *got[3];
+			uint8_t *g[3];
+
+			T_OK(sluice_loader_compute(ld, (int64_t)(intptr_t)stream,
+						   3.0));
+			for (uint32_t f = 0; f < 3; f++)
+				got[f] = g[f] = to_host(b, f, stream);
+			check_bytes(b, got);
+			for (uint32_t f = 0; f < 3; f++)
+				free(g[f]);
+			if (held[k % 3])
+				sluice_batch_release(held[k % 3]);
+			held[k++ % 3] = b;
+		}
+		T_EQ(r, SLUICE_EOF);
+	}
+	for (int j = 0; j < 3; j++)
+		if (held[j])
+			sluice_batch_release(held[j]);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.batches_gathered, st.batches);
+	/* the pool is far smaller than the data: blocks were re-read */
+	T_ASSERT(st.blocks_read > N / 22);
+	T_EQ(cudaStreamDestroy(stream), cudaSuccess);
+	sluice_loader_close(ld);
+}
+
+int main(void)
+{
+	static const char *names[] = { "none", "block", "window", "full" };
+	char *dir = strdup("/tmp/sluice-test-XXXXXX"), sub[600];
+
+	check_kernel();
+	printf("ok: gather kernel == memcpy for runs of every alignment and length\n");
+	T_ASSERT(dir && mkdtemp(dir));
+	for (int level = 0; level <= 3; level += 3) {
+		sluice_dataset *ds = NULL;
+
+		snprintf(sub, sizeof(sub), "%s/%s", dir, level ? "zstd" : "raw");
+		write_dataset(sub, level);
+		T_OK(sluice_dataset_open(sub, &ds));
+		for (int sh = SLUICE_SHUFFLE_NONE; sh <= SLUICE_SHUFFLE_FULL;
+		     sh++) {
+			check_equal(ds, sh);
+			printf("ok: %s, shuffle %s: gathered on the GPU == host assembly\n",
+			       level ? "zstd" : "raw", names[sh]);
+		}
+		check_ordering(ds, SLUICE_SHUFFLE_WINDOW);
+		check_ordering(ds, SLUICE_SHUFFLE_FULL);
+		printf("ok: %s: tiny io pool, slow consumer: uploads never overtake gathers\n",
+		       level ? "zstd" : "raw");
+		sluice_dataset_close(ds);
+	}
+	snprintf(sub, sizeof(sub), "rm -rf '%s'", dir);
+	T_EQ(system(sub), 0);
+	free(dir);
+	return 0;
+}
+#endif
