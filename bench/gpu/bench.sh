@@ -11,6 +11,12 @@
 #   plain      h2d with the plain-read fallback forced (1 run)
 #   cold       O_DIRECT reads after dropping the page cache, no block
 #              cache: what the disk allows (1 run)
+#   gather-SHUFFLE-on|off  device gather (issue 12) on and off, side by
+#              side, alternating, 3 runs each: raw uint8[3,224,224] images
+#              in 1 MiB blocks, batch 64, shuffle window and full (whole
+#              blocks: range-read batches are assembled on the CPU), all
+#              blocks cached after the first epoch: CPU s/GB and samples/s
+#              (the bytes: test_gpu_gather in the test-gpu step)
 # All of them use every CPU for decoding (--decode-threads $(nproc)).
 set -u
 data=${1:?usage: bench.sh DATADIR LOGDIR}
@@ -56,3 +62,28 @@ run plain 1 $cached --epochs 2 --plain-reads
 # Dropping the page cache is machine-wide: not in a rehearsal on a
 # machine shared with others.
 [ "$DEVICE" = host ] || run cold 1 $common --direct on --drop-cache --epochs 1
+
+# Device gather against CPU assembly, on and off alternating.
+GREC=${GATHER_RECORDS:-2048}          # of 147 KiB: 308 MB
+if [ "$(cat "$data/gather.records" 2>/dev/null)" != "$GREC" ]; then
+	rm -rf "$data/gather"
+	"$shard" convert --from synth --out "$data/gather" --records "$GREC" \
+		--seed 2 --field image:uint8:3x224x224:0.5 --field label:int64 \
+		--compression none --block-size 1048576 --quiet || exit 1
+	echo "$GREC" >"$data/gather.records"
+fi
+gather="--device $DEVICE --batch-size 64 --window 8 --decode-threads $cpus --prefetch 8 --direct off --range-reads off --cache-bytes $((GREC * 200 * 1024)) --epochs 3 --json"
+i=1
+while [ "$i" -le 3 ]; do
+	for sh in window full; do
+		for g in on off; do
+			echo "sluice bench $data/gather --shuffle $sh --device-gather $g $gather"
+			"$sluice" bench "$data/gather" --shuffle "$sh" \
+				--device-gather "$g" $gather \
+				>"$logs/gather-$sh-$g-$i.json" \
+				2>"$logs/gather-$sh-$g-$i.err" ||
+				{ cat "$logs/gather-$sh-$g-$i.err"; exit 1; }
+		done
+	done
+	i=$((i + 1))
+done

@@ -5,8 +5,9 @@
 # prefix, build sluice from this tree with CUDA for sm_90, run every GPU
 # test (make test-gpu: device and loader tests, both forced fallbacks,
 # compute-sanitizer memcheck and racecheck, the Python CUDA tests), the
-# GPU benchmarks (bench/gpu/bench.sh) and PyTorch's data-loading tutorial
-# against sluice (bench/gpu/tutorial.py); then write OUTDIR/results.md,
+# GPU benchmarks (bench/gpu/bench.sh: also device gather on vs off,
+# issue 12; its byte check is test_gpu_gather in test-gpu) and PyTorch's
+# data-loading tutorial against sluice (bench/gpu/tutorial.py); then write OUTDIR/results.md,
 # OUTDIR/results.json and OUTDIR/logs.tar.gz and print a short table.
 #
 # Each step has a time budget and a timeout, and the whole run stays under
@@ -201,7 +202,7 @@ if [ -z "$stopped" ]; then
 fi
 if [ -z "$stopped" ]; then
 	step test-gpu 200 test_gpu
-	step bench 100 benchmarks
+	step bench 160 benchmarks
 	step tutorial 200 tutorial
 fi
 [ -n "$stopped" ] && echo "STOPPED: $stopped"

@@ -62,7 +62,9 @@ def med(runs, get):
 
 def bench(logs):
     rows = []
-    for name in ("h2d", "overlap", "pageable", "plain", "cold"):
+    for name in ("h2d", "overlap", "pageable", "plain", "cold",
+                 "gather-window-on", "gather-window-off",
+                 "gather-full-on", "gather-full-off"):
         runs = bench_runs(logs, name)
         if not runs:
             continue
@@ -84,6 +86,10 @@ def bench(logs):
             "registered_buffers": runs[0]["fallbacks"]["registered_buffers"],
             "binding": runs[0]["limits"]["binding"],
             "fallbacks": runs[0]["fallbacks"]["reasons"],
+            "cpu_s_per_gb": med(runs, lambda r: res(r).get("cpu_s_per_gb")),
+            "batches_gathered": med(runs, lambda r: res(r).get("batches_gathered")),
+            "batches": med(runs, lambda r: res(r).get("batches")),
+            "device_memory_bytes": runs[0]["result"].get("device_memory_bytes"),
         })
     return rows
 
@@ -133,6 +139,18 @@ def markdown(r):
                 fmt(b["consumer_wait"], "%.4f"),
                 fmt(b["gpu_idle"], "%.4f"), b["pinned"],
                 b["registered_buffers"], b["binding"]))
+    gathers = [b for b in r["bench"] if b["bench"].startswith("gather-")]
+    if gathers:
+        out += ["", "## Device gather on vs off (bench/gpu/bench.sh gather-*; medians, runs alternated)", "",
+                "| bench | runs | samples/s | CPU s/GB | batches gathered / delivered | device memory MB |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for b in gathers:
+            out.append("| %s | %d | %.0f | %s | %s / %s | %s |" % (
+                b["bench"], b["runs"], b["samples_per_s"],
+                fmt(b["cpu_s_per_gb"], "%.3f"),
+                fmt(b["batches_gathered"], "%d"), fmt(b["batches"], "%d"),
+                fmt(b["device_memory_bytes"] and b["device_memory_bytes"] / 1e6,
+                    "%.0f")))
     t = r["tutorial"]
     if t:
         out += ["", "## PyTorch's data-loading tutorial vs sluice (bench/gpu/tutorial.py)", "",
@@ -162,7 +180,10 @@ def short_table(r):
         lines.append("  bench %-9s %8.0f samples/s  dev %s GB/s  probe %s GB/s  ratio %s  wait %s  idle %s" % (
             b["bench"], b["samples_per_s"], fmt(b["device_copy_gbps"], "%.2f"),
             fmt(b["pcie_probe_gbps"], "%.2f"), fmt(b["copy_over_probe"], "%.2f"),
-            fmt(b["consumer_wait"], "%.3f"), fmt(b["gpu_idle"], "%.3f")))
+            fmt(b["consumer_wait"], "%.3f"), fmt(b["gpu_idle"], "%.3f")) +
+            ("  CPU %s s/GB  gathered %s" % (fmt(b["cpu_s_per_gb"], "%.3f"),
+                                          fmt(b["batches_gathered"], "%d"))
+             if b["bench"].startswith("gather-") else ""))
     if r["tutorial"]:
         for x in r["tutorial"]["results"]:
             lines.append("  tutorial %-11s %6.2f s/epoch %7.0f samples/s  GPU idle %s  CPU %.5f s/sample" % (
