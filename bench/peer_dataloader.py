@@ -14,7 +14,11 @@ Two configurations, one after the other:
          a dataset with __getitems__ reading a batch at once
 
 Prints one JSON object per configuration on stdout:
-  {"name", "samples_per_s", "gbps", "cpu_s_per_gb", "records", "seconds"}
+  {"name", "samples_per_s", "gbps", "cpu_s_per_gb", "records", "seconds",
+   "peak_pss_mb", "peak_rss_mb", "start_pss_mb"}
+(peak memory of this process and its workers during the run, from
+bench/peak_memory.py; start_pss_mb is what the process held before it,
+torch's import included)
 Exit 77 (with a message) when torch is not installed.
 """
 import argparse
@@ -24,6 +28,9 @@ import os
 import resource
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peak_memory import TreePeak  # noqa: E402
 
 
 def cpu_seconds():
@@ -132,6 +139,7 @@ def batch_bytes(kind, b):
 
 def run(torch, kind, ds, name, loader, epochs):
     records = nbytes = 0
+    peak = TreePeak(os.getpid()).start()
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     for _ in range(epochs):
         for b in loader:
@@ -144,9 +152,11 @@ def run(torch, kind, ds, name, loader, epochs):
     if it is not None and hasattr(it, "_shutdown_workers"):
         it._shutdown_workers()
     cpu = cpu_seconds() - cpu0
-    return {"name": name, "records": records, "seconds": secs,
-            "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
-            "cpu_s_per_gb": cpu / (nbytes / 1e9) if nbytes else 0.0}
+    out = {"name": name, "records": records, "seconds": secs,
+           "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
+           "cpu_s_per_gb": cpu / (nbytes / 1e9) if nbytes else 0.0}
+    out.update(peak.stop())
+    return out
 
 
 def main():
