@@ -6,7 +6,10 @@
 #                             size and queue depth 32 (if fio is installed)
 #   PyTorch DataLoader        bench/peer_dataloader.py over the ORIGINAL
 #                             source files, naive and tuned (if torch is
-#                             installed)
+#                             installed), each in a process of its own
+#   sluice Python loader      the same script, sluice.Loader over the
+#                             converted dataset, torch.from_dlpack per field
+#                             (when `make python` built the module)
 # Prints one table (samples/s, GB/s, CPU s/GB, ratio to sluice) and writes
 # it, with the machine described, to bench/results/<date>-<hostname>.md.
 # Peak memory of each loader (its process and workers; summed PSS, which
@@ -87,17 +90,24 @@ if [ "$KIND" = synth ]; then
 	echo '{"name": "pytorch DataLoader", "skipped": "synth has no original source files"}' >> "$rows"
 else
 	echo "peers: PyTorch DataLoader over the source files of $KIND" >&2
-	rc=0
-	drop
-	"$PYTHON" bench/peer_dataloader.py "$KIND" --data "$DATA" --epochs "$EPOCHS" \
-		--batch-size "$BATCH" > "$T/torch.jsonl" 2> "$T/torch.err" || rc=$?
-	if [ $rc -eq 0 ]; then
-		cat "$T/torch.jsonl" >> "$rows"
-	else
-		why=$(grep -v Warning "$T/torch.err" | tail -n 1)
-		echo "peers: PyTorch DataLoader skipped: $why" >&2
-		python3 -c 'import json,sys; print(json.dumps({"name": "pytorch DataLoader", "skipped": sys.argv[1]}))' "$why" >> "$rows"
-	fi
+	for config in naive tuned sluice; do
+		if [ $config = sluice ] && [ -z "$(ls python/sluice/_sluice*.so 2>/dev/null)" ]; then
+			echo '{"name": "sluice Python loader", "skipped": "the module is not built (make python)"}' >> "$rows"
+			continue
+		fi
+		rc=0
+		drop
+		"$PYTHON" bench/peer_dataloader.py "$KIND" $config --data "$DATA" \
+			--epochs "$EPOCHS" --batch-size "$BATCH" --sluice "$DS" \
+			> "$T/torch.jsonl" 2> "$T/torch.err" || rc=$?
+		if [ $rc -eq 0 ]; then
+			cat "$T/torch.jsonl" >> "$rows"
+		else
+			why=$(grep -v Warning "$T/torch.err" | tail -n 1)
+			echo "peers: $config skipped: $why" >&2
+			python3 -c 'import json,sys; print(json.dumps({"name": sys.argv[2], "skipped": sys.argv[1]}))' "$why" "$config" >> "$rows"
+		fi
+	done
 fi
 
 # The table and the machine.
