@@ -33,7 +33,9 @@ int gather_wanted(const struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF ||
+	/* Every record read by range: no block to upload (ranges.c runs
+	 * before the device opens). */
+	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges_all ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;
