@@ -58,6 +58,10 @@ extern "C" cudaError_t cuda_gather_async(cudaStream_t stream,
 
 	if (n == 0)
 		return cudaSuccess;
+	/* A launch reports only through cudaGetLastError(): clear what an
+	 * earlier call of this thread left there (it reported it itself),
+	 * so that the check below sees this launch's own error. */
+	(void)cudaGetLastError();
 	gather_kernel<<<blocks, GATHER_THREADS, 0, stream>>>(
 		runs, n, (const unsigned char *)src_base,
 		(unsigned char *)dst_base);
