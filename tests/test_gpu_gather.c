@@ -263,8 +263,12 @@ int main(void)
 
 	check_kernel();
 	printf("ok: gather kernel == memcpy for runs of every alignment and length\n");
+	/* SLUICE_GATHER_QUICK=1 (under compute-sanitizer): raw data, window
+	 * shuffle only. */
+	const int quick = getenv("SLUICE_GATHER_QUICK") != NULL;
+
 	T_ASSERT(dir && mkdtemp(dir));
-	for (int level = 0; level <= 3; level += 3) {
+	for (int level = 0; level <= (quick ? 0 : 3); level += 3) {
 		sluice_dataset *ds = NULL;
 
 		snprintf(sub, sizeof(sub), "%s/%s", dir, level ? "zstd" : "raw");
@@ -272,12 +276,15 @@ int main(void)
 		T_OK(sluice_dataset_open(sub, &ds));
 		for (int sh = SLUICE_SHUFFLE_NONE; sh <= SLUICE_SHUFFLE_FULL;
 		     sh++) {
+			if (quick && sh != SLUICE_SHUFFLE_WINDOW)
+				continue;
 			check_equal(ds, sh);
 			printf("ok: %s, shuffle %s: gathered on the GPU == host assembly\n",
 			       level ? "zstd" : "raw", names[sh]);
 		}
 		check_ordering(ds, SLUICE_SHUFFLE_WINDOW);
-		check_ordering(ds, SLUICE_SHUFFLE_FULL);
+		if (!quick)
+			check_ordering(ds, SLUICE_SHUFFLE_FULL);
 		printf("ok: %s: tiny io pool, slow consumer: uploads never overtake gathers\n",
 		       level ? "zstd" : "raw");
 		sluice_dataset_close(ds);
