@@ -136,12 +136,15 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 /* Enqueue the batch's gather; before its blocks are unpinned. */
 int gather_submit(struct loader_core *c, struct slot *s)
 {
-	uint64_t t0 = now_ns(), bytes = 0;
+	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), bytes = 0;
 	int r;
 
 	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
 		bytes += tensor_bytes(&s->tensors[k]);
 	r = device_gather_slot(c->dev, s->id, s->runs, s->nruns);
+	/* Assembly's CPU: enqueueing on a GPU, the whole memcpy on the
+	 * host (ON there). */
+	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
 	loader_span(c, SLUICE_STAGE_COPY, t0, now_ns(), bytes);
 	atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
 	atomic_fetch_add(&c->st_copy.bytes, bytes);
