@@ -308,6 +308,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 				    blk->raw_size, blk->record_count, &e->view);
 	uint64_t t1 = now_ns();
 
+	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 	/* The device copy must be whole before the entry is READY: gathers
 	 * read it from then on (gather.c). */
 	if (!r && c->gather) {
@@ -317,8 +318,6 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 			dev_failed = 1;
 		}
 	}
-
-	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 
 	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
 	atomic_fetch_add(&c->st_decode.busy_ns, t1 - t0);

@@ -155,7 +155,12 @@ int gather_submit(struct loader_core *c, struct slot *s)
 /* A block is decoded: put its bytes on the device before it is READY. */
 int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
 {
+	uint64_t cpu0 = thread_cpu_ns();
 	int r = device_upload(c->dev, raw, len);
+
+	/* Assembly's share of the CPU on this path (the copy itself is the
+	 * GPU's DMA; the wait sleeps). */
+	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
 
 	if (!r)
 		atomic_fetch_add(&c->device_upload_bytes, len);
