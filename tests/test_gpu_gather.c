@@ -31,6 +31,7 @@ int main(void)
 #else
 #include <cuda_runtime_api.h>
 
+#include "cuda_compute.h"
 #include "device.h"
 
 #define B 40u
@@ -207,52 +208,104 @@ static void check_equal(sluice_dataset *ds, int shuffle)
 	sluice_loader_close(gpu);
 }
 
+/* A batch the consumer has queued work on: its tensors, pinned host
+ * copies being made on the consumer's stream, and their event. */
+struct pending {
+	sluice_batch *b;
+	DLManagedTensor *t[3];
+	uint8_t *h[3];
+	cudaEvent_t copied;
+};
+
+/* Queue on @stream: a 3 ms kernel, then copies of @b's tensors to @p's
+ * pinned buffers (they read the batch after the kernel), then the event. */
+static void queue_batch(struct pending *p, sluice_batch *b,
+			cudaStream_t stream)
+{
+	p->b = b;
+	for (uint32_t f = 0; f < 3; f++)
+		T_OK(sluice_batch_tensor(b, field_name[f],
+					 (int64_t)(intptr_t)stream, &p->t[f]));
+	T_EQ(cuda_spin_async(stream, 3.0), cudaSuccess);
+	for (uint32_t f = 0; f < 3; f++)
+		T_EQ(cudaMemcpyAsync(p->h[f], p->t[f]->dl_tensor.data,
+				     sluice_batch_size(b) * field_bytes[f],
+				     cudaMemcpyDeviceToHost, stream),
+		     cudaSuccess);
+	T_EQ(cudaEventRecord(p->copied, stream), cudaSuccess);
+}
+
+/* Wait for @p's copies, check them, let the batch go: its release
+ * captures every kernel queued on the stream since, so the copy stream's
+ * next gathers wait behind them. */
+static void finish_batch(struct pending *p)
+{
+	const uint8_t *got[3] = { p->h[0], p->h[1], p->h[2] };
+
+	T_EQ(cudaEventSynchronize(p->copied), cudaSuccess);
+	check_bytes(p->b, got);
+	for (uint32_t f = 0; f < 3; f++)
+		p->t[f]->deleter(p->t[f]);
+	sluice_batch_release(p->b);
+	p->b = NULL;
+}
+
 /*
  * Uploads against gathers: a small budget (io memory for a few blocks,
- * or for one batch's blocks with full shuffle),
- * the consumer holding three batches and running a 3 ms kernel on its
- * stream for each before reading it back and letting the oldest go.
+ * or for one batch's blocks with full shuffle), so blocks are evicted and
+ * their io memory reused all the time, while the consumer keeps three
+ * batches with kernels queued on its stream and lets each go before that
+ * work is done: gathers then wait on the copy stream behind the releases
+ * while decode workers upload new blocks into the io memory those
+ * gathers read.  An upload that overtook a gather shows as wrong bytes.
  */
 static void check_ordering(sluice_dataset *ds, int shuffle)
 {
 	uint64_t budget = shuffle == SLUICE_SHUFFLE_FULL ? 2u << 20 : 768u << 10;
 	sluice_loader *ld = open_on(ds, SLUICE_DEVICE_CUDA, shuffle, budget,
 				    SLUICE_DEVICE_GATHER_ON);
-	sluice_batch *held[3] = { NULL, NULL, NULL };
+	struct pending p[3];
 	struct sluice_stats st;
 	cudaStream_t stream;
 	uint64_t k = 0;
 	sluice_batch *b;
 	int r;
 
+	memset(p, 0, sizeof(p));
+	for (int j = 0; j < 3; j++) {
+		for (uint32_t f = 0; f < 3; f++)
+			T_EQ(cudaMallocHost((void **)&p[j].h[f],
+					    B * field_bytes[f]), cudaSuccess);
+		T_EQ(cudaEventCreateWithFlags(&p[j].copied,
+					      cudaEventDisableTiming),
+		     cudaSuccess);
+	}
 	T_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
 	     cudaSuccess);
 	for (int epoch = 0; epoch < 2; epoch++) {
 		while ((r = sluice_loader_next(ld, &b)) == 0) {
-			const uint8_t *got[3];
-			uint8_t *g[3];
+			struct pending *slot = &p[k++ % 3];
 
-			T_OK(sluice_loader_compute(ld, (int64_t)(intptr_t)stream,
-						   3.0));
-			for (uint32_t f = 0; f < 3; f++)
-				got[f] = g[f] = to_host(b, f, stream);
-			check_bytes(b, got);
-			for (uint32_t f = 0; f < 3; f++)
-				free(g[f]);
-			if (held[k % 3])
-				sluice_batch_release(held[k % 3]);
-			held[k++ % 3] = b;
+			if (slot->b)
+				finish_batch(slot);
+			queue_batch(slot, b, stream);
 		}
 		T_EQ(r, SLUICE_EOF);
 	}
 	for (int j = 0; j < 3; j++)
-		if (held[j])
-			sluice_batch_release(held[j]);
+		if (p[j].b)
+			finish_batch(&p[j]);
 	T_OK(sluice_loader_stats(ld, &st));
 	T_EQ(st.batches_gathered, st.batches);
 	/* the pool is far smaller than the data: blocks were re-read */
 	T_ASSERT(st.blocks_read > N / 22);
+	T_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 	T_EQ(cudaStreamDestroy(stream), cudaSuccess);
+	for (int j = 0; j < 3; j++) {
+		for (uint32_t f = 0; f < 3; f++)
+			T_EQ(cudaFreeHost(p[j].h[f]), cudaSuccess);
+		T_EQ(cudaEventDestroy(p[j].copied), cudaSuccess);
+	}
 	sluice_loader_close(ld);
 }
 
