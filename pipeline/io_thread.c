@@ -221,6 +221,16 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	return 1;
 }
 
+/* Block @g is cached for this pass, or on its way (a block decoded into
+ * its batch is not read again for the read-ahead either). */
+static int cached_or_coming(const struct loader_core *c, uint64_t g)
+{
+	int32_t have = c->block_entry[g];
+
+	return have >= 0 && (c->entries[have].direct ||
+			     cache_usable(c, &c->entries[have]));
+}
+
 /*
  * Read blocks that batches not yet planned will need, in the order they
  * will need them, while the cache has entries to spare beyond what the
@@ -265,7 +275,7 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 				full = 1; /* come back to this span */
 				break;
 			}
-			if (c->block_entry[g] >= 0 || range_block(c, g) ||
+			if (cached_or_coming(c, g) || range_block(c, g) ||
 			    (sp.nblocks == 1 &&
 			     direct_would_take(c, c->ahead_batch, c->ahead_rec,
 					       g)) ||

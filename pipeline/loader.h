@@ -62,7 +62,10 @@ struct cache_entry {
 	struct slot *direct_slot; /* decode into this batch (direct.c) [mu] */
 	uint32_t direct_row;    /* at this row of its tensor [mu] */
 	uint8_t *direct;        /* there; NULL: into scratch [mu] */
-	int forget;             /* viewed: drop the block once unpinned [mu] */
+	int forget;             /* decoded into a batch (direct.c): drop
+				   the block once unpinned [mu] */
+	int exposed;            /* viewed by batches of view_pass, whose
+				   consumers may write into it [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
@@ -373,6 +376,7 @@ void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		uint32_t *entry);
 uint64_t cache_reclaimable(const struct loader_core *c);
+int cache_usable(const struct loader_core *c, const struct cache_entry *e);
 void cache_evict_all(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
