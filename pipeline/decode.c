@@ -17,10 +17,27 @@
 
 void jobs_push_locked(struct loader_core *c, struct job j)
 {
-	/* Bounded by construction: one job per cache entry plus one per
-	 * part of each slot. */
-	c->jobs[(c->jobs_head + c->jobs_len++) % c->jobs_cap] = j;
+	/* Bounded by construction: one decode per cache entry, and a few
+	 * parts per slot. */
+	struct job_queue *q = j.kind == JOB_DECODE ? &c->decode_jobs
+						   : &c->batch_jobs;
+
+	q->ring[(q->head + q->len++) % q->cap] = j;
 	pthread_cond_signal(&c->work_cv);
+}
+
+/* The next job, those that finish batches first (loader.h). */
+static int jobs_pop_locked(struct loader_core *c, struct job *j)
+{
+	struct job_queue *q = c->batch_jobs.len ? &c->batch_jobs
+						: &c->decode_jobs;
+
+	if (q->len == 0)
+		return 0;
+	*j = q->ring[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->len--;
+	return 1;
 }
 
 /* Drop the records whose block is corrupt (on_error=skip), keeping order. */
@@ -513,16 +530,13 @@ void *decode_worker_main(void *arg)
 	while (!c->stop) {
 		struct job j;
 
-		if (c->jobs_len == 0) {
+		if (!jobs_pop_locked(c, &j)) {
 			uint64_t t0 = now_ns();
 
 			pthread_cond_wait(&c->work_cv, &c->mu);
 			atomic_fetch_add(&c->st_decode.wait_ns, now_ns() - t0);
 			continue;
 		}
-		j = c->jobs[c->jobs_head];
-		c->jobs_head = (c->jobs_head + 1) % c->jobs_cap;
-		c->jobs_len--;
 		pthread_mutex_unlock(&c->mu);
 		if (j.kind == JOB_DECODE)
 			decode_entry(c, dctx, j.id);

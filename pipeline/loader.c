@@ -138,7 +138,8 @@ static void free_core(struct loader_core *c)
 	sampler_destroy(&c->sampler);
 	free(c->slots);
 	free(c->fifo);
-	free(c->jobs);
+	free(c->decode_jobs.ring);
+	free(c->batch_jobs.ring);
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
@@ -414,14 +415,16 @@ static int open_core(struct loader_core *c,
 	if (r)
 		return r;
 
-	c->jobs_cap = c->nentries +
-		      c->slots_cap * (c->cfg.decode_threads + 1) + 16;
-	c->jobs = calloc(c->jobs_cap, sizeof(*c->jobs));
+	c->decode_jobs.cap = c->nentries + 16;
+	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
+	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
+	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	/* One batch's block and range reads, or the read-ahead's. */
 	c->reads_max = c->nentries + c->ranges_max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
 	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
-	if (!c->jobs || !c->submit || !c->reaped)
+	if (!c->decode_jobs.ring || !c->batch_jobs.ring || !c->submit ||
+	    !c->reaped)
 		return -ENOMEM;
 	return start_threads(c);
 }

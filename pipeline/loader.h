@@ -164,6 +164,12 @@ struct job {
 	uint32_t part, parts;
 };
 
+/* A ring of jobs, bounded by construction (loader.c sizes it). */
+struct job_queue {
+	struct job *ring;
+	uint32_t cap, head, len;
+};
+
 struct stage_clock {
 	_Atomic uint64_t bytes, ops, busy_ns, wait_ns;
 };
@@ -270,9 +276,14 @@ struct loader_core {
 	struct sampler_level earlier[SAMPLER_MAX_LEVELS];
 	uint64_t fresh_batches;     /* batches of an epoch started afresh */
 
-	/* jobs [mu] */
-	struct job *jobs;
-	uint32_t jobs_cap, jobs_head, jobs_len;
+	/* jobs [mu]: block decodes, and the jobs that finish batches
+	 * (assembly parts, range checks), which workers take first: each
+	 * hands the consumer a batch and the planner a slot and memory,
+	 * where a decode may only fill the cache ahead.  (Behind the
+	 * read-ahead's decodes, a batch whose blocks were ready waited for
+	 * all of them: batches then finished together and the workers went
+	 * idle together while the planner refilled the slots.) */
+	struct job_queue decode_jobs, batch_jobs;
 
 	/* threads */
 	pthread_t io_thread;
