@@ -26,8 +26,9 @@ void jobs_push_locked(struct loader_core *c, struct job j)
 	pthread_cond_signal(&c->work_cv);
 }
 
-/* The next job, those that finish batches first (loader.h). */
-static int jobs_pop_locked(struct loader_core *c, struct job *j)
+/* The next job, those that finish batches first (loader.h).  @return:
+ * 1, or 0 when there is none. */
+int jobs_pop_locked(struct loader_core *c, struct job *j)
 {
 	struct job_queue *q = c->batch_jobs.len ? &c->batch_jobs
 						: &c->decode_jobs;

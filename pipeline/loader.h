@@ -399,6 +399,7 @@ const struct shard_block *loader_block(const struct loader_core *c,
 /* decode.c */
 void *decode_worker_main(void *arg);
 void jobs_push_locked(struct loader_core *c, struct job j);
+int jobs_pop_locked(struct loader_core *c, struct job *j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
 void slot_assemble_locked(struct loader_core *c, struct slot *s);
 
