@@ -7,14 +7,22 @@ the way a PyTorch user would read them without sluice:
   tokens: the .npy file (bench/data/tokens_src/tokens.npy): each record =
           one int32[2048] row, read with seek + read
 
-Two configurations, one after the other:
+One configuration per process (so each starts from the same memory:
+Python with torch imported), the loader built inside the measurement:
   naive: DataLoader(ds, batch_size=B, shuffle=True, num_workers=0)
   tuned: num_workers=cores, pin_memory=True, persistent_workers=True,
          prefetch_factor=2, a BatchSampler yielding whole index lists and
          a dataset with __getitems__ reading a batch at once
+  sluice: sluice.Loader(PATH, batch_size=B, shuffle="window",
+          device="host"), each field through torch.from_dlpack
 
-Prints one JSON object per configuration on stdout:
-  {"name", "samples_per_s", "gbps", "cpu_s_per_gb", "records", "seconds"}
+Usage: peer_dataloader.py image|tokens naive|tuned|sluice [--sluice PATH]
+Prints one JSON object on stdout:
+  {"name", "samples_per_s", "gbps", "cpu_s_per_gb", "records", "seconds",
+   "peak_pss_mb", "peak_rss_mb", "start_pss_mb"}
+(peak memory of this process and its workers from the loader's
+construction to its end, from bench/peak_memory.py; start_pss_mb is what
+the process held before, torch's import included)
 Exit 77 (with a message) when torch is not installed.
 """
 import argparse
@@ -24,6 +32,9 @@ import os
 import resource
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peak_memory import TreePeak  # noqa: E402
 
 
 def cpu_seconds():
@@ -125,17 +136,41 @@ def collate(kind, torch, items):
 
 
 def batch_bytes(kind, b):
+    if isinstance(b, dict):     # sluice, after from_dlpack: name -> tensor
+        return sum(t.numel() * t.element_size() for t in b.values())
     if kind == "image":
         return b[0].numel() + b[2].numel() * 8
     return b.numel() * b.element_size()
 
 
-def run(torch, kind, ds, name, loader, epochs):
+def batch_records(tensors):
+    """B of a sluice batch: a fixed field's first dimension, or a variable
+    field's offsets minus one."""
+    for name, t in tensors.items():
+        if name.endswith(".offsets"):
+            return t.shape[0] - 1
+        if (name + ".offsets" not in tensors
+                and not name.endswith(".lengths")):
+            return t.shape[0]
+    return 0
+
+
+def run(torch, kind, name, make_loader, epochs):
+    """Build the loader with make_loader() and stream @epochs through it:
+    its construction (workers, arena) counts in the memory and the CPU,
+    not in the seconds."""
     records = nbytes = 0
-    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    peak = TreePeak(os.getpid()).start()
+    cpu0 = cpu_seconds()
+    loader = make_loader()
+    t0 = time.perf_counter()
     for _ in range(epochs):
         for b in loader:
-            records += len(b[2]) if kind == "image" else b.shape[0]
+            if hasattr(b, "items"):     # a sluice batch: name -> tensor
+                b = {k: torch.from_dlpack(v) for k, v in b.items()}
+                records += batch_records(b)
+            else:
+                records += len(b[2]) if kind == "image" else b.shape[0]
             nbytes += batch_bytes(kind, b)
     secs = time.perf_counter() - t0
     # Persistent workers only exit (and so only count in RUSAGE_CHILDREN)
@@ -144,18 +179,23 @@ def run(torch, kind, ds, name, loader, epochs):
     if it is not None and hasattr(it, "_shutdown_workers"):
         it._shutdown_workers()
     cpu = cpu_seconds() - cpu0
-    return {"name": name, "records": records, "seconds": secs,
-            "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
-            "cpu_s_per_gb": cpu / (nbytes / 1e9) if nbytes else 0.0}
+    out = {"name": name, "records": records, "seconds": secs,
+           "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
+           "cpu_s_per_gb": cpu / (nbytes / 1e9) if nbytes else 0.0}
+    out.update(peak.stop())
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=["image", "tokens"])
+    ap.add_argument("config", choices=["naive", "tuned", "sluice"])
     ap.add_argument("--data", default="bench/data")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--sluice", metavar="PATH",
+                    help="the converted dataset (config sluice)")
     a = ap.parse_args()
     try:
         import torch
@@ -163,34 +203,54 @@ def main():
         print("peer_dataloader: skipped: torch is not installed "
               "(pip install torch)", file=sys.stderr)
         sys.exit(77)
+
+    if a.config == "sluice":
+        sys.path.insert(0, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "python"))
+        import sluice
+
+        def make():
+            return sluice.Loader(a.sluice, batch_size=a.batch_size,
+                                 shuffle="window", device="host")
+        print(json.dumps(run(torch, a.kind, "sluice Python loader "
+                             "(torch.from_dlpack)", make, a.epochs)))
+        return
+
     ds = make_dataset(torch, a.kind, a.data)
 
     def col(items):
         return collate(a.kind, torch, items)
 
-    naive = torch.utils.data.DataLoader(ds, batch_size=a.batch_size,
-                                        shuffle=True, num_workers=0,
-                                        collate_fn=col)
-    print(json.dumps(run(torch, a.kind, ds, "pytorch naive", naive,
-                         a.epochs)))
-    sampler = torch.utils.data.BatchSampler(
-        torch.utils.data.RandomSampler(ds), a.batch_size, drop_last=False)
-    # batch_size=None hands each index list from the BatchSampler to the
-    # dataset as one item, so a worker reads the whole batch with
-    # __getitems__ and collates it there.
+    def naive():
+        return torch.utils.data.DataLoader(ds, batch_size=a.batch_size,
+                                           shuffle=True, num_workers=0,
+                                           collate_fn=col)
 
     class Batched(torch.utils.data.Dataset):
+        # batch_size=None hands each index list from the BatchSampler to
+        # the dataset as one item, so a worker reads the whole batch with
+        # __getitems__ and collates it there.
         def __len__(self):
             return len(ds)
 
         def __getitem__(self, idx):
             return col(ds.__getitems__(idx))
 
-    tuned = torch.utils.data.DataLoader(
-        Batched(), batch_size=None, sampler=sampler, num_workers=a.workers,
-        pin_memory=True, persistent_workers=True, prefetch_factor=2)
-    print(json.dumps(run(torch, a.kind, ds, "pytorch tuned (%d workers)"
-                         % a.workers, tuned, a.epochs)))
+    def tuned():
+        sampler = torch.utils.data.BatchSampler(
+            torch.utils.data.RandomSampler(ds), a.batch_size,
+            drop_last=False)
+        return torch.utils.data.DataLoader(
+            Batched(), batch_size=None, sampler=sampler,
+            num_workers=a.workers, pin_memory=True,
+            persistent_workers=True, prefetch_factor=2)
+
+    if a.config == "naive":
+        print(json.dumps(run(torch, a.kind, "pytorch naive", naive,
+                             a.epochs)))
+    else:
+        print(json.dumps(run(torch, a.kind, "pytorch tuned (%d workers)"
+                             % a.workers, tuned, a.epochs)))
 
 
 if __name__ == "__main__":

@@ -6,16 +6,24 @@
 #                             size and queue depth 32 (if fio is installed)
 #   PyTorch DataLoader        bench/peer_dataloader.py over the ORIGINAL
 #                             source files, naive and tuned (if torch is
-#                             installed)
+#                             installed), each in a process of its own
+#   sluice Python loader      the same script, sluice.Loader over the
+#                             converted dataset, torch.from_dlpack per field
+#                             (when `make python` built the module)
 # Prints one table (samples/s, GB/s, CPU s/GB, ratio to sluice) and writes
 # it, with the machine described, to bench/results/<date>-<hostname>.md.
+# Peak memory of each loader (its process and workers; summed PSS, which
+# counts pages the workers share with their parent once) comes from
+# bench/peak_memory.py.
 # Env: BUILD=build BENCH_DATA=bench/data EPOCHS=1 BATCH=256
+#      PYTHON=python3 (one with torch, for the DataLoader)
 set -eu
 KIND=${1:-image}
 BUILD=${BUILD:-build}
 DATA=${BENCH_DATA:-bench/data}
 EPOCHS=${EPOCHS:-1}
 BATCH=${BATCH:-256}
+PYTHON=${PYTHON:-python3}
 DS="$DATA/$KIND"
 [ -d "$DS" ] || { echo "peers: $DS is missing (make bench-data)" >&2; exit 1; }
 [ -x "$BUILD/sluice" ] || { echo "peers: $BUILD/sluice is missing (make)" >&2; exit 1; }
@@ -32,10 +40,16 @@ drop() { sync; (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null && cold=yes || co
 echo "peers: sluice bench $DS" >&2
 drop
 "$BUILD/sluice" bench "$DS" --json --epochs "$EPOCHS" --batch-size "$BATCH" > "$T/sluice.json"
-python3 - "$T/sluice.json" >> "$rows" <<'EOF'
+# Its memory from the same loader run by `sluice stream`: bench also
+# measures the disk and copy limits afterwards, with buffers of their own.
+drop
+python3 bench/peak_memory.py "$T/sluice.mem.json" -- \
+	"$BUILD/sluice" stream "$DS" --epochs "$EPOCHS" --batch-size "$BATCH" > /dev/null
+python3 - "$T/sluice.json" "$T/sluice.mem.json" >> "$rows" <<'EOF'
 import json, sys
 b = json.load(open(sys.argv[1])); r = b["result"]
-print(json.dumps({"name": "sluice (%s, %s)" % (b["config"]["shuffle"], b["limits"]["disk"]["status"]),
+mem = json.load(open(sys.argv[2]))
+print(json.dumps({**mem, "name": "sluice (%s, %s)" % (b["config"]["shuffle"], b["limits"]["disk"]["status"]),
                   "samples_per_s": r["samples_per_s"], "gbps": r["decoded_gbps"],
                   "cpu_s_per_gb": r["cpu_s_per_gb"], "note": "binding %s, %.0f%% of it"
                   % (b["limits"]["binding"], 100 * b["limits"]["achieved_fraction"])}))
@@ -76,17 +90,24 @@ if [ "$KIND" = synth ]; then
 	echo '{"name": "pytorch DataLoader", "skipped": "synth has no original source files"}' >> "$rows"
 else
 	echo "peers: PyTorch DataLoader over the source files of $KIND" >&2
-	rc=0
-	drop
-	python3 bench/peer_dataloader.py "$KIND" --data "$DATA" --epochs "$EPOCHS" \
-		--batch-size "$BATCH" > "$T/torch.jsonl" 2> "$T/torch.err" || rc=$?
-	if [ $rc -eq 0 ]; then
-		cat "$T/torch.jsonl" >> "$rows"
-	else
-		why=$(grep -v Warning "$T/torch.err" | tail -n 1)
-		echo "peers: PyTorch DataLoader skipped: $why" >&2
-		python3 -c 'import json,sys; print(json.dumps({"name": "pytorch DataLoader", "skipped": sys.argv[1]}))' "$why" >> "$rows"
-	fi
+	for config in naive tuned sluice; do
+		if [ $config = sluice ] && [ -z "$(ls python/sluice/_sluice*.so 2>/dev/null)" ]; then
+			echo '{"name": "sluice Python loader", "skipped": "the module is not built (make python)"}' >> "$rows"
+			continue
+		fi
+		rc=0
+		drop
+		"$PYTHON" bench/peer_dataloader.py "$KIND" $config --data "$DATA" \
+			--epochs "$EPOCHS" --batch-size "$BATCH" --sluice "$DS" \
+			> "$T/torch.jsonl" 2> "$T/torch.err" || rc=$?
+		if [ $rc -eq 0 ]; then
+			cat "$T/torch.jsonl" >> "$rows"
+		else
+			why=$(grep -v Warning "$T/torch.err" | tail -n 1)
+			echo "peers: $config skipped: $why" >&2
+			python3 -c 'import json,sys; print(json.dumps({"name": sys.argv[2], "skipped": sys.argv[1]}))' "$why" "$config" >> "$rows"
+		fi
+	done
 fi
 
 # The table and the machine.
@@ -109,14 +130,16 @@ out="bench/results/$(date +%Y-%m-%d)-$(hostname).md"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 base = rows[0]["samples_per_s"]
-print("| reader | samples/s | GB/s | CPU s/GB | ratio to sluice | note |")
-print("|---|---:|---:|---:|---:|---|")
+print("| reader | samples/s | GB/s | CPU s/GB | ratio to sluice | peak PSS MB (before the run) | note |")
+print("|---|---:|---:|---:|---:|---:|---|")
 for r in rows:
     if "skipped" in r:
-        print("| %s | - | - | - | - | skipped: %s |" % (r["name"], r["skipped"]))
+        print("| %s | - | - | - | - | - | skipped: %s |" % (r["name"], r["skipped"]))
         continue
-    print("| %s | %.0f | %.3f | %.3f | %.2f | %s |" % (r["name"], r["samples_per_s"], r["gbps"],
-          r["cpu_s_per_gb"], r["samples_per_s"] / base if base else 0, r.get("note", "")))
+    mem = ("%.0f (%.0f)" % (r["peak_pss_mb"], r["start_pss_mb"])
+           if "peak_pss_mb" in r else "-")
+    print("| %s | %.0f | %.3f | %.3f | %.2f | %s | %s |" % (r["name"], r["samples_per_s"], r["gbps"],
+          r["cpu_s_per_gb"], r["samples_per_s"] / base if base else 0, mem, r.get("note", "")))
 EOF
 } > "$T/table.md"
 cat "$T/table.md"

@@ -17,27 +17,18 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #include "dir_lock.h"
 #include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
 #include "sluice_xxh3.h"
+#include "writer_block.h"
 #include "writer_commit.h"
 #include "writer_internal.h"
 #include "writer_pool.h"
 
 #define WRITER_MAX_THREADS 64u
 #define PATH_CAP 4096
-
-/* Per-field staging for the open block: values back to back, and for a
- * variable field the running offsets (offs[0] == 0). */
-struct staging {
-	uint8_t *buf;
-	uint64_t len, cap;
-	uint64_t *offs;
-	uint64_t offs_cap;
-};
 
 struct sluice_writer {
 	char out_dir[PATH_CAP];
@@ -49,9 +40,7 @@ struct sluice_writer {
 	struct shard_names names;       /* out_dir, prefix, tag */
 	int lock_fd;
 
-	struct staging st[DLS_MAX_FIELDS];
-	uint64_t var_bytes[DLS_MAX_FIELDS];
-	uint32_t n;                     /* records in the open block */
+	struct open_block ob;           /* records not yet in a block */
 	uint64_t planned_in_shard;      /* records_per_shard bookkeeping */
 
 	struct wpool pool;
@@ -103,23 +92,6 @@ SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg)
 	cfg->compression_level = 3;
 	cfg->threads = 0;
 	cfg->alignment = DLS_DEFAULT_ALIGNMENT;
-}
-
-static int reserve(uint8_t **buf, uint64_t *cap, uint64_t need)
-{
-	uint64_t ncap = *cap ? *cap : 4096;
-	uint8_t *nb;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap = ncap > UINT64_MAX / 2 ? need : ncap * 2;
-	nb = realloc(*buf, ncap);
-	if (!nb)
-		return -ENOMEM;
-	*buf = nb;
-	*cap = ncap;
-	return 0;
 }
 
 static int write_full(int fd, const void *buf, uint64_t len, uint64_t off)
@@ -347,46 +319,13 @@ static int drain(struct sluice_writer *w, int all)
 	return 0;
 }
 
-/* Where record @i of field @f starts in @run's column (0 without a run). */
-static uint64_t run_start(const struct record_run *run, uint32_t f,
-			  uint64_t i)
-{
-	const struct sluice_column *c;
-
-	if (!run)
-		return 0;
-	c = &run->cols[f];
-	return c->offsets ? c->offsets[i] : i * run->each[f];
-}
-
-/* The open block's layout size with records [i, i + k) of @run added;
- * UINT64_MAX when it overflows. */
-static uint64_t size_with(const struct sluice_writer *w,
-			  const struct record_run *run, uint64_t i, uint64_t k)
-{
-	uint64_t var[DLS_MAX_FIELDS];
-
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		var[f] = 0;
-		if (w->schema.fields[f].variable &&
-		    __builtin_add_overflow(w->var_bytes[f],
-					   run_start(run, f, i + k) -
-						   run_start(run, f, i),
-					   &var[f]))
-			return UINT64_MAX;
-	}
-	return block_layout_size(&w->schema, w->n + (uint32_t)k, var);
-}
-
 /* Lay the open block, and records [i, i + k) of @run after its own (none
- * when @run is NULL), out field-major into a ring slot and submit it:
- * the run's bytes are copied once, from their column into the slot. */
+ * when @run is NULL), into a ring slot and submit it. */
 static int close_block(struct sluice_writer *w, int ends_shard,
 		       const struct record_run *run, uint64_t i, uint64_t k)
 {
 	struct wslot *s;
-	uint64_t size, off = 0;
-	uint32_t n = w->n + (uint32_t)k;
+	uint32_t n = w->ob.n + (uint32_t)k;
 	int r;
 
 	if (n == 0)
@@ -399,89 +338,14 @@ static int close_block(struct sluice_writer *w, int ends_shard,
 		if (r < 0)
 			return r;
 	}
-	size = size_with(w, run, i, k);
-	if (reserve(&s->raw, &s->raw_cap, size) < 0)
+	if (open_block_lay(&w->ob, run, i, k, &s->raw, &s->raw_cap,
+			   &s->raw_size) < 0)
 		return fail(w, -ENOMEM, "out of memory for a %llu-byte block",
-			    (unsigned long long)size);
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		const struct shard_field *sf = &w->schema.fields[f];
-		struct staging *st = &w->st[f];
-		uint64_t start = align_up_u64(off, 8), first, bytes;
-
-		memset(s->raw + off, 0, start - off);
-		off = start;
-		first = run_start(run, f, i);
-		bytes = run_start(run, f, i + k) - first;
-		if (sf->variable) {
-			uint64_t *offs;
-
-			memcpy(s->raw + off, st->offs, (w->n + 1ull) * 8u);
-			off += (w->n + 1ull) * 8u;
-			/* 8-aligned: the slot is malloc'd, off rounded up. */
-			offs = (uint64_t *)(void *)(s->raw + off);
-			for (uint64_t j = 1; j <= k; j++)
-				offs[j - 1] = st->len +
-					      (run_start(run, f, i + j) - first);
-			off += k * 8u;
-		}
-		if (st->len)
-			memcpy(s->raw + off, st->buf, st->len);
-		off += st->len;
-		if (bytes)
-			memcpy(s->raw + off,
-			       (const uint8_t *)run->cols[f].values + first,
-			       bytes);
-		off += bytes;
-		st->len = 0;
-		w->var_bytes[f] = 0;
-	}
-	s->raw_size = size;
+			    (unsigned long long)s->raw_size);
 	s->records = n;
 	s->ends_shard = ends_shard;
-	w->n = 0;
 	wpool_submit(&w->pool);
 	return drain(w, 0);
-}
-
-/* Copy records [i, i + k) of @run into the open block's staging. */
-static int stage_run(struct sluice_writer *w, const struct record_run *run,
-		     uint64_t i, uint64_t k)
-{
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		struct staging *st = &w->st[f];
-		uint64_t first = run_start(run, f, i);
-		uint64_t bytes = run_start(run, f, i + k) - first;
-
-		if (reserve(&st->buf, &st->cap, st->len + bytes) < 0)
-			return fail(w, -ENOMEM, "out of memory");
-		if (bytes)
-			memcpy(st->buf + st->len,
-			       (const uint8_t *)run->cols[f].values + first,
-			       bytes);
-		if (w->schema.fields[f].variable) {
-			uint64_t need = w->n + k + 1, cap = st->offs_cap;
-
-			if (need > cap) {
-				void *nv;
-
-				while (cap < need)
-					cap *= 2;
-				nv = realloc(st->offs, cap * 8u);
-				if (!nv)
-					return fail(w, -ENOMEM, "out of memory");
-				st->offs = nv;
-				st->offs_cap = cap;
-			}
-			for (uint64_t j = 1; j <= k; j++)
-				st->offs[w->n + j] =
-					st->len + (run_start(run, f, i + j) -
-						   first);
-			w->var_bytes[f] += bytes;
-		}
-		st->len += bytes;
-	}
-	w->n += (uint32_t)k;
-	return 0;
 }
 
 /* How many of records [i, end) of @run the open block takes, as they
@@ -494,20 +358,21 @@ static uint64_t run_fit(const struct sluice_writer *w,
 {
 	uint64_t lo = 0, hi = end - i;
 
-	if (hi > UINT32_MAX - 1 - w->n)
-		hi = UINT32_MAX - 1 - w->n;
+	if (hi > UINT32_MAX - 1 - w->ob.n)
+		hi = UINT32_MAX - 1 - w->ob.n;
 	if (w->cfg.records_per_shard &&
 	    hi > w->cfg.records_per_shard - w->planned_in_shard)
 		hi = w->cfg.records_per_shard - w->planned_in_shard;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;
 
-		if (size_with(w, run, i, mid) <= w->cfg.block_size)
+		if (open_block_size_with(&w->ob, run, i, mid) <=
+		    w->cfg.block_size)
 			lo = mid;
 		else
 			hi = mid - 1;
 	}
-	return lo == 0 && w->n == 0 ? 1 : lo;
+	return lo == 0 && w->ob.n == 0 ? 1 : lo;
 }
 
 int writer_add_run(sluice_writer *w, const struct record_run *run)
@@ -534,7 +399,7 @@ int writer_add_run(sluice_writer *w, const struct record_run *run)
 				return r;
 			continue;
 		}
-		size = size_with(w, run, i, k);
+		size = open_block_size_with(&w->ob, run, i, k);
 		if (size > DLS_MAX_BLOCK_BYTES)
 			return fail(w, -E2BIG, "record %llu: %llu bytes exceed "
 				    "the block limit",
@@ -542,7 +407,8 @@ int writer_add_run(sluice_writer *w, const struct record_run *run)
 					    &w->progress_records),
 				    (unsigned long long)size);
 		for (uint32_t f = 0; f < w->schema.nfields; f++)
-			raw += run_start(run, f, i + k) - run_start(run, f, i);
+			raw += record_run_start(run, f, i + k) -
+			       record_run_start(run, f, i);
 		atomic_fetch_add_explicit(&w->progress_raw, raw,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&w->progress_records, k,
@@ -556,8 +422,10 @@ int writer_add_run(sluice_writer *w, const struct record_run *run)
 		 * when the run's next record does not fit in it. */
 		if (ends_shard || size >= w->cfg.block_size || i + k < end)
 			r = close_block(w, ends_shard, run, i, k);
+		else if (open_block_stage(&w->ob, run, i, k) < 0)
+			r = fail(w, -ENOMEM, "out of memory");
 		else
-			r = stage_run(w, run, i, k);
+			r = 0;
 		if (r < 0)
 			return r;
 		i += k;
@@ -666,15 +534,9 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 	w->man.schema = w->schema;
 	w->man.bound = 1;
 	memcpy(w->man.dataset_id, w->dataset_id, sizeof(w->dataset_id));
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		if (!w->schema.fields[f].variable)
-			continue;
-		w->st[f].offs = calloc(64, sizeof(uint64_t));
-		if (!w->st[f].offs) {
-			r = fail(w, -ENOMEM, "out of memory");
-			goto fail;
-		}
-		w->st[f].offs_cap = 64;
+	if (open_block_init(&w->ob, &w->schema) < 0) {
+		r = fail(w, -ENOMEM, "out of memory");
+		goto fail;
 	}
 	r = claim_out_dir(w);
 	if (r < 0)
@@ -756,10 +618,7 @@ static void writer_free(struct sluice_writer *w)
 		close(w->fd);
 	remove_uncommitted(w);
 	dir_unlock(w->out_dir, w->lock_fd);
-	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
-		free(w->st[f].buf);
-		free(w->st[f].offs);
-	}
+	open_block_free(&w->ob);
 	free(w->index);
 	free(w->sums);
 	manifest_free(&w->man);
