@@ -277,7 +277,7 @@ static void check_writes_do_not_leak(sluice_dataset *ds, int shuffle)
  * release leaves the viewed block unpinned before the planner reaches
  * the block's next batch.  It must stay cached for the rest of the pass,
  * not be read and decoded again for each batch; the records must still
- * be the file's.
+ * be the file's.  Then the same closed mid-epoch, a batch still held.
  */
 static void check_block_read_once_per_pass(sluice_dataset *ds)
 {
@@ -315,6 +315,19 @@ static void check_block_read_once_per_pass(sluice_dataset *ds)
 	 * epoch (a few blocks); re-reading gives one per batch */
 	T_LT(st.blocks_read, blocks + 2 * cfg.decode_threads + 3);
 	sluice_loader_close(ld);
+
+	/* Closed mid-epoch with viewed blocks cached and read-ahead in
+	 * flight, a batch held: it outlives the loader intact. */
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	memset(seen, 0, N * sizeof(*seen));
+	for (int k = 0; k < 20; k++) {
+		T_OK(sluice_loader_next(ld, &b));
+		take(b, &h, seen);
+		if (k < 19)
+			let_go(&h, (uint64_t)k);
+	}
+	sluice_loader_close(ld);
+	let_go(&h, 0);
 	free(seen);
 }
 
