@@ -226,6 +226,10 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
 	int r;
 
+	if (s->chunked) {
+		chunk_ready_locked(c, s);
+		return;
+	}
 	s->delivered = s->count;
 	s->truncated = 0;
 	r = check_blocks_locked(c, s);
@@ -264,6 +268,10 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 	uint32_t parts;
 
 	s->state = SLOT_ASSEMBLING;
+	if (s->chunked) {
+		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
+		return;
+	}
 	write_variable_index(c, s);
 	/* Enough records per part to amortise the hand-off. */
 	parts = s->delivered / 32;
@@ -492,9 +500,12 @@ static void run_assemble(struct loader_core *c, struct job j)
 	int last;
 
 	if (j.parts) {
-		uint32_t n = s->delivered;
-		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
-		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
+		/* a chunk's records, or the whole batch's (chunks.c) */
+		uint32_t base = s->chunked ? s->chunk_lo : 0;
+		uint32_t n = s->chunked ? s->chunk_hi - base : s->delivered;
+		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
+		uint32_t hi = base +
+			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
@@ -515,9 +526,13 @@ static void run_assemble(struct loader_core *c, struct job j)
 	}
 	pthread_mutex_lock(&c->mu);
 	last = --s->parts_left == 0;
+	if (last && s->chunked && !chunk_done_locked(c, s))
+		last = 0;       /* the I/O thread claims the next chunk */
 	pthread_mutex_unlock(&c->mu);
 	if (last)
 		slot_finish(c, s);
+	else if (s->chunked)
+		io_ring_wake(c->ring);
 }
 
 void *decode_worker_main(void *arg)

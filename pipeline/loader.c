@@ -366,6 +366,9 @@ static int open_core(struct loader_core *c,
 	need = cache_needed(c, c->cfg.batch_size);
 	if (c->ranges_all)
 		need = 1;       /* no block is read whole (ranges.c) */
+	chunks_init(c);
+	if (c->chunked && need > chunk_blocks(c))
+		need = chunk_blocks(c);  /* a chunk's blocks (chunks.c) */
 	c->need = need;
 	/* Read-ahead keeps two blocks per decode worker coming, looking no
 	 * further ahead than that many blocks' worth of records. */

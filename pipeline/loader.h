@@ -136,6 +136,11 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
+	/* Gathered a chunk of blocks at a time (chunks.c): records
+	 * [chunk_lo, chunk_hi) are the chunk pinned in entries. */
+	int chunked;
+	int chunk_busy;         /* a chunk is pinned [mu] */
+	uint32_t chunk_lo, chunk_hi; /* [mu] */
 	/* Record-range reads (ranges.c), arrays allocated only when the
 	 * loader uses them.  The records whose rec_entry is RANGE_ENTRY are
 	 * read by range into range_buf (io pool), verified, then gathered. */
@@ -215,6 +220,9 @@ struct loader_core {
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */
+	int chunked;                /* batches gather a chunk of blocks at
+				       a time (chunks.c) */
+	uint32_t chunks_inflight;   /* chunks pinned [mu] */
 	uint64_t *ahead_recs;       /* records of one batch for the
 				       read-ahead (direct.c) [mu] */
 	uint64_t ahead_recs_pass, ahead_recs_batch;
@@ -393,6 +401,8 @@ uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
 /* io_thread.c */
 void *io_thread_main(void *arg);
+uint64_t loader_block_of(const struct loader_core *c, uint64_t r);
+void entry_prepare_read(struct loader_core *c, uint32_t i);
 const struct shard_block *loader_block(const struct loader_core *c,
 				       uint64_t g, uint32_t *shard);
 
@@ -429,6 +439,14 @@ void direct_init(struct loader_core *c);
 void direct_plan_locked(struct loader_core *c, struct slot *s);
 int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 		      uint64_t g);
+
+/* chunks.c */
+void chunks_init(struct loader_core *c);
+uint64_t chunk_blocks(const struct loader_core *c);
+int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
+void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
+void chunk_ready_locked(struct loader_core *c, struct slot *s);
+int chunk_done_locked(struct loader_core *c, struct slot *s);
 
 /* ranges.c */
 int ranges_open(struct loader_core *c, char *err, size_t errlen);

@@ -1,0 +1,228 @@
+/*
+ * chunks.c - batches gathered a few blocks at a time (issue 12).
+ *
+ * Under full shuffle a batch's records live in as many blocks as it has
+ * records; pinning them all at once (as the planner does for other
+ * batches) needs batch_size blocks of io memory: a gigabyte for batch 256
+ * of 4 MiB blocks.  When every field is fixed-shape a record's rows in
+ * the batch are known before its block is read, so such a batch takes its
+ * batch memory first (in batch order, as budget.c requires) and then
+ * walks its records in chunks: the distinct blocks of the next run of
+ * records, at most c->need of them, are pinned all at once, read and
+ * decoded; the assembly copies that run's records into their rows; the
+ * blocks are unpinned and the next chunk goes.  io memory then holds a
+ * chunk's blocks per batch in flight, not a batch's.
+ *
+ * A chunk's blocks are claimed all or none, and a claimed chunk needs
+ * nothing else to finish (its batch has its memory), so chunks never wait
+ * on each other.  Records whose block fails (on_error=skip) would move
+ * the rows after them: such loaders, and those reading record ranges
+ * (ranges.c), pin whole batches as before.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "loader.h"
+
+/* Blocks pinned per chunk: enough for every worker to decode a few at
+ * once; more only costs io memory. */
+#define CHUNK_BLOCKS_PER_WORKER 4u
+#define CHUNK_BLOCKS_MIN 8u
+
+void chunks_init(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+
+	c->chunked = c->cfg.shuffle == SLUICE_SHUFFLE_FULL && !c->ranges &&
+		     c->cfg.on_error != SLUICE_ON_ERROR_SKIP && sc->nfields > 0;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (sc->fields[f].variable)
+			c->chunked = 0;
+}
+
+/* Blocks a chunk may pin: the cache is sized for this many (c->need). */
+uint64_t chunk_blocks(const struct loader_core *c)
+{
+	uint64_t n = (uint64_t)c->cfg.decode_threads * CHUNK_BLOCKS_PER_WORKER;
+
+	return n < CHUNK_BLOCKS_MIN ? CHUNK_BLOCKS_MIN : n;
+}
+
+/*
+ * Plan @s, holding @count records of batch c->plan_batch: its rows are
+ * known (fixed-shape fields), so it asks for its batch memory now;
+ * chunks_claim_locked() pins its blocks once it has it.
+ * @return: 0, or -ENOSPC when one batch is larger than the batch memory.
+ */
+int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
+{
+	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
+		s->tensors[k].shape[0] = count;
+	s->host_bytes = slot_place_tensors(c, s);
+	if (s->host_bytes > c->batch_pool.size) {
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu needs %llu bytes, more than the %llu bytes of batch memory memory_bytes allows: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			(unsigned long long)c->plan_batch,
+			(unsigned long long)c->plan_epoch,
+			(unsigned long long)s->host_bytes,
+			(unsigned long long)c->batch_pool.size);
+		return -ENOSPC;
+	}
+	s->count = count;
+	s->delivered = count;
+	s->truncated = 0;
+	s->nentries = 0;
+	s->pending = 0;
+	s->nranged = 0;
+	s->chunk_lo = s->chunk_hi = 0;
+	s->chunked = 1;
+	return 0;
+}
+
+/* Pin the blocks of the records from s->chunk_lo on, at most
+ * chunk_blocks() of them, and read those not cached.  @return: 1 when
+ * claimed, 0 when entries or io memory are short (nothing is pinned). */
+static int claim_chunk_locked(struct loader_core *c, struct slot *s,
+			      unsigned *nsubmit)
+{
+	uint64_t most = c->need;
+	uint32_t r = s->chunk_lo, nread = 0;
+
+	s->nentries = 0;
+	for (; r < s->count; r++) {
+		uint64_t rec = s->indices[r];
+		uint64_t g = loader_block_of(c, rec);
+		int32_t have = c->block_entry[g];
+		uint32_t e, k = s->nentries;
+
+		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
+		if (have >= 0) {
+			while (k-- > 0)
+				if (s->entries[k] == (uint32_t)have)
+					break;
+			if (k != UINT32_MAX) {
+				s->rec_entry[r] = (uint32_t)have;
+				continue;
+			}
+		}
+		if (s->nentries == most)
+			break;
+		if (cache_claim(c, g, 0, &e) < 0) {
+			for (k = 0; k < s->nentries; k++)
+				cache_unpin(c, s->entries[k]);
+			s->nentries = 0;
+			return 0;
+		}
+		s->entries[s->nentries++] = e;
+		s->rec_entry[r] = e;
+	}
+	s->chunk_hi = r;
+	s->pending = 0;
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *ce = &c->entries[s->entries[k]];
+
+		switch (ce->state) {
+		case ENTRY_EMPTY:
+			entry_prepare_read(c, s->entries[k]);
+			c->submit[*nsubmit + nread++] = &ce->rd;
+			/* fall through */
+		case ENTRY_READING:
+		case ENTRY_DECODING:
+			ce->waiters[ce->nwaiters++] = s->id;
+			s->pending++;
+			break;
+		default:
+			atomic_fetch_add(&c->cache_hits, 1);
+			break;
+		}
+	}
+	*nsubmit += nread;
+	c->chunks_inflight++;
+	if (s->pending == 0)
+		chunk_ready_locked(c, s);
+	return 1;
+}
+
+/*
+ * Claim the next chunk of every batch that has its memory and no chunk
+ * in flight, in batch order; the reads go to c->submit.  When a chunk
+ * cannot get its blocks with no other chunk or read-ahead in flight, the
+ * cached blocks may split the io memory: they are dropped once, then the
+ * chunk fails -ENOSPC.
+ */
+void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
+{
+	for (uint32_t k = 0; k < c->fifo_len && !c->failed; k++) {
+		struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
+						  c->slots_cap]];
+
+		if (!s->chunked || s->state != SLOT_ASSEMBLING ||
+		    s->chunk_busy || s->chunk_lo >= s->count)
+			continue;
+		if (claim_chunk_locked(c, s, nsubmit)) {
+			s->chunk_busy = 1;
+			continue;
+		}
+		if (c->chunks_inflight || c->ahead_inflight)
+			return;    /* their blocks come back: wait */
+		cache_evict_all(c);
+		if (claim_chunk_locked(c, s, nsubmit)) {
+			s->chunk_busy = 1;
+			continue;
+		}
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu: %llu blocks of its records do not fit at once in the %llu bytes of io memory memory_bytes leaves: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			(unsigned long long)s->batch,
+			(unsigned long long)s->epoch,
+			(unsigned long long)c->need,
+			(unsigned long long)c->io_bytes);
+		return;
+	}
+}
+
+/* The chunk's blocks are decoded (or failed): copy its records into
+ * their rows, in parallel parts; a failed block fails the batch. */
+void chunk_ready_locked(struct loader_core *c, struct slot *s)
+{
+	uint32_t parts = (s->chunk_hi - s->chunk_lo) / 32;
+
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		const struct cache_entry *e = &c->entries[s->entries[k]];
+
+		if (e->state == ENTRY_FAILED && !s->error)
+			s->error = e->error;
+	}
+	if (s->error) {
+		s->parts_left = 1;
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
+		return;
+	}
+	if (parts > c->nworkers)
+		parts = c->nworkers;
+	if (parts == 0)
+		parts = 1;
+	s->parts_left = parts;
+	for (uint32_t p = 0; p < parts; p++)
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, p, parts });
+}
+
+/*
+ * The chunk's records are in their rows.  @return: 1 when the batch is
+ * done (the caller finishes it), 0 when its blocks are unpinned and the
+ * I/O thread claims the next chunk.
+ */
+int chunk_done_locked(struct loader_core *c, struct slot *s)
+{
+	c->chunks_inflight--;
+	s->chunk_busy = 0;
+	if (s->error || s->chunk_hi >= s->count) {
+		/* no more chunks: slot_finish() unpins this one */
+		s->chunk_lo = s->count;
+		return 1;
+	}
+	for (uint32_t k = 0; k < s->nentries; k++)
+		cache_unpin(c, s->entries[k]);
+	s->nentries = 0;
+	s->chunk_lo = s->chunk_hi;
+	return 0;
+}
