@@ -11,7 +11,11 @@
  * records, at most c->need of them, are pinned all at once, read and
  * decoded; the assembly copies that run's records into their rows; the
  * blocks are unpinned and the next chunk goes.  io memory then holds a
- * chunk's blocks per batch in flight, not a batch's.
+ * chunk's blocks per batch in flight, not a batch's.  The price: a block
+ * is read again for every chunk (and batch) that needs it once it has
+ * left the cache, so chunks are only used when a batch's blocks do not
+ * fit the budget (loader.c asks budget_open() first); raw data of
+ * format v3 has record-range reads (ranges.c) instead.
  *
  * A chunk's blocks are claimed all or none, and a claimed chunk needs
  * nothing else to finish (its batch has its memory), so chunks never wait
@@ -33,11 +37,13 @@ void chunks_init(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	c->chunked = c->cfg.shuffle == SLUICE_SHUFFLE_FULL && !c->ranges &&
-		     c->cfg.on_error != SLUICE_ON_ERROR_SKIP && sc->nfields > 0;
+	c->chunks_possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
+			     !c->ranges &&
+			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
+			     sc->nfields > 0;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
-			c->chunked = 0;
+			c->chunks_possible = 0;
 }
 
 /* Blocks a chunk may pin: the cache is sized for this many (c->need). */

@@ -220,8 +220,10 @@ struct loader_core {
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */
-	int chunked;                /* batches gather a chunk of blocks at
-				       a time (chunks.c) */
+	int chunks_possible;        /* batches could gather a chunk of
+				       blocks at a time (chunks.c) */
+	int chunked;                /* they do: their blocks do not fit
+				       at once */
 	uint32_t chunks_inflight;   /* chunks pinned [mu] */
 	uint64_t *ahead_recs;       /* records of one batch for the
 				       read-ahead (direct.c) [mu] */
