@@ -4,18 +4,17 @@
  * Under full shuffle a batch's records live in as many blocks as it has
  * records; pinning them all at once (as the planner does for other
  * batches) needs batch_size blocks of io memory: a gigabyte for batch 256
- * of 4 MiB blocks.  When every field is fixed-shape a record's rows in
- * the batch are known before its block is read, so such a batch takes its
- * batch memory first (in batch order, as budget.c requires) and then
- * walks its records in chunks: the distinct blocks of the next run of
- * records, at most c->need of them, are pinned all at once, read and
- * decoded; the assembly copies that run's records into their rows; the
- * blocks are unpinned and the next chunk goes.  io memory then holds a
- * chunk's blocks per batch in flight, not a batch's.  The price: a block
- * is read again for every chunk (and batch) that needs it once it has
+ * of 4 MiB blocks.  When every field is fixed-shape a record's row in
+ * the batch is known before its block is read, so such a batch takes its
+ * batch memory first (in batch order, as budget.c requires), sorts its
+ * rows by block, and walks them in chunks: the next c->need blocks are
+ * pinned all at once, read and decoded; the assembly copies their rows
+ * into place; the blocks are unpinned and the next chunk goes.  io memory
+ * then holds a chunk's blocks per batch in flight, not a batch's.  The
+ * price: a block is read again for every batch that needs it once it has
  * left the cache, so chunks are only used when a batch's blocks do not
- * fit the budget (loader.c asks budget_open() first); raw data of
- * format v3 has record-range reads (ranges.c) instead.
+ * fit the budget (loader.c asks budget_open() first); raw data of format
+ * v3 has record-range reads (ranges.c) instead.
  *
  * A chunk's blocks are claimed all or none, and a claimed chunk needs
  * nothing else to finish (its batch has its memory), so chunks never wait
@@ -25,6 +24,8 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "loader.h"
 
@@ -54,10 +55,22 @@ uint64_t chunk_blocks(const struct loader_core *c)
 	return n < CHUNK_BLOCKS_MIN ? CHUNK_BLOCKS_MIN : n;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define ROW_BITS 24     /* batch_size <= 1 << 24 (loader.c) */
+#define ROW_MASK ((1ull << ROW_BITS) - 1)
+
 /*
  * Plan @s, holding @count records of batch c->plan_batch: its rows are
  * known (fixed-shape fields), so it asks for its batch memory now;
- * chunks_claim_locked() pins its blocks once it has it.
+ * chunks_claim_locked() pins its blocks once it has it.  Its rows are
+ * sorted by block, so that each chunk takes all of a block's rows and a
+ * block is read once per batch while it is cached.
  * @return: 0, or -ENOSPC when one batch is larger than the batch memory.
  */
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
@@ -74,6 +87,14 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 			(unsigned long long)c->batch_pool.size);
 		return -ENOSPC;
 	}
+	for (uint32_t r = 0; r < count; r++) {
+		uint64_t g = loader_block_of(c, s->indices[r]);
+
+		s->rec_in_block[r] = (uint32_t)(s->indices[r] -
+						c->block_first[g]);
+		s->chunk_rows[r] = g << ROW_BITS | r;
+	}
+	qsort(s->chunk_rows, count, sizeof(*s->chunk_rows), cmp_u64);
 	s->count = count;
 	s->delivered = count;
 	s->truncated = 0;
@@ -85,44 +106,35 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 	return 0;
 }
 
-/* Pin the blocks of the records from s->chunk_lo on, at most
- * chunk_blocks() of them, and read those not cached.  @return: 1 when
+/* Pin the blocks of the rows from s->chunk_lo on (in block order), at
+ * most c->need of them, and read those not cached.  @return: 1 when
  * claimed, 0 when entries or io memory are short (nothing is pinned). */
 static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 			      unsigned *nsubmit)
 {
-	uint64_t most = c->need;
-	uint32_t r = s->chunk_lo, nread = 0;
+	uint32_t p = s->chunk_lo, nread = 0;
+	uint64_t last = UINT64_MAX;
 
 	s->nentries = 0;
-	for (; r < s->count; r++) {
-		uint64_t rec = s->indices[r];
-		uint64_t g = loader_block_of(c, rec);
-		int32_t have = c->block_entry[g];
-		uint32_t e, k = s->nentries;
+	for (; p < s->count; p++) {
+		uint64_t g = s->chunk_rows[p] >> ROW_BITS;
+		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK), e;
 
-		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
-		if (have >= 0) {
-			while (k-- > 0)
-				if (s->entries[k] == (uint32_t)have)
-					break;
-			if (k != UINT32_MAX) {
-				s->rec_entry[r] = (uint32_t)have;
-				continue;
+		if (g != last) {
+			if (s->nentries == c->need)
+				break;
+			if (cache_claim(c, g, 0, &e) < 0) {
+				for (uint32_t k = 0; k < s->nentries; k++)
+					cache_unpin(c, s->entries[k]);
+				s->nentries = 0;
+				return 0;
 			}
+			s->entries[s->nentries++] = e;
+			last = g;
 		}
-		if (s->nentries == most)
-			break;
-		if (cache_claim(c, g, 0, &e) < 0) {
-			for (k = 0; k < s->nentries; k++)
-				cache_unpin(c, s->entries[k]);
-			s->nentries = 0;
-			return 0;
-		}
-		s->entries[s->nentries++] = e;
-		s->rec_entry[r] = e;
+		s->rec_entry[r] = s->entries[s->nentries - 1];
 	}
-	s->chunk_hi = r;
+	s->chunk_hi = p;
 	s->pending = 0;
 	for (uint32_t k = 0; k < s->nentries; k++) {
 		struct cache_entry *ce = &c->entries[s->entries[k]];
@@ -231,4 +243,33 @@ int chunk_done_locked(struct loader_core *c, struct slot *s)
 	s->nentries = 0;
 	s->chunk_lo = s->chunk_hi;
 	return 0;
+}
+
+/* Copy the chunk's rows at sorted positions [@lo, @hi) from their
+ * decoded blocks into the batch (every field fixed-shape).  @return:
+ * the bytes copied. */
+uint64_t chunk_gather_part(struct loader_core *c, struct slot *s,
+			   uint32_t lo, uint32_t hi)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t bytes = 0;
+
+	for (uint32_t p = lo; p < hi; p++) {
+		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK);
+		const struct cache_entry *e = &c->entries[s->rec_entry[r]];
+
+		for (uint32_t f = 0; f < sc->nfields; f++) {
+			uint64_t rb = sc->fields[f].record_bytes, len;
+			const uint8_t *src;
+
+			block_view_get(sc, &e->view, f, s->rec_in_block[r],
+				       &src, &len);
+			memcpy(s->host + s->tensors[f].offset +
+				       (uint64_t)r * rb,
+			       src, rb);
+			bytes += rb;
+		}
+	}
+	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+	return bytes;
 }

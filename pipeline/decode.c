@@ -500,7 +500,8 @@ static void run_assemble(struct loader_core *c, struct job j)
 	int last;
 
 	if (j.parts) {
-		/* a chunk's records, or the whole batch's (chunks.c) */
+		/* a chunk's rows (positions in chunk_rows, chunks.c), or
+		 * the whole batch's */
 		uint32_t base = s->chunked ? s->chunk_lo : 0;
 		uint32_t n = s->chunked ? s->chunk_hi - base : s->delivered;
 		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
@@ -509,7 +510,8 @@ static void run_assemble(struct loader_core *c, struct job j)
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
-		uint64_t bytes = assemble_part(c, s, lo, hi, &verify);
+		uint64_t bytes = s->chunked ? chunk_gather_part(c, s, lo, hi)
+					    : assemble_part(c, s, lo, hi, &verify);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
 
 		/* Checksums checked while copying (ranges.c) are verify's:

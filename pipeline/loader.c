@@ -125,6 +125,7 @@ static void free_core(struct loader_core *c)
 		free(s->rec_entry);
 		free(s->rec_in_block);
 		free(s->entries);
+		free(s->chunk_rows);
 		slot_ranges_free(s);
 		if (s->own_host)
 			free(s->host);
@@ -221,7 +222,8 @@ static int grow_slots_locked(struct loader_core *c)
 		return -ENOMEM;
 	if (slot_init(c, s, c->nslots)) {
 		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
-		free(s->entries), slot_ranges_free(s), free(s);
+		free(s->entries), free(s->chunk_rows), slot_ranges_free(s);
+		free(s);
 		return -ENOMEM;
 	}
 	c->slots[c->nslots++] = s;

@@ -136,8 +136,10 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
-	/* Gathered a chunk of blocks at a time (chunks.c): records
-	 * [chunk_lo, chunk_hi) are the chunk pinned in entries. */
+	/* Gathered a chunk of blocks at a time (chunks.c): its rows
+	 * sorted by block (block << 24 | row), of which [chunk_lo,
+	 * chunk_hi) are the chunk pinned in entries. */
+	uint64_t *chunk_rows;   /* allocated only when the loader uses it */
 	int chunked;
 	int chunk_busy;         /* a chunk is pinned [mu] */
 	uint32_t chunk_lo, chunk_hi; /* [mu] */
@@ -448,6 +450,8 @@ uint64_t chunk_blocks(const struct loader_core *c);
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
 void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
 void chunk_ready_locked(struct loader_core *c, struct slot *s);
+uint64_t chunk_gather_part(struct loader_core *c, struct slot *s,
+			   uint32_t lo, uint32_t hi);
 int chunk_done_locked(struct loader_core *c, struct slot *s);
 
 /* ranges.c */
