@@ -107,13 +107,14 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 }
 
 /* Pin the blocks of the rows from s->chunk_lo on (in block order), at
- * most c->need of them, and read those not cached.  @return: 1 when
+ * most c->need of them and io_need_bytes of io memory, and read those
+ * not cached.  @return: 1 when
  * claimed, 0 when entries or io memory are short (nothing is pinned). */
 static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 			      unsigned *nsubmit)
 {
-	uint32_t p = s->chunk_lo, nread = 0;
-	uint64_t last = UINT64_MAX;
+	uint32_t p = s->chunk_lo, nread = 0, shard;
+	uint64_t last = UINT64_MAX, bytes = 0;
 
 	s->nentries = 0;
 	for (; p < s->count; p++) {
@@ -121,8 +122,14 @@ static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK), e;
 
 		if (g != last) {
-			if (s->nentries == c->need)
+			/* at most c->need blocks and half the io memory (or
+			 * one block): a chunk fits beside any other */
+			uint64_t len = block_io_bytes(loader_block(c, g, &shard));
+
+			if (s->nentries == c->need ||
+			    (s->nentries && bytes + len > c->io_need_bytes))
 				break;
+			bytes += len;
 			if (cache_claim(c, g, 0, &e) < 0) {
 				for (uint32_t k = 0; k < s->nentries; k++)
 					cache_unpin(c, s->entries[k]);

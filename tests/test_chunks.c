@@ -5,7 +5,8 @@
  * record comes once per epoch with the file's bytes, raw and zstd; a
  * consumer that holds a whole epoch of batches still gets them all; a
  * resumed loader continues the exact sequence; closing mid-epoch with a
- * batch held leaves that batch intact.  With on_error=skip batches still
+ * batch held leaves that batch intact; a corrupt block fails the loader.
+ * With on_error=skip batches still
  * pin all their blocks at once, and the same budget is refused.
  */
 #include "t.h"
@@ -221,6 +222,37 @@ static void check_skip_refused(sluice_dataset *ds)
 	sluice_loader_close(ld);
 }
 
+/* A block that fails its checksum fails the loader with -SLUICE_ECORRUPT
+ * (no hang, no batch with its bytes), whichever chunk meets it. */
+static void check_corrupt_block(const char *dir)
+{
+	char path[700];
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	FILE *f;
+	int r, c;
+
+	snprintf(path, sizeof(path), "%s/data-00000.dls", dir);
+	f = fopen(path, "r+b");
+	T_ASSERT(f);
+	T_EQ(fseek(f, 40 * BLOCK + 100, SEEK_SET), 0);
+	c = fgetc(f);
+	T_NE(c, EOF);
+	T_EQ(fseek(f, 40 * BLOCK + 100, SEEK_SET), 0);
+	T_NE(fputc(c ^ 0x5a, f), EOF);
+	T_EQ(fclose(f), 0);
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_OK(open_loader(ds, SLUICE_ON_ERROR_FAIL, &ld));
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		check_batch(b, NULL);
+		sluice_batch_release(b);
+	}
+	T_EQ(r, -SLUICE_ECORRUPT);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 int main(void)
 {
 	char *dir = strdup("/tmp/sluice-test-XXXXXX"), sub[600];
@@ -247,6 +279,9 @@ int main(void)
 		       name);
 		sluice_dataset_close(ds);
 	}
+	snprintf(sub, sizeof(sub), "%s/zstd", dir);
+	check_corrupt_block(sub);
+	printf("ok: a corrupt block fails the loader (-SLUICE_ECORRUPT)\n");
 	snprintf(sub, sizeof(sub), "rm -rf '%s'", dir);
 	T_EQ(system(sub), 0);
 	free(dir);
