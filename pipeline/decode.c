@@ -497,7 +497,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 static void run_assemble(struct loader_core *c, struct job j)
 {
 	struct slot *s = c->slots[j.id];
-	int last;
+	int last, next_chunk;
 
 	if (j.parts) {
 		/* a chunk's rows (positions in chunk_rows, chunks.c), or
@@ -528,13 +528,12 @@ static void run_assemble(struct loader_core *c, struct job j)
 	}
 	pthread_mutex_lock(&c->mu);
 	last = --s->parts_left == 0;
-	if (last && s->chunked && !chunk_done_locked(c, s))
-		last = 0;       /* the I/O thread claims the next chunk */
+	next_chunk = last && s->chunked && !chunk_done_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
-	if (last)
+	if (next_chunk)
+		io_ring_wake(c->ring);  /* the I/O thread claims it */
+	else if (last)
 		slot_finish(c, s);
-	else if (s->chunked)
-		io_ring_wake(c->ring);
 }
 
 void *decode_worker_main(void *arg)
