@@ -127,8 +127,10 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
+	if (c->chunked)
+		s->chunk_rows = malloc(b * sizeof(*s->chunk_rows));
 	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries ||
-	    slot_gather_init(c, s))
+	    (c->chunked && !s->chunk_rows) || slot_gather_init(c, s))
 		return -ENOMEM;
 	return slot_ranges_init(c, s);
 }

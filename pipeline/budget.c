@@ -272,6 +272,15 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 c->cfg.batch_size, (unsigned long long)batch_fixed);
 		return -ENOSPC;
 	}
+	if (c->chunks_possible && !c->chunked && c->io_bytes < z.io_top_need) {
+		/* the caller gathers batches by chunks instead (chunks.c) */
+		snprintf(err, errlen,
+			 "a batch's %llu blocks take up to %llu bytes of io memory at once, more than the %llu memory_bytes leaves",
+			 (unsigned long long)c->need,
+			 (unsigned long long)z.io_top_need,
+			 (unsigned long long)c->io_bytes);
+		return -ENOSPC;
+	}
 	c->io_batch_max = z.io_top_need;
 	c->io_need_bytes = add_sat(mul_sat(c->need, z.io_median), z.io_max);
 	if (c->io_need_bytes > c->io_bytes / 2)

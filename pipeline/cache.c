@@ -113,7 +113,7 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 		forget_block(c, i);
 		e->state = ENTRY_EMPTY;
 	}
-	/* Batches viewed it and may have written into it (view.c). */
+	/* Its decoded bytes were its batch's memory (direct.c). */
 	if (e->forget) {
 		forget_block(c, i);
 		e->state = ENTRY_EMPTY;
@@ -190,6 +190,18 @@ static int cache_take_memory(struct loader_core *c, uint32_t i,
 }
 
 /*
+ * Whether this pass may use entry @e's block.  Batches of another pass
+ * viewed it and may have written their records (view.c), or it was
+ * decoded into a batch's memory (direct.c): this pass reads the block
+ * again, into another entry.  Batches of one pass deliver each record
+ * once, so within the pass a viewed block serves its other records.
+ */
+int cache_usable(const struct loader_core *c, const struct cache_entry *e)
+{
+	return !e->direct && !(e->exposed && e->view_pass != c->plan_pass);
+}
+
+/*
  * Pin the entry of @block, taking a free one (and setting it EMPTY, with
  * io memory for the block) when the block is not cached.  @keep: io
  * memory that must stay reclaimable afterwards (read-ahead leaves the
@@ -204,11 +216,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	struct cache_entry *e;
 	uint32_t i, shard;
 
-	/* Batches of another pass viewed it and may have written their
-	 * records: this pass reads the block again, into another entry. */
-	if (have >= 0 && c->entries[have].forget &&
-	    (c->entries[have].view_pass != c->plan_pass ||
-	     c->entries[have].direct)) {
+	if (have >= 0 && !cache_usable(c, &c->entries[have])) {
 		c->block_entry[block] = -1;
 		have = -1;
 	}
@@ -240,6 +248,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->error = 0;
 	e->corrupt = 0;
 	e->forget = 0;
+	e->exposed = 0;
 	e->claim_pass = c->plan_pass;
 	c->block_entry[block] = (int32_t)i;
 	*entry = i;

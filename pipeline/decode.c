@@ -17,10 +17,28 @@
 
 void jobs_push_locked(struct loader_core *c, struct job j)
 {
-	/* Bounded by construction: one job per cache entry plus one per
-	 * part of each slot. */
-	c->jobs[(c->jobs_head + c->jobs_len++) % c->jobs_cap] = j;
+	/* Bounded by construction: one decode per cache entry, and a few
+	 * parts per slot. */
+	struct job_queue *q = j.kind == JOB_DECODE ? &c->decode_jobs
+						   : &c->batch_jobs;
+
+	q->ring[(q->head + q->len++) % q->cap] = j;
 	pthread_cond_signal(&c->work_cv);
+}
+
+/* The next job, those that finish batches first (loader.h).  @return:
+ * 1, or 0 when there is none. */
+int jobs_pop_locked(struct loader_core *c, struct job *j)
+{
+	struct job_queue *q = c->batch_jobs.len ? &c->batch_jobs
+						: &c->decode_jobs;
+
+	if (q->len == 0)
+		return 0;
+	*j = q->ring[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->len--;
+	return 1;
 }
 
 /* Drop the records whose block is corrupt (on_error=skip), keeping order. */
@@ -208,9 +226,13 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
 	int r;
 
+	s->gathering = 0;
+	if (s->chunked) {
+		chunk_ready_locked(c, s);
+		return;
+	}
 	s->delivered = s->count;
 	s->truncated = 0;
-	s->gathering = 0;
 	r = check_blocks_locked(c, s);
 	if (!r)
 		r = measure_batch_locked(c, s);
@@ -247,6 +269,10 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 	uint32_t parts;
 
 	s->state = SLOT_ASSEMBLING;
+	if (s->chunked) {
+		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
+		return;
+	}
 	/* Gathered batches only build their run table: one part. */
 	s->gathering = slot_gathers(c, s);
 	write_variable_index(c, s);
@@ -497,12 +523,16 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 static void run_assemble(struct loader_core *c, struct job j)
 {
 	struct slot *s = c->slots[j.id];
-	int last;
+	int last, next_chunk;
 
 	if (j.parts) {
-		uint32_t n = s->delivered;
-		uint32_t lo = (uint32_t)((uint64_t)n * j.part / j.parts);
-		uint32_t hi = (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
+		/* a chunk's rows (positions in chunk_rows, chunks.c), or
+		 * the whole batch's */
+		uint32_t base = s->chunked ? s->chunk_lo : 0;
+		uint32_t n = s->chunked ? s->chunk_hi - base : s->delivered;
+		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
+		uint32_t hi = base +
+			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
 		uint64_t bytes = 0;
 
@@ -510,6 +540,8 @@ static void run_assemble(struct loader_core *c, struct job j)
 		 * budget only after its last copy (batch.c, loader.c). */
 		if (s->gathering)
 			bytes = gather_plan(c, s);  /* the device copies */
+		else if (s->chunked)
+			bytes = chunk_gather_part(c, s, lo, hi);
 		else
 			bytes = assemble_part(c, s, lo, hi, &verify);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
@@ -528,8 +560,11 @@ static void run_assemble(struct loader_core *c, struct job j)
 	}
 	pthread_mutex_lock(&c->mu);
 	last = --s->parts_left == 0;
+	next_chunk = last && s->chunked && !chunk_done_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
-	if (last)
+	if (next_chunk)
+		io_ring_wake(c->ring);  /* the I/O thread claims it */
+	else if (last)
 		slot_finish(c, s);
 }
 
@@ -544,16 +579,13 @@ void *decode_worker_main(void *arg)
 	while (!c->stop) {
 		struct job j;
 
-		if (c->jobs_len == 0) {
+		if (!jobs_pop_locked(c, &j)) {
 			uint64_t t0 = now_ns();
 
 			pthread_cond_wait(&c->work_cv, &c->mu);
 			atomic_fetch_add(&c->st_decode.wait_ns, now_ns() - t0);
 			continue;
 		}
-		j = c->jobs[c->jobs_head];
-		c->jobs_head = (c->jobs_head + 1) % c->jobs_cap;
-		c->jobs_len--;
 		pthread_mutex_unlock(&c->mu);
 		if (j.kind == JOB_DECODE)
 			decode_entry(c, dctx, j.id);

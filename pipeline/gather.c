@@ -34,8 +34,10 @@ int gather_wanted(const struct loader_core *c)
 	const struct shard_schema *sc = &c->ds->schema;
 
 	/* Every record read by range: no block to upload (ranges.c runs
-	 * before the device opens). */
+	 * before the device opens). Batches gathered by chunks hold their
+	 * blocks a chunk at a time, so they assemble on the CPU (chunks.c). */
 	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges_all ||
+	    c->chunked ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;

@@ -21,7 +21,7 @@ static uint64_t align_down(uint64_t x, uint64_t a)
 
 /* Global block of global record @r: the last block starting at or
  * before it. */
-static uint64_t block_of(const struct loader_core *c, uint64_t r)
+uint64_t loader_block_of(const struct loader_core *c, uint64_t r)
 {
 	uint64_t lo = 0, hi = c->nblocks;
 
@@ -45,7 +45,7 @@ const struct shard_block *loader_block(const struct loader_core *c,
 	return &c->ds->shards[s].blocks[g - c->shard_block_base[s]];
 }
 
-static void prepare_read(struct loader_core *c, uint32_t i)
+void entry_prepare_read(struct loader_core *c, uint32_t i)
 {
 	struct cache_entry *e = &c->entries[i];
 	uint32_t shard;
@@ -109,12 +109,18 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		return 0;
 
 	count = sampler_batch(&c->sampler, c->plan_batch, s->indices);
+	if (c->chunked) {
+		/* its blocks come a chunk at a time (chunks.c) */
+		if (chunk_plan_locked(c, s, count))
+			return -ENOSPC;
+		goto planned;
+	}
 	s->nentries = 0;
 	s->pending = 0;
 	s->nranged = 0;
 	for (uint32_t r = 0; r < count; r++) {
 		uint64_t rec = s->indices[r];
-		uint64_t g = block_of(c, rec);
+		uint64_t g = loader_block_of(c, rec);
 		int32_t have = c->block_entry[g];
 		uint32_t e;
 
@@ -193,7 +199,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 
 		switch (ce->state) {
 		case ENTRY_EMPTY:
-			prepare_read(c, s->entries[k]);
+			entry_prepare_read(c, s->entries[k]);
 			c->submit[*nsubmit + nread++] = &ce->rd;
 			/* fall through */
 		case ENTRY_READING:
@@ -208,6 +214,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	}
 	*nsubmit += nread;
 	c->plan_compacted = 0;
+planned:
 	s->state = SLOT_WAITING;
 	s->epoch = c->plan_epoch;
 	s->pass = c->plan_pass;
@@ -216,9 +223,25 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	s->error = 0;
 	c->fifo[(c->fifo_head + c->fifo_len++) % c->slots_cap] = s->id;
 	c->inflight++;
-	if (s->pending == 0)
+	if (c->chunked) {
+		s->state = SLOT_MEMORY;
+		batch_memory_grant_locked(c);
+		if (!s->has_mem)    /* only next() may resolve it (budget.c) */
+			pthread_cond_broadcast(&c->ready_cv);
+	} else if (s->pending == 0) {
 		slot_assemble_locked(c, s);
+	}
 	return 1;
+}
+
+/* Block @g is cached for this pass, or on its way (a block decoded into
+ * its batch is not read again for the read-ahead either). */
+static int cached_or_coming(const struct loader_core *c, uint64_t g)
+{
+	int32_t have = c->block_entry[g];
+
+	return have >= 0 && (c->entries[have].direct ||
+			     cache_usable(c, &c->entries[have]));
 }
 
 /*
@@ -252,7 +275,7 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 		i = c->ahead_batch * batch + c->ahead_rec;
 		sampler_span(&c->sampler, i, &c->ahead_memo, &sp);
 		if (sp.nblocks == 0) {
-			sp.one = block_of(c, sp.record);
+			sp.one = loader_block_of(c, sp.record);
 			sp.blocks = &sp.one;
 			sp.nblocks = 1;
 		}
@@ -265,7 +288,7 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 				full = 1; /* come back to this span */
 				break;
 			}
-			if (c->block_entry[g] >= 0 || range_block(c, g) ||
+			if (cached_or_coming(c, g) || range_block(c, g) ||
 			    (sp.nblocks == 1 &&
 			     direct_would_take(c, c->ahead_batch, c->ahead_rec,
 					       g)) ||
@@ -273,7 +296,7 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 				continue;
 			c->entries[e].ahead = 1;
 			c->ahead_inflight++;
-			prepare_read(c, e);
+			entry_prepare_read(c, e);
 			c->submit[(*nsubmit)++] = &c->entries[e].rd;
 		}
 		if (full)
@@ -374,6 +397,14 @@ void *io_thread_main(void *arg)
 			}
 			if (planned <= 0)
 				break;
+		}
+		/* Chunks of batches in flight go on while planning is
+		 * paused: a restart waits for those batches. */
+		if (!c->stop && !c->failed && c->chunked) {
+			chunks_claim_locked(c, &nsubmit);
+			if (nsubmit)
+				submit_locked(c, nsubmit);
+			nsubmit = 0;
 		}
 		if (!c->stop && !c->planning_paused && !c->failed) {
 			read_ahead_locked(c, &nsubmit);

@@ -125,6 +125,7 @@ static void free_core(struct loader_core *c)
 		free(s->rec_entry);
 		free(s->rec_in_block);
 		free(s->entries);
+		free(s->chunk_rows);
 		slot_ranges_free(s);
 		free(s->runs);
 		if (s->own_host)
@@ -139,7 +140,8 @@ static void free_core(struct loader_core *c)
 	sampler_destroy(&c->sampler);
 	free(c->slots);
 	free(c->fifo);
-	free(c->jobs);
+	free(c->decode_jobs.ring);
+	free(c->batch_jobs.ring);
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
@@ -221,7 +223,8 @@ static int grow_slots_locked(struct loader_core *c)
 		return -ENOMEM;
 	if (slot_init(c, s, c->nslots)) {
 		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
-		free(s->entries), slot_ranges_free(s), free(s->runs), free(s);
+		free(s->entries), free(s->chunk_rows), slot_ranges_free(s);
+		free(s->runs), free(s);
 		return -ENOMEM;
 	}
 	c->slots[c->nslots++] = s;
@@ -328,6 +331,55 @@ static void stop_threads(struct loader_core *c)
 	c->nworkers = 0;
 }
 
+/* Cache entries for batches that touch @need blocks: two batches' worth
+ * and the read-ahead's, or as many as cache_bytes holds. */
+static uint64_t cache_entries(const struct loader_core *c, uint64_t need)
+{
+	uint64_t entries = 2 * need + 2 * c->ahead_max;
+
+	if (c->cfg.cache_bytes && c->nblocks) {
+		/* as many entries as blocks of the average size fit */
+		uint64_t stored = 0;
+
+		for (uint32_t s = 0; s < c->ds->nshards; s++)
+			stored += c->ds->shards[s].stored_bytes;
+		stored = stored / c->nblocks + 4096;
+		if (c->cfg.cache_bytes / stored > entries)
+			entries = c->cfg.cache_bytes / stored;
+	}
+	if (entries > c->nblocks)
+		entries = c->nblocks;
+	if (entries < need)
+		entries = need;
+	if (entries == 0)
+		entries = 1;
+	return entries;
+}
+
+/* The ring, the job queues and the threads, once the memory is set. */
+static int open_rest(struct loader_core *c, char *err, size_t errlen)
+{
+	int r;
+
+	/* Reads land only in the io pool: register just that. */
+	r = open_ring(c, c->arena, c->io_bytes, err, errlen);
+	if (r)
+		return r;
+
+	c->decode_jobs.cap = c->nentries + 16;
+	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
+	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
+	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
+	/* One batch's block and range reads, or the read-ahead's. */
+	c->reads_max = c->nentries + c->ranges_max_reads;
+	c->submit = calloc(c->reads_max, sizeof(*c->submit));
+	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
+	if (!c->decode_jobs.ring || !c->batch_jobs.ring || !c->submit ||
+	    !c->reaped)
+		return -ENOMEM;
+	return start_threads(c);
+}
+
 static int open_core(struct loader_core *c,
 		     const struct sampler_stream_spec *specs, uint32_t nspecs,
 		     char *err, size_t errlen)
@@ -368,29 +420,14 @@ static int open_core(struct loader_core *c,
 	need = cache_needed(c, c->cfg.batch_size);
 	if (c->ranges_all)
 		need = 1;       /* no block is read whole (ranges.c) */
+	chunks_init(c);
 	c->need = need;
 	/* Read-ahead keeps two blocks per decode worker coming, looking no
 	 * further ahead than that many blocks' worth of records. */
 	c->ahead_max = 2 * c->cfg.decode_threads;
 	c->ahead_records = c->nblocks
 		? c->ahead_max * (c->ds->record_count / c->nblocks + 1) : 0;
-	entries = 2 * need + 2 * c->ahead_max;
-	if (c->cfg.cache_bytes && c->nblocks) {
-		/* as many entries as blocks of the average size fit */
-		uint64_t stored = 0;
-
-		for (uint32_t s = 0; s < c->ds->nshards; s++)
-			stored += c->ds->shards[s].stored_bytes;
-		stored = stored / c->nblocks + 4096;
-		if (c->cfg.cache_bytes / stored > entries)
-			entries = c->cfg.cache_bytes / stored;
-	}
-	if (entries > c->nblocks)
-		entries = c->nblocks;
-	if (entries < need)
-		entries = need;
-	if (entries == 0)
-		entries = 1;
+	entries = cache_entries(c, need);
 
 	c->slots_cap = c->cfg.prefetch_depth + SLOT_GROWTH_MAX;
 	c->slots = calloc(c->slots_cap, sizeof(*c->slots));
@@ -404,6 +441,14 @@ static int open_core(struct loader_core *c,
 		return r;
 	}
 	r = budget_open(c, entries, batch_fixed, err, errlen);
+	if (r == -ENOSPC && c->chunks_possible && need > chunk_blocks(c)) {
+		/* A batch's blocks do not fit at once: gather it a chunk of
+		 * blocks at a time (chunks.c). */
+		c->chunked = 1;
+		c->need = need = chunk_blocks(c);
+		entries = cache_entries(c, need);
+		r = budget_open(c, entries, batch_fixed, err, errlen);
+	}
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
 	views_init(c);
@@ -413,21 +458,7 @@ static int open_core(struct loader_core *c,
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)
 		return r;
-	/* Reads land only in the io pool: register just that. */
-	r = open_ring(c, c->arena, c->io_bytes, err, errlen);
-	if (r)
-		return r;
-
-	c->jobs_cap = c->nentries +
-		      c->slots_cap * (c->cfg.decode_threads + 1) + 16;
-	c->jobs = calloc(c->jobs_cap, sizeof(*c->jobs));
-	/* One batch's block and range reads, or the read-ahead's. */
-	c->reads_max = c->nentries + c->ranges_max_reads;
-	c->submit = calloc(c->reads_max, sizeof(*c->submit));
-	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
-	if (!c->jobs || !c->submit || !c->reaped)
-		return -ENOMEM;
-	return start_threads(c);
+	return open_rest(c, err, errlen);
 }
 
 /* A handle that carries only an error message (NULL without memory). */

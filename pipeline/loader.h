@@ -62,7 +62,10 @@ struct cache_entry {
 	struct slot *direct_slot; /* decode into this batch (direct.c) [mu] */
 	uint32_t direct_row;    /* at this row of its tensor [mu] */
 	uint8_t *direct;        /* there; NULL: into scratch [mu] */
-	int forget;             /* viewed: drop the block once unpinned [mu] */
+	int forget;             /* decoded into a batch (direct.c): drop
+				   the block once unpinned [mu] */
+	int exposed;            /* viewed by batches of view_pass, whose
+				   consumers may write into it [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	struct io_read rd;
 };
@@ -133,6 +136,13 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
+	/* Gathered a chunk of blocks at a time (chunks.c): its rows
+	 * sorted by block (block << 24 | row), of which [chunk_lo,
+	 * chunk_hi) are the chunk pinned in entries. */
+	uint64_t *chunk_rows;   /* allocated only when the loader uses it */
+	int chunked;
+	int chunk_busy;         /* a chunk is pinned [mu] */
+	uint32_t chunk_lo, chunk_hi; /* [mu] */
 	/* Record-range reads (ranges.c), arrays allocated only when the
 	 * loader uses them.  The records whose rec_entry is RANGE_ENTRY are
 	 * read by range into range_buf (io pool), verified, then gathered. */
@@ -164,6 +174,12 @@ struct job {
 	int kind;
 	uint32_t id;            /* entry (decode) or slot (assemble) */
 	uint32_t part, parts;
+};
+
+/* A ring of jobs, bounded by construction (loader.c sizes it). */
+struct job_queue {
+	struct job *ring;
+	uint32_t cap, head, len;
 };
 
 struct stage_clock {
@@ -211,6 +227,11 @@ struct loader_core {
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */
+	int chunks_possible;        /* batches could gather a chunk of
+				       blocks at a time (chunks.c) */
+	int chunked;                /* they do: their blocks do not fit
+				       at once */
+	uint32_t chunks_inflight;   /* chunks pinned [mu] */
 	uint64_t *ahead_recs;       /* records of one batch for the
 				       read-ahead (direct.c) [mu] */
 	uint64_t ahead_recs_pass, ahead_recs_batch;
@@ -272,9 +293,14 @@ struct loader_core {
 	struct sampler_level earlier[SAMPLER_MAX_LEVELS];
 	uint64_t fresh_batches;     /* batches of an epoch started afresh */
 
-	/* jobs [mu] */
-	struct job *jobs;
-	uint32_t jobs_cap, jobs_head, jobs_len;
+	/* jobs [mu]: block decodes, and the jobs that finish batches
+	 * (assembly parts, range checks), which workers take first: each
+	 * hands the consumer a batch and the planner a slot and memory,
+	 * where a decode may only fill the cache ahead.  (Behind the
+	 * read-ahead's decodes, a batch whose blocks were ready waited for
+	 * all of them: batches then finished together and the workers went
+	 * idle together while the planner refilled the slots.) */
+	struct job_queue decode_jobs, batch_jobs;
 
 	/* threads */
 	pthread_t io_thread;
@@ -382,17 +408,21 @@ void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		uint32_t *entry);
 uint64_t cache_reclaimable(const struct loader_core *c);
+int cache_usable(const struct loader_core *c, const struct cache_entry *e);
 void cache_evict_all(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 
 /* io_thread.c */
 void *io_thread_main(void *arg);
+uint64_t loader_block_of(const struct loader_core *c, uint64_t r);
+void entry_prepare_read(struct loader_core *c, uint32_t i);
 const struct shard_block *loader_block(const struct loader_core *c,
 				       uint64_t g, uint32_t *shard);
 
 /* decode.c */
 void *decode_worker_main(void *arg);
 void jobs_push_locked(struct loader_core *c, struct job j);
+int jobs_pop_locked(struct loader_core *c, struct job *j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
 void slot_assemble_locked(struct loader_core *c, struct slot *s);
 
@@ -422,6 +452,16 @@ void direct_init(struct loader_core *c);
 void direct_plan_locked(struct loader_core *c, struct slot *s);
 int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 		      uint64_t g);
+
+/* chunks.c */
+void chunks_init(struct loader_core *c);
+uint64_t chunk_blocks(const struct loader_core *c);
+int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
+void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
+void chunk_ready_locked(struct loader_core *c, struct slot *s);
+uint64_t chunk_gather_part(struct loader_core *c, struct slot *s,
+			   uint32_t lo, uint32_t hi);
+int chunk_done_locked(struct loader_core *c, struct slot *s);
 
 /* ranges.c */
 int ranges_open(struct loader_core *c, char *err, size_t errlen);

@@ -17,9 +17,12 @@
  * tensors.  Its records are the batch's own within an epoch (a mixture
  * whose stream repeats is the exception: no views there); so that no
  * other batch sees such writes, an entry is viewed only by batches of one
- * epoch and only when no batch of a later epoch claimed it, a later
- * epoch's claim reads the block again into another entry (cache.c), and
- * the entry is dropped from the cache once its last pin goes.
+ * pass and only when no batch of a later pass claimed it, and a later
+ * pass's claim reads the block again into another entry (cache.c).
+ * Within its pass the entry stays cached after its last view goes: the
+ * pass's next batches take the block's other records, which no consumer
+ * has seen (dropping it re-read and re-decoded every block that a fast
+ * consumer released before the planner reached its next batch).
  *
  * CUDA batches are copied to the device from the batch pool, which the
  * device mirrors; views stay on the host device.
@@ -113,7 +116,7 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 		/* free there: the entry's memory is its own */
 		(void)pool_take(&c->view_pool, e->mem_off, e->mem_len);
 	}
-	e->forget = 1;
+	e->exposed = 1;
 	s->viewed = 1;
 	s->host = NULL;
 	s->has_mem = 1;

@@ -137,6 +137,9 @@ close(r["read_bytes"] / s / 1e9, r["read_gbps"], "read GB/s")
 close(r["decoded_bytes"] / s / 1e9, r["decoded_gbps"], "decoded GB/s")
 close(r["assembled_bytes"] / s / 1e9, r["assembled_gbps"], "assembled GB/s")
 close(r["records"] / s, r["samples_per_s"], "samples/s")
+per_record = b["dataset"]["raw_bytes"] / b["dataset"]["records"]
+close(r["samples_per_s"] * per_record / 1e9, r["delivered_gbps"], "delivered GB/s")
+close(r["cpu_seconds"] / (r["records"] * per_record / 1e9), r["cpu_s_per_gb_delivered"], "CPU s/GB delivered")
 close(r["cpu_seconds"] / (r["decoded_bytes"] / 1e9), r["cpu_s_per_gb"], "CPU s/GB")
 close(r["consumer_wait_seconds"] / s, r["consumer_wait_fraction"], "wait fraction")
 if r["records"] != 2 * b["dataset"]["records"]:

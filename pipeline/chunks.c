@@ -1,0 +1,282 @@
+/*
+ * chunks.c - batches gathered a few blocks at a time (issue 12).
+ *
+ * Under full shuffle a batch's records live in as many blocks as it has
+ * records; pinning them all at once (as the planner does for other
+ * batches) needs batch_size blocks of io memory: a gigabyte for batch 256
+ * of 4 MiB blocks.  When every field is fixed-shape a record's row in
+ * the batch is known before its block is read, so such a batch takes its
+ * batch memory first (in batch order, as budget.c requires), sorts its
+ * rows by block, and walks them in chunks: the next c->need blocks are
+ * pinned all at once, read and decoded; the assembly copies their rows
+ * into place; the blocks are unpinned and the next chunk goes.  io memory
+ * then holds a chunk's blocks per batch in flight, not a batch's.  The
+ * price: a block is read again for every batch that needs it once it has
+ * left the cache, so chunks are only used when a batch's blocks do not
+ * fit the budget (loader.c asks budget_open() first); raw data of format
+ * v3 has record-range reads (ranges.c) instead.
+ *
+ * A chunk's blocks are claimed all or none, and a claimed chunk needs
+ * nothing else to finish (its batch has its memory), so chunks never wait
+ * on each other.  Records whose block fails (on_error=skip) would move
+ * the rows after them: such loaders, and those reading record ranges
+ * (ranges.c), pin whole batches as before.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+/* Blocks pinned per chunk: enough for every worker to decode a few at
+ * once; more only costs io memory. */
+#define CHUNK_BLOCKS_PER_WORKER 4u
+#define CHUNK_BLOCKS_MIN 8u
+
+void chunks_init(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+
+	c->chunks_possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
+			     !c->ranges &&
+			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
+			     sc->nfields > 0;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (sc->fields[f].variable)
+			c->chunks_possible = 0;
+}
+
+/* Blocks a chunk may pin: the cache is sized for this many (c->need). */
+uint64_t chunk_blocks(const struct loader_core *c)
+{
+	uint64_t n = (uint64_t)c->cfg.decode_threads * CHUNK_BLOCKS_PER_WORKER;
+
+	return n < CHUNK_BLOCKS_MIN ? CHUNK_BLOCKS_MIN : n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define ROW_BITS 24     /* batch_size <= 1 << 24 (loader.c) */
+#define ROW_MASK ((1ull << ROW_BITS) - 1)
+
+/*
+ * Plan @s, holding @count records of batch c->plan_batch: its rows are
+ * known (fixed-shape fields), so it asks for its batch memory now;
+ * chunks_claim_locked() pins its blocks once it has it.  Its rows are
+ * sorted by block, so that each chunk takes all of a block's rows and a
+ * block is read once per batch while it is cached.
+ * @return: 0, or -ENOSPC when one batch is larger than the batch memory.
+ */
+int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
+{
+	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
+		s->tensors[k].shape[0] = count;
+	s->host_bytes = slot_place_tensors(c, s);
+	if (s->host_bytes > c->batch_pool.size) {
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu needs %llu bytes, more than the %llu bytes of batch memory memory_bytes allows: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			(unsigned long long)c->plan_batch,
+			(unsigned long long)c->plan_epoch,
+			(unsigned long long)s->host_bytes,
+			(unsigned long long)c->batch_pool.size);
+		return -ENOSPC;
+	}
+	for (uint32_t r = 0; r < count; r++) {
+		uint64_t g = loader_block_of(c, s->indices[r]);
+
+		s->rec_in_block[r] = (uint32_t)(s->indices[r] -
+						c->block_first[g]);
+		s->chunk_rows[r] = g << ROW_BITS | r;
+	}
+	qsort(s->chunk_rows, count, sizeof(*s->chunk_rows), cmp_u64);
+	s->count = count;
+	s->delivered = count;
+	s->truncated = 0;
+	s->nentries = 0;
+	s->pending = 0;
+	s->nranged = 0;
+	s->chunk_lo = s->chunk_hi = 0;
+	s->chunked = 1;
+	return 0;
+}
+
+/* Pin the blocks of the rows from s->chunk_lo on (in block order), at
+ * most c->need of them and io_need_bytes of io memory, and read those
+ * not cached.  @return: 1 when
+ * claimed, 0 when entries or io memory are short (nothing is pinned). */
+static int claim_chunk_locked(struct loader_core *c, struct slot *s,
+			      unsigned *nsubmit)
+{
+	uint32_t p = s->chunk_lo, nread = 0, shard;
+	uint64_t last = UINT64_MAX, bytes = 0;
+
+	s->nentries = 0;
+	for (; p < s->count; p++) {
+		uint64_t g = s->chunk_rows[p] >> ROW_BITS;
+		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK), e;
+
+		if (g != last) {
+			/* at most c->need blocks and half the io memory (or
+			 * one block): a chunk fits beside any other */
+			uint64_t len = block_io_bytes(loader_block(c, g, &shard));
+
+			if (s->nentries == c->need ||
+			    (s->nentries && bytes + len > c->io_need_bytes))
+				break;
+			bytes += len;
+			if (cache_claim(c, g, 0, &e) < 0) {
+				for (uint32_t k = 0; k < s->nentries; k++)
+					cache_unpin(c, s->entries[k]);
+				s->nentries = 0;
+				return 0;
+			}
+			s->entries[s->nentries++] = e;
+			last = g;
+		}
+		s->rec_entry[r] = s->entries[s->nentries - 1];
+	}
+	s->chunk_hi = p;
+	s->pending = 0;
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *ce = &c->entries[s->entries[k]];
+
+		switch (ce->state) {
+		case ENTRY_EMPTY:
+			entry_prepare_read(c, s->entries[k]);
+			c->submit[*nsubmit + nread++] = &ce->rd;
+			/* fall through */
+		case ENTRY_READING:
+		case ENTRY_DECODING:
+			ce->waiters[ce->nwaiters++] = s->id;
+			s->pending++;
+			break;
+		default:
+			atomic_fetch_add(&c->cache_hits, 1);
+			break;
+		}
+	}
+	*nsubmit += nread;
+	c->chunks_inflight++;
+	if (s->pending == 0)
+		chunk_ready_locked(c, s);
+	return 1;
+}
+
+/*
+ * Claim the next chunk of every batch that has its memory and no chunk
+ * in flight, in batch order; the reads go to c->submit.  When a chunk
+ * cannot get its blocks with no other chunk or read-ahead in flight, the
+ * cached blocks may split the io memory: they are dropped once, then the
+ * chunk fails -ENOSPC.
+ */
+void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
+{
+	for (uint32_t k = 0; k < c->fifo_len && !c->failed; k++) {
+		struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
+						  c->slots_cap]];
+
+		if (!s->chunked || s->state != SLOT_ASSEMBLING ||
+		    s->chunk_busy || s->chunk_lo >= s->count)
+			continue;
+		if (claim_chunk_locked(c, s, nsubmit)) {
+			s->chunk_busy = 1;
+			continue;
+		}
+		if (c->chunks_inflight || c->ahead_inflight)
+			return;    /* their blocks come back: wait */
+		cache_evict_all(c);
+		if (claim_chunk_locked(c, s, nsubmit)) {
+			s->chunk_busy = 1;
+			continue;
+		}
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu: %llu blocks of its records do not fit at once in the %llu bytes of io memory memory_bytes leaves: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			(unsigned long long)s->batch,
+			(unsigned long long)s->epoch,
+			(unsigned long long)c->need,
+			(unsigned long long)c->io_bytes);
+		return;
+	}
+}
+
+/* The chunk's blocks are decoded (or failed): copy its records into
+ * their rows, in parallel parts; a failed block fails the batch. */
+void chunk_ready_locked(struct loader_core *c, struct slot *s)
+{
+	uint32_t parts = (s->chunk_hi - s->chunk_lo) / 32;
+
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		const struct cache_entry *e = &c->entries[s->entries[k]];
+
+		if (e->state == ENTRY_FAILED && !s->error)
+			s->error = e->error;
+	}
+	if (s->error) {
+		s->parts_left = 1;
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
+		return;
+	}
+	if (parts > c->nworkers)
+		parts = c->nworkers;
+	if (parts == 0)
+		parts = 1;
+	s->parts_left = parts;
+	for (uint32_t p = 0; p < parts; p++)
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, p, parts });
+}
+
+/*
+ * The chunk's records are in their rows.  @return: 1 when the batch is
+ * done (the caller finishes it), 0 when its blocks are unpinned and the
+ * I/O thread claims the next chunk.
+ */
+int chunk_done_locked(struct loader_core *c, struct slot *s)
+{
+	c->chunks_inflight--;
+	s->chunk_busy = 0;
+	if (s->error || s->chunk_hi >= s->count) {
+		/* no more chunks: slot_finish() unpins this one */
+		s->chunk_lo = s->count;
+		return 1;
+	}
+	for (uint32_t k = 0; k < s->nentries; k++)
+		cache_unpin(c, s->entries[k]);
+	s->nentries = 0;
+	s->chunk_lo = s->chunk_hi;
+	return 0;
+}
+
+/* Copy the chunk's rows at sorted positions [@lo, @hi) from their
+ * decoded blocks into the batch (every field fixed-shape).  @return:
+ * the bytes copied. */
+uint64_t chunk_gather_part(struct loader_core *c, struct slot *s,
+			   uint32_t lo, uint32_t hi)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t bytes = 0;
+
+	for (uint32_t p = lo; p < hi; p++) {
+		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK);
+		const struct cache_entry *e = &c->entries[s->rec_entry[r]];
+
+		for (uint32_t f = 0; f < sc->nfields; f++) {
+			uint64_t rb = sc->fields[f].record_bytes, len;
+			const uint8_t *src;
+
+			block_view_get(sc, &e->view, f, s->rec_in_block[r],
+				       &src, &len);
+			memcpy(s->host + s->tensors[f].offset +
+				       (uint64_t)r * rb,
+			       src, rb);
+			bytes += rb;
+		}
+	}
+	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+	return bytes;
+}
