@@ -135,6 +135,24 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	return slot_ranges_init(c, s);
 }
 
+/* Free slot @s (NULL is fine) and what it owns, at close or after a
+ * failed slot_init. */
+void slot_free(struct slot *s)
+{
+	if (!s)
+		return;
+	free(s->indices);
+	free(s->rec_entry);
+	free(s->rec_in_block);
+	free(s->entries);
+	free(s->chunk_rows);
+	slot_ranges_free(s);
+	free(s->runs);
+	if (s->own_host)
+		free(s->host);
+	free(s);
+}
+
 /* Drop one reference; the last returns the slot and its memory. */
 void slot_release_ref(struct loader_core *c, struct slot *s)
 {

@@ -116,22 +116,8 @@ static int env_int(const char *name, int fallback)
 
 static void free_core(struct loader_core *c)
 {
-	for (uint32_t i = 0; c->slots && i < c->nslots; i++) {
-		struct slot *s = c->slots[i];
-
-		if (!s)
-			continue;
-		free(s->indices);
-		free(s->rec_entry);
-		free(s->rec_in_block);
-		free(s->entries);
-		free(s->chunk_rows);
-		slot_ranges_free(s);
-		free(s->runs);
-		if (s->own_host)
-			free(s->host);
-		free(s);
-	}
+	for (uint32_t i = 0; c->slots && i < c->nslots; i++)
+		slot_free(c->slots[i]);
 	io_ring_destroy(c->ring);
 	ranges_close(c);
 	cache_destroy(c);
@@ -222,9 +208,7 @@ static int grow_slots_locked(struct loader_core *c)
 	if (!s)
 		return -ENOMEM;
 	if (slot_init(c, s, c->nslots)) {
-		free(s->indices), free(s->rec_entry), free(s->rec_in_block);
-		free(s->entries), free(s->chunk_rows), slot_ranges_free(s);
-		free(s->runs), free(s);
+		slot_free(s);
 		return -ENOMEM;
 	}
 	c->slots[c->nslots++] = s;

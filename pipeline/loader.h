@@ -440,6 +440,7 @@ static inline uint64_t tensor_bytes(const struct tensor_desc *t)
 int slot_layout(struct loader_core *c, uint64_t *fixed_bytes);
 uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s);
 int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
+void slot_free(struct slot *s);
 void slot_release_ref(struct loader_core *c, struct slot *s);
 
 /* view.c */
