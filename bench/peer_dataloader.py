@@ -162,8 +162,10 @@ def run(torch, kind, name, make_loader, epochs):
     records = nbytes = 0
     peak = TreePeak(os.getpid()).start()
     cpu0 = cpu_seconds()
+    t_open = time.perf_counter()
     loader = make_loader()
     t0 = time.perf_counter()
+    open_cpu = cpu_seconds() - cpu0
     for _ in range(epochs):
         for b in loader:
             if hasattr(b, "items"):     # a sluice batch: name -> tensor
@@ -179,10 +181,13 @@ def run(torch, kind, name, make_loader, epochs):
     if it is not None and hasattr(it, "_shutdown_workers"):
         it._shutdown_workers()
     cpu = cpu_seconds() - cpu0
+    mem = peak.stop()
+    cpu -= mem["sampler_cpu_s"]     # the sampler thread runs in this process
     out = {"name": name, "records": records, "seconds": secs,
+           "open_seconds": t0 - t_open, "open_cpu_seconds": open_cpu,
            "samples_per_s": records / secs, "gbps": nbytes / secs / 1e9,
            "cpu_s_per_gb": cpu / (nbytes / 1e9) if nbytes else 0.0}
-    out.update(peak.stop())
+    out.update(mem)
     return out
 
 
