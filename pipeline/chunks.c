@@ -113,7 +113,7 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 			      unsigned *nsubmit)
 {
-	uint32_t p = s->chunk_lo, nread = 0, shard;
+	uint32_t p = s->chunk_lo, shard;
 	uint64_t last = UINT64_MAX, bytes = 0;
 
 	s->nentries = 0;
@@ -143,25 +143,7 @@ static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 	}
 	s->chunk_hi = p;
 	s->pending = 0;
-	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *ce = &c->entries[s->entries[k]];
-
-		switch (ce->state) {
-		case ENTRY_EMPTY:
-			entry_prepare_read(c, s->entries[k]);
-			c->submit[*nsubmit + nread++] = &ce->rd;
-			/* fall through */
-		case ENTRY_READING:
-		case ENTRY_DECODING:
-			ce->waiters[ce->nwaiters++] = s->id;
-			s->pending++;
-			break;
-		default:
-			atomic_fetch_add(&c->cache_hits, 1);
-			break;
-		}
-	}
-	*nsubmit += nread;
+	slot_await_entries_locked(c, s, nsubmit);
 	c->chunks_inflight++;
 	if (s->pending == 0)
 		chunk_ready_locked(c, s);
@@ -222,13 +204,7 @@ void chunk_ready_locked(struct loader_core *c, struct slot *s)
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
-	if (parts > c->nworkers)
-		parts = c->nworkers;
-	if (parts == 0)
-		parts = 1;
-	s->parts_left = parts;
-	for (uint32_t p = 0; p < parts; p++)
-		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, p, parts });
+	assemble_jobs_push_locked(c, s, parts);
 }
 
 /*

@@ -266,8 +266,6 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 /* The batch has its memory: copy the records in, in parallel parts. */
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
-	uint32_t parts;
-
 	s->state = SLOT_ASSEMBLING;
 	if (s->chunked) {
 		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
@@ -277,7 +275,13 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 	s->gathering = slot_gathers(c, s);
 	write_variable_index(c, s);
 	/* Enough records per part to amortise the hand-off. */
-	parts = s->gathering ? 1 : s->delivered / 32;
+	assemble_jobs_push_locked(c, s, s->gathering ? 1 : s->delivered / 32);
+}
+
+/* Queue slot @s's assembly as @parts jobs (1 to one per worker). */
+void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
+			       uint32_t parts)
+{
 	if (parts > c->nworkers)
 		parts = c->nworkers;
 	if (parts == 0)

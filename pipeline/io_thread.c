@@ -79,6 +79,35 @@ static struct slot *free_slot(struct loader_core *c)
 	return NULL;
 }
 
+/* Slot @s waits for those of its pinned blocks not yet decoded: the
+ * ones not read yet join c->submit (after *@nsubmit entries, which it
+ * advances), the rest already on their way only count @s as a waiter. */
+void slot_await_entries_locked(struct loader_core *c, struct slot *s,
+			       unsigned *nsubmit)
+{
+	uint32_t nread = 0;
+
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *ce = &c->entries[s->entries[k]];
+
+		switch (ce->state) {
+		case ENTRY_EMPTY:
+			entry_prepare_read(c, s->entries[k]);
+			c->submit[*nsubmit + nread++] = &ce->rd;
+			/* fall through */
+		case ENTRY_READING:
+		case ENTRY_DECODING:
+			ce->waiters[ce->nwaiters++] = s->id;
+			s->pending++;
+			break;
+		default:
+			atomic_fetch_add(&c->cache_hits, 1);
+			break;
+		}
+	}
+	*nsubmit += nread;
+}
+
 /*
  * Plan the next batch into a free slot.  @return: 1 when planned (its
  * reads appended to c->submit, *nsubmit updated), 0 when it has to wait
@@ -87,7 +116,7 @@ static struct slot *free_slot(struct loader_core *c)
  */
 static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 {
-	uint32_t count, nread = 0;
+	uint32_t count;
 	struct slot *s;
 
 	if (c->plan_batch >= c->sampler.nbatches) {
@@ -194,25 +223,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		direct_plan_locked(c, s);
 	/* Every block is pinned: read the new ones, wait for those on
 	 * their way. */
-	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *ce = &c->entries[s->entries[k]];
-
-		switch (ce->state) {
-		case ENTRY_EMPTY:
-			entry_prepare_read(c, s->entries[k]);
-			c->submit[*nsubmit + nread++] = &ce->rd;
-			/* fall through */
-		case ENTRY_READING:
-		case ENTRY_DECODING:
-			ce->waiters[ce->nwaiters++] = s->id;
-			s->pending++;
-			break;
-		default:
-			atomic_fetch_add(&c->cache_hits, 1);
-			break;
-		}
-	}
-	*nsubmit += nread;
+	slot_await_entries_locked(c, s, nsubmit);
 	c->plan_compacted = 0;
 planned:
 	s->state = SLOT_WAITING;

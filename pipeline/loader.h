@@ -416,6 +416,8 @@ uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 void *io_thread_main(void *arg);
 uint64_t loader_block_of(const struct loader_core *c, uint64_t r);
 void entry_prepare_read(struct loader_core *c, uint32_t i);
+void slot_await_entries_locked(struct loader_core *c, struct slot *s,
+			       unsigned *nsubmit);
 const struct shard_block *loader_block(const struct loader_core *c,
 				       uint64_t g, uint32_t *shard);
 
@@ -521,5 +523,7 @@ void batch_memory_release_end_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
 void batch_memory_drop_waiting_locked(struct loader_core *c);
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
+void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
+			       uint32_t parts);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */
