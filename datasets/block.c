@@ -50,7 +50,8 @@ uint64_t block_field_offset(const struct shard_schema *s, uint32_t n,
 	return align_up_u64(off, 8);
 }
 
-int block_view_init(const struct shard_schema *s, const void *raw,
+int block_view_init(const struct shard_schema *s,
+		    const uint64_t *max_value_bytes, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out)
 {
 	const uint8_t *base = raw;
@@ -69,6 +70,8 @@ int block_view_init(const struct shard_schema *s, const void *raw,
 		if (sf->variable) {
 			const uint64_t *offs;
 			uint64_t table = ((uint64_t)n + 1) * 8u, data_len;
+			uint64_t bound = max_value_bytes ? max_value_bytes[f]
+							 : UINT64_MAX;
 
 			if (table > raw_size - off)
 				return -SLUICE_ECORRUPT;
@@ -80,7 +83,7 @@ int block_view_init(const struct shard_schema *s, const void *raw,
 			for (uint32_t i = 0; i < n; i++) {
 				if (offs[i + 1] < offs[i] ||
 				    (offs[i + 1] - offs[i]) % sf->unit_bytes ||
-				    offs[i + 1] - offs[i] > sf->max_value_bytes)
+				    offs[i + 1] - offs[i] > bound)
 					return -SLUICE_ECORRUPT;
 			}
 			data_len = offs[n];

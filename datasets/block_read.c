@@ -42,8 +42,9 @@ static int fail(const struct shard_file *sf, uint64_t b, int r, const char *what
 	return r;
 }
 
-int block_read(struct block_reader *br, int fd, const struct shard_file *sf,
-	       uint64_t b, struct block_view *view, char *err, size_t errlen)
+int block_read(struct block_reader *br, int fd, const struct shard_schema *s,
+	       const struct shard_file *sf, uint64_t b, struct block_view *view,
+	       char *err, size_t errlen)
 {
 	const struct shard_block *blk;
 	const void *raw;
@@ -87,8 +88,8 @@ int block_read(struct block_reader *br, int fd, const struct shard_file *sf,
 				      : r == -SLUICE_ECORRUPT
 					      ? "decoded size mismatch"
 					      : sluice_strerror(r), err, errlen);
-	r = block_view_init(&sf->schema, raw, blk->raw_size, blk->record_count,
-			    view);
+	r = block_view_init(s, sf->max_value_bytes, raw, blk->raw_size,
+			    blk->record_count, view);
 	if (r < 0)
 		return fail(sf, b, -SLUICE_ECORRUPT, "bad block layout (offset "
 			    "tables or section sizes)", err, errlen);
@@ -105,10 +106,11 @@ void block_reader_free(struct block_reader *br)
 	*br = (struct block_reader){ 0 };
 }
 
-int shard_read_field(const struct shard_file *sf, uint32_t f, uint8_t *out,
+int shard_read_field(const struct shard_schema *s,
+		     const struct shard_file *sf, uint32_t f, uint8_t *out,
 		     char *err, size_t errlen)
 {
-	uint64_t rb = sf->schema.fields[f].record_bytes;
+	uint64_t rb = s->fields[f].record_bytes;
 	int fd, r = 0;
 
 	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
@@ -120,8 +122,7 @@ int shard_read_field(const struct shard_file *sf, uint32_t f, uint8_t *out,
 	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
 		uint64_t off = blk->offset +
-			       block_field_offset(&sf->schema,
-						  blk->record_count, f);
+			       block_field_offset(s, blk->record_count, f);
 
 		if (blk->codec != DLS_CODEC_RAW)
 			continue;

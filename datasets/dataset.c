@@ -76,7 +76,10 @@ static int expand_item(struct path_list *l, const char *item, char *err,
 	return r;
 }
 
-static int finish_dataset(struct dataset *ds, char *err, size_t errlen)
+/* Totals over the shards; @differs: the first shard whose fields are not
+ * the dataset's (open_shards), UINT32_MAX for none. */
+static int finish_dataset(struct dataset *ds, uint32_t differs, char *err,
+			  size_t errlen)
 {
 	uint64_t total = 0;
 
@@ -86,7 +89,7 @@ static int finish_dataset(struct dataset *ds, char *err, size_t errlen)
 	for (uint32_t i = 0; i < ds->nshards; i++) {
 		struct shard_file *sf = &ds->shards[i];
 
-		if (!schema_equal(&sf->schema, &ds->schema)) {
+		if (i == differs) {
 			errf(err, errlen,
 			     "%s: schema differs from %s", sf->path,
 			     i ? ds->shards[0].path : ds->source);
@@ -100,12 +103,6 @@ static int finish_dataset(struct dataset *ds, char *err, size_t errlen)
 			     sf->path);
 			return -SLUICE_ECORRUPT;
 		}
-		for (uint32_t f = 0; f < ds->schema.nfields; f++) {
-			uint64_t m = sf->schema.fields[f].max_value_bytes;
-
-			if (m > ds->schema.fields[f].max_value_bytes)
-				ds->schema.fields[f].max_value_bytes = m;
-		}
 		if (sf->max_stored > ds->max_stored)
 			ds->max_stored = sf->max_stored;
 		if (sf->max_raw > ds->max_raw)
@@ -118,21 +115,43 @@ static int finish_dataset(struct dataset *ds, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Open the shards.  The dataset holds the schema once: the manifest's
+ * when it set one, else the first shard's; its max_value_bytes become
+ * the max over the shards, while each shard keeps only its own bounds.
+ * The first shard whose fields differ goes into @differs, for
+ * finish_dataset to report after the identity checks.
+ */
 static int open_shards(struct dataset *ds, char *const *paths, size_t n,
-		       char *err, size_t errlen)
+		       uint32_t *differs, char *err, size_t errlen)
 {
+	struct shard_schema s;
 	int r;
 
+	*differs = UINT32_MAX;
 	if (n > UINT32_MAX)
 		return -E2BIG;
 	ds->shards = calloc(n ? n : 1, sizeof(*ds->shards));
 	if (!ds->shards)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		r = shard_open(paths[i], &ds->shards[i], err, errlen);
+		r = shard_open(paths[i], &ds->shards[i], &s, err, errlen);
 		if (r < 0)
 			return r;
 		ds->nshards = (uint32_t)(i + 1);
+		if (ds->schema.nfields == 0)
+			ds->schema = s;
+		if (!schema_equal(&s, &ds->schema)) {
+			if (*differs == UINT32_MAX)
+				*differs = (uint32_t)i;
+			continue;
+		}
+		for (uint32_t f = 0; f < s.nfields; f++) {
+			uint64_t m = s.fields[f].max_value_bytes;
+
+			if (m > ds->schema.fields[f].max_value_bytes)
+				ds->schema.fields[f].max_value_bytes = m;
+		}
 	}
 	return 0;
 }
@@ -218,6 +237,7 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 	struct path_list l = { 0 };
 	struct manifest m;
 	char path[4096];
+	uint32_t differs;
 	int r;
 
 	r = manifest_read(dir, &m, err, errlen);
@@ -235,7 +255,7 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 		if (r < 0)
 			goto out;
 	}
-	r = open_shards(ds, l.v, l.n, err, errlen);
+	r = open_shards(ds, l.v, l.n, &differs, err, errlen);
 	if (r < 0) {
 		if (r == -ENOENT)
 			errf(err, errlen, "%s/%s: shard %s listed in the "
@@ -265,7 +285,7 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 			goto out;
 		}
 	}
-	r = finish_dataset(ds, err, errlen);
+	r = finish_dataset(ds, differs, err, errlen);
 	if (r == 0 && ds->record_count != m.records) {
 		r = -SLUICE_ECORRUPT;
 		errf(err, errlen, "%s/%s: says %llu records, shards hold %llu",
@@ -324,6 +344,7 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 {
 	struct path_list l = { 0 };
 	struct stat st;
+	uint32_t differs;
 	int r;
 
 	memset(out, 0, sizeof(*out));
@@ -349,7 +370,7 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 		errf(err, errlen, "%s: no shard files", path);
 		goto out;
 	}
-	r = open_shards(out, l.v, l.n, err, errlen);
+	r = open_shards(out, l.v, l.n, &differs, err, errlen);
 	if (r < 0)
 		goto out;
 	/* One shard named exactly is the caller's choice (tools inspect
@@ -358,8 +379,7 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 		r = check_identities(out, NULL, NULL, err, errlen);
 	if (r < 0)
 		goto out;
-	out->schema = out->shards[0].schema;
-	r = finish_dataset(out, err, errlen);
+	r = finish_dataset(out, differs, err, errlen);
 out:
 	path_list_free(&l);
 	if (r < 0) {
@@ -537,7 +557,7 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 		dataset_set_error(ds, "%s: %s", sf->path, sluice_strerror(r));
 		return r;
 	}
-	r = block_read(&br, fd, sf, b, &view, err, sizeof(err));
+	r = block_read(&br, fd, &ds->d.schema, sf, b, &view, err, sizeof(err));
 	close(fd);
 	if (r < 0) {
 		dataset_set_error(ds, "%s", err);

@@ -16,19 +16,23 @@
 
 /*
  * shard_parse - validate a header page and an index against @file_size
- * and fill @out.  Pure (no I/O): the fuzz target calls it directly.
+ * and fill @out, and @schema with the header's fields (their
+ * max_value_bytes this shard's, as out->max_value_bytes).  The caller
+ * keeps the schema: once per dataset, compared with schema_equal.  Pure
+ * (no I/O): the fuzz target calls it directly.
  * @header: DLS_HEADER_SIZE bytes; @index, @index_len: the index bytes (may
  * be NULL/0 to validate the header alone, then out->blocks is NULL).
  * On failure writes "PATH: offset N: what" into @err and returns
- * -SLUICE_EFORMAT or -SLUICE_ECORRUPT; @out is left empty.
+ * -SLUICE_EFORMAT, -SLUICE_ECORRUPT or -ENOMEM; @out and @schema are left
+ * empty.
  */
 int shard_parse(const char *path, const void *header, const void *index,
 		size_t index_len, uint64_t file_size, struct shard_file *out,
-		char *err, size_t errlen);
+		struct shard_schema *schema, char *err, size_t errlen);
 
 /* shard_open - pread header and index of @path and shard_parse() them. */
-int shard_open(const char *path, struct shard_file *out, char *err,
-	       size_t errlen);
+int shard_open(const char *path, struct shard_file *out,
+	       struct shard_schema *schema, char *err, size_t errlen);
 void shard_file_free(struct shard_file *sf);
 
 /* Schema conversion and checks shared by writer and reader. */
@@ -55,10 +59,19 @@ uint64_t block_field_offset(const struct shard_schema *s, uint32_t n,
  * fixed-shape.  On failure writes "PATH: block B: offset O: what".
  * @return: 0, -errno, -SLUICE_ECORRUPT (short file).
  */
-int shard_read_field(const struct shard_file *sf, uint32_t f, uint8_t *out,
+int shard_read_field(const struct shard_schema *s,
+		     const struct shard_file *sf, uint32_t f, uint8_t *out,
 		     char *err, size_t errlen);
 
-int block_view_init(const struct shard_schema *s, const void *raw,
+/*
+ * block_view_init - check a decoded block's layout (@n records of the
+ * fields @s) and view it.  @max_value_bytes: per field, the largest value
+ * a variable field may hold (the shard's own, sf->max_value_bytes); NULL:
+ * unbounded (only for blocks the caller laid out itself: the writer).
+ * @return: 0, -EINVAL (@raw not 8-byte aligned), -SLUICE_ECORRUPT.
+ */
+int block_view_init(const struct shard_schema *s,
+		    const uint64_t *max_value_bytes, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out);
 
 /* block_verify - the XXH3-64 of @blk's stored bytes against its index

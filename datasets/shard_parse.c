@@ -38,6 +38,7 @@ static int is_pow2(uint64_t v)
 /* Checks one index entry against the header and the previous entry. */
 static int parse_block(const char *path, const struct dls_index_entry_disk *e,
 		       uint64_t entry_off, const struct shard_file *sf,
+		       const struct shard_schema *schema,
 		       uint64_t index_offset, uint64_t prev_end,
 		       uint64_t next_record, char *err, size_t errlen)
 {
@@ -86,7 +87,7 @@ static int parse_block(const char *path, const struct dls_index_entry_disk *e,
 		     (unsigned long long)e->stored_size,
 		     (unsigned long long)e->raw_size);
 	/* Offset tables and fixed sections need at least this much. */
-	min_raw = block_layout_size(&sf->schema, e->record_count, NULL);
+	min_raw = block_layout_size(schema, e->record_count, NULL);
 	if (min_raw > e->raw_size)
 		FAIL(-SLUICE_ECORRUPT, entry_off + IDX_OFF(raw_size),
 		     "raw size %llu too small for %u records (needs %llu)",
@@ -181,9 +182,30 @@ fail:
 	return r;
 }
 
+/* The shard's own bounds on its variable fields' values, kept apart
+ * from the schema that its dataset holds once. */
+static int keep_value_bounds(struct shard_file *sf,
+			     const struct shard_schema *schema)
+{
+	uint32_t f;
+
+	for (f = 0; f < schema->nfields; f++)
+		if (schema->fields[f].variable)
+			break;
+	if (f == schema->nfields)
+		return 0;
+	sf->max_value_bytes = calloc(schema->nfields,
+				     sizeof(*sf->max_value_bytes));
+	if (!sf->max_value_bytes)
+		return -ENOMEM;
+	for (f = 0; f < schema->nfields; f++)
+		sf->max_value_bytes[f] = schema->fields[f].max_value_bytes;
+	return 0;
+}
+
 int shard_parse(const char *path, const void *header, const void *index,
 		size_t index_len, uint64_t file_size, struct shard_file *out,
-		char *err, size_t errlen)
+		struct shard_schema *schema, char *err, size_t errlen)
 {
 	struct dls_header_disk h;
 	struct shard_file sf;
@@ -193,6 +215,7 @@ int shard_parse(const char *path, const void *header, const void *index,
 	int r = 0;
 
 	memset(out, 0, sizeof(*out));
+	memset(schema, 0, sizeof(*schema));
 	memset(&sf, 0, sizeof(sf));
 	if (!path)
 		path = "(shard)";
@@ -226,7 +249,7 @@ int shard_parse(const char *path, const void *header, const void *index,
 	if (r < 0)
 		goto fail;
 	sf.version = h.version;
-	r = schema_from_disk(h.fields, h.field_count, &sf.schema, &bad_field,
+	r = schema_from_disk(h.fields, h.field_count, schema, &bad_field,
 			     what, sizeof(what));
 	if (r < 0) {
 		uint64_t off = h.field_count < 1 || h.field_count > DLS_MAX_FIELDS
@@ -279,10 +302,8 @@ int shard_parse(const char *path, const void *header, const void *index,
 		     (unsigned long long)h.index_length,
 		     (unsigned long long)file_size);
 	sf.index_offset = h.index_offset;
-	if (!index) {
-		*out = sf;
+	if (!index)
 		goto done;
-	}
 	if (index_len != h.index_length)
 		FAIL(-SLUICE_ECORRUPT, h.index_offset,
 		     "index is %zu bytes, header says %llu", index_len,
@@ -304,8 +325,9 @@ int shard_parse(const char *path, const void *header, const void *index,
 		uint64_t entry_off = h.index_offset + b * sizeof(e);
 
 		memcpy(&e, (const uint8_t *)index + b * sizeof(e), sizeof(e));
-		r = parse_block(path, &e, entry_off, &sf, h.index_offset,
-				prev_end, next_record, err, errlen);
+		r = parse_block(path, &e, entry_off, &sf, schema,
+				h.index_offset, prev_end, next_record, err,
+				errlen);
 		if (r < 0)
 			goto fail;
 		sf.blocks[b] = (struct shard_block){
@@ -341,19 +363,18 @@ int shard_parse(const char *path, const void *header, const void *index,
 		     "header says %llu raw bytes, blocks hold %llu",
 		     (unsigned long long)h.raw_bytes,
 		     (unsigned long long)raw_sum);
-	*out = sf;
 done:
-	out->path = strdup(path);
-	if (!out->path) {
-		free(out->blocks);
-		memset(out, 0, sizeof(*out));
+	sf.path = strdup(path);
+	if (!sf.path || keep_value_bounds(&sf, schema) < 0) {
 		errf(err, errlen, "%s: out of memory", path);
-		return -ENOMEM;
+		r = -ENOMEM;
+		goto fail;
 	}
+	*out = sf;
 	return 0;
 fail:
-	free(sf.blocks);
-	memset(out, 0, sizeof(*out));
+	shard_file_free(&sf);
+	memset(schema, 0, sizeof(*schema));
 	return r;
 }
 
@@ -377,8 +398,8 @@ int pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-int shard_open(const char *path, struct shard_file *out, char *err,
-	       size_t errlen)
+int shard_open(const char *path, struct shard_file *out,
+	       struct shard_schema *schema, char *err, size_t errlen)
 {
 	uint8_t *header = NULL, *index = NULL;
 	struct shard_file hdr_only;
@@ -386,6 +407,7 @@ int shard_open(const char *path, struct shard_file *out, char *err,
 	int fd, r;
 
 	memset(out, 0, sizeof(*out));
+	memset(schema, 0, sizeof(*schema));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
@@ -424,7 +446,7 @@ int shard_open(const char *path, struct shard_file *out, char *err,
 	}
 	/* The header alone says where the index is and how long. */
 	r = shard_parse(path, header, NULL, 0, (uint64_t)st.st_size, &hdr_only,
-			err, errlen);
+			schema, err, errlen);
 	if (r < 0)
 		goto out;
 	{
@@ -447,9 +469,11 @@ int shard_open(const char *path, struct shard_file *out, char *err,
 			goto out;
 		}
 		r = shard_parse(path, header, index, ilen, (uint64_t)st.st_size,
-				out, err, errlen);
+				out, schema, err, errlen);
 	}
 out:
+	if (r < 0)
+		memset(schema, 0, sizeof(*schema));
 	free(header);
 	free(index);
 	close(fd);
@@ -462,5 +486,6 @@ void shard_file_free(struct shard_file *sf)
 		return;
 	free(sf->path);
 	free(sf->blocks);
+	free(sf->max_value_bytes);
 	memset(sf, 0, sizeof(*sf));
 }

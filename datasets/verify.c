@@ -40,8 +40,10 @@ static void problem(struct verifier *v, const char *fmt, ...)
 }
 
 /* Block @b's records against their checksums (format v3). */
-static void verify_record_sums(struct verifier *v, const struct shard_file *sf,
-			       uint64_t b, const struct block_view *view,
+static void verify_record_sums(struct verifier *v,
+			       const struct shard_schema *schema,
+			       const struct shard_file *sf, uint64_t b,
+			       const struct block_view *view,
 			       const uint64_t *sums)
 {
 	const struct shard_block *blk = &sf->blocks[b];
@@ -49,7 +51,7 @@ static void verify_record_sums(struct verifier *v, const struct shard_file *sf,
 	for (uint32_t i = 0; i < blk->record_count; i++) {
 		uint64_t rec = blk->first_record + i;
 
-		if (record_checksum_view(&sf->schema, view, i) == sums[rec])
+		if (record_checksum_view(schema, view, i) == sums[rec])
 			continue;
 		problem(v, "%s: block %llu: offset %llu: record %llu: record "
 			"checksum mismatch (the checksum is at offset %llu)",
@@ -60,7 +62,8 @@ static void verify_record_sums(struct verifier *v, const struct shard_file *sf,
 	}
 }
 
-static void verify_blocks(struct verifier *v, const struct shard_file *sf)
+static void verify_blocks(struct verifier *v, const struct shard_schema *schema,
+			  const struct shard_file *sf)
 {
 	struct block_reader br = { 0 };
 	struct block_view view;
@@ -86,33 +89,35 @@ static void verify_blocks(struct verifier *v, const struct shard_file *sf)
 			have_sums = 1;
 	}
 	for (uint64_t b = 0; b < sf->block_count; b++) {
-		if (block_read(&br, fd, sf, b, &view, err, sizeof(err)) < 0) {
+		if (block_read(&br, fd, schema, sf, b, &view, err,
+			       sizeof(err)) < 0) {
 			problem(v, "%s", err);
 			continue;
 		}
 		if (have_sums)
-			verify_record_sums(v, sf, b, &view, sums);
+			verify_record_sums(v, schema, sf, b, &view, sums);
 	}
 	close(fd);
 	free(sums);
 	block_reader_free(&br);
 }
 
-/* Verify one shard; fills @sf (caller frees) when its header and index
- * are sound, else leaves it empty.  @schema: the schema it must have. */
+/* Verify one shard; fills @sf (caller frees) and @own, its schema, when
+ * its header and index are sound, else leaves them empty.  @schema: the
+ * schema it must have. */
 static void verify_shard(struct verifier *v, const char *path,
 			 const struct shard_schema *schema,
-			 struct shard_file *sf)
+			 struct shard_file *sf, struct shard_schema *own)
 {
 	char err[512];
 
-	if (shard_open(path, sf, err, sizeof(err)) < 0) {
+	if (shard_open(path, sf, own, err, sizeof(err)) < 0) {
 		problem(v, "%s", err);
 		return;
 	}
-	if (schema && !schema_equal(&sf->schema, schema))
+	if (schema && !schema_equal(own, schema))
 		problem(v, "%s: schema differs from the dataset's", path);
-	verify_blocks(v, sf);
+	verify_blocks(v, own, sf);
 }
 
 /* Identities of the shards verified so far, for the binding checks. */
@@ -224,9 +229,10 @@ static long verify_dir(struct verifier *v, const char *dir)
 		snprintf(path, sizeof(path), "%s/*%s", dir, DLS_SHARD_SUFFIX);
 		if (dataset_expand_paths(path, &paths, &n, NULL, 0) == 0) {
 			for (size_t i = 0; i < n; i++) {
+				struct shard_schema own;
 				struct shard_file sf;
 
-				verify_shard(v, paths[i], NULL, &sf);
+				verify_shard(v, paths[i], NULL, &sf, &own);
 				seen_add(v, &seen, &sf);
 				shard_file_free(&sf);
 			}
@@ -244,10 +250,11 @@ static long verify_dir(struct verifier *v, const char *dir)
 
 		for (uint32_t i = 0; i < m.nshards; i++) {
 			const struct manifest_shard *ms = &m.shards[i];
+			struct shard_schema own;
 			struct shard_file sf;
 
 			snprintf(path, sizeof(path), "%s/%s", dir, ms->file);
-			verify_shard(v, path, &m.schema, &sf);
+			verify_shard(v, path, &m.schema, &sf, &own);
 			if (sf.path && (sf.record_count != ms->records ||
 					sf.block_count != ms->blocks ||
 					sf.file_size != ms->bytes))
@@ -318,9 +325,10 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 		return got;
 	}
 	if (stat(path, &st) == 0) {
+		struct shard_schema own;
 		struct shard_file sf;
 
-		verify_shard(&v, path, NULL, &sf);
+		verify_shard(&v, path, NULL, &sf, &own);
 		shard_file_free(&sf);
 		return v.problems;
 	}
@@ -334,14 +342,15 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 		struct seen_shards seen = { 0 };
 
 		for (size_t i = 0; i < n; i++) {
+			struct shard_schema own;
 			struct shard_file sf;
 
 			/* The first sound shard sets the schema the others
 			 * must have. */
 			verify_shard(&v, paths[i], have_first ? &first : NULL,
-				     &sf);
+				     &sf, &own);
 			if (!have_first && sf.path) {
-				first = sf.schema;
+				first = own;
 				have_first = 1;
 			}
 			seen_add(&v, &seen, &sf);

@@ -43,8 +43,10 @@ static int record_sums(const struct shard_schema *schema, struct wslot *s)
 		if (!s->sums)
 			return -ENOMEM;
 	}
-	/* The writer laid the block out itself: a failure is a bug. */
-	if (block_view_init(schema, s->raw, s->raw_size, s->records, &v) < 0)
+	/* The writer laid the block out itself (no bound on its values: it
+	 * grows as records come): a failure is a bug. */
+	if (block_view_init(schema, NULL, s->raw, s->raw_size, s->records,
+			    &v) < 0)
 		return -EINVAL;
 	for (uint32_t i = 0; i < s->records; i++)
 		s->sums[i] = record_checksum_view(schema, &v, i);
@@ -122,11 +124,6 @@ int wpool_start(struct wpool *p, uint32_t nthreads, int level,
 	memset(p, 0, sizeof(*p));
 	p->level = level;
 	p->schema = *schema;
-	/* The writer's bound on values grows as records come, and its own
-	 * blocks need no check against it. */
-	for (uint32_t f = 0; f < p->schema.nfields; f++)
-		if (p->schema.fields[f].variable)
-			p->schema.fields[f].max_value_bytes = UINT64_MAX;
 	p->nthreads = nthreads;
 	/* Two blocks per worker keep them busy while the oldest is written. */
 	p->nslots = 2 * nthreads + 2;

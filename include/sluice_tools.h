@@ -28,8 +28,9 @@ struct shard_field {
 	uint64_t item_bytes;    /* bits / 8 * lanes */
 	uint64_t record_bytes;  /* fixed: bytes per record; variable: 0 */
 	uint64_t unit_bytes;    /* variable: item_bytes * prod(shape[1:]) */
-	uint64_t max_value_bytes; /* variable: largest value (header field
-				     max_value_bytes; max over shards) */
+	uint64_t max_value_bytes; /* variable: largest value (a shard's
+				     header field max_value_bytes; a
+				     dataset's: the max over its shards) */
 	int variable;
 };
 
@@ -74,13 +75,18 @@ struct shard_file {
 	uint64_t max_stored;    /* largest block, stored and raw */
 	uint64_t max_raw;
 	struct shard_block *blocks; /* owned, block_count entries */
-	struct shard_schema schema;
+	/* Owned: this shard's own header bound per field (0 for a fixed
+	 * field), which its blocks' values must keep to; NULL when no field
+	 * is variable.  The fields themselves are the dataset's (or, for a
+	 * shard opened alone, the schema shard_open filled): a dataset holds
+	 * its schema once, not once per shard. */
+	uint64_t *max_value_bytes;
 };
 
 /* A dataset: shards in order with one schema. */
 struct dataset {
 	char *source;               /* the path given to open, owned */
-	struct shard_schema schema;
+	struct shard_schema schema; /* max_value_bytes: the shards' max */
 	uint32_t nshards;
 	struct shard_file *shards;  /* owned */
 	uint64_t *shard_first;      /* global index of each shard's record 0;
@@ -135,14 +141,18 @@ struct block_reader {
 /*
  * block_read - read block @b of @sf from @fd (open on sf->path), check its
  * XXH3, decompress it, and build its view in @view, which points into @br
- * until the next block_read or block_reader_free.  No size from the index
- * is trusted for an allocation before the data agrees with it.  On failure
- * writes "PATH: block B: offset O: what" into @err.
+ * until the next block_read or block_reader_free.  @s: the fields of
+ * @sf's dataset (or the schema shard_open filled); values are bounded by
+ * @sf's own max_value_bytes.  No size from the index is trusted for an
+ * allocation before the data agrees with it.  On failure writes
+ * "PATH: block B: offset O: what" into @err.
  * @return: 0, -errno (read), -ENOMEM, -SLUICE_ECORRUPT (short file,
- *	checksum, sizes, layout), -SLUICE_EZSTD.
+ *	checksum, sizes, layout, a value over the shard's bound),
+ *	-SLUICE_EZSTD.
  */
-int block_read(struct block_reader *br, int fd, const struct shard_file *sf,
-	       uint64_t b, struct block_view *view, char *err, size_t errlen);
+int block_read(struct block_reader *br, int fd, const struct shard_schema *s,
+	       const struct shard_file *sf, uint64_t b, struct block_view *view,
+	       char *err, size_t errlen);
 void block_reader_free(struct block_reader *br);
 
 /* Field @f of record @i (0-based within the block). */

@@ -90,12 +90,12 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	return 0;
 }
 
-/* The schema of the shard a block belongs to: its own max_value_bytes
- * bound its values (verify checks the same). */
-static const struct shard_schema *block_schema(const struct loader_core *c,
-						uint64_t block)
+/* The max_value_bytes of the shard a block belongs to: its own bound on
+ * the values of variable field @f (verify checks the same). */
+static uint64_t block_value_bound(const struct loader_core *c, uint64_t block,
+				  uint32_t f)
 {
-	return &c->ds->shards[c->block_shard[block]].schema;
+	return c->ds->shards[c->block_shard[block]].max_value_bytes[f];
 }
 
 /*
@@ -127,7 +127,7 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 
 			block_view_get(sc, &e->view, f, s->rec_in_block[r], &p,
 				       &len);
-			if (len > block_schema(c, e->block)->fields[f].max_value_bytes) {
+			if (len > block_value_bound(c, e->block, f)) {
 				uint32_t shard;
 				const struct shard_block *blk =
 					loader_block(c, e->block, &shard);
@@ -140,8 +140,8 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 					(unsigned long long)blk->offset,
 					(unsigned long long)s->indices[r],
 					fd->f.name, (unsigned long long)len,
-					(unsigned long long)block_schema(c, e->block)
-						->fields[f].max_value_bytes);
+					(unsigned long long)block_value_bound(
+						c, e->block, f));
 				return -SLUICE_ECORRUPT;
 			}
 			if (len > big_len) {
@@ -334,7 +334,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		r = block_decode(dctx, blk, stored, 0, into,
 				 into ? blk->raw_size : 0, &raw);
 	if (!r)
-		r = block_view_init(&c->ds->shards[shard].schema, raw,
+		r = block_view_init(&c->ds->schema,
+				    c->ds->shards[shard].max_value_bytes, raw,
 				    blk->raw_size, blk->record_count, &e->view);
 	uint64_t t1 = now_ns();
 

@@ -120,7 +120,7 @@ static int load_resident_fields(struct loader_core *c, char *err,
 			return -ENOMEM;
 		total += len;
 		for (uint32_t s = 0; s < ds->nshards; s++) {
-			int r = shard_read_field(&ds->shards[s], f,
+			int r = shard_read_field(sc, &ds->shards[s], f,
 						 c->range_resident[f] +
 							 ds->shard_first[s] * rb,
 						 err, errlen);

@@ -398,12 +398,13 @@ static void check_v2(const char *v3dir)
 static int parse(const uint8_t *img, size_t n, char *err, size_t cap)
 {
 	struct dls_header_disk h;
+	struct shard_schema schema;
 	struct shard_file sf;
 	int r;
 
 	memcpy(&h, img, sizeof(h));
 	r = shard_parse("x.dls", img, img + h.index_offset,
-			(size_t)h.index_length, n, &sf, err, cap);
+			(size_t)h.index_length, n, &sf, &schema, err, cap);
 	shard_file_free(&sf);
 	return r;
 }

@@ -68,11 +68,12 @@ static int cat_one(const char *path, uint64_t index, const char *field)
 	return 0;
 }
 
-/* Hash every record of one shard; @first is its first global index. */
-static int hash_shard(const struct shard_file *sf, uint64_t first,
+/* Hash every record of one shard (of the fields @s); @first is its first
+ * global index. */
+static int hash_shard(const struct shard_schema *s,
+		      const struct shard_file *sf, uint64_t first,
 		      struct block_reader *br, char *err, size_t errlen)
 {
-	const struct shard_schema *s = &sf->schema;
 	int fd, r = 0;
 
 	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
@@ -85,7 +86,7 @@ static int hash_shard(const struct shard_file *sf, uint64_t first,
 		const struct shard_block *blk = &sf->blocks[b];
 		struct block_view v;
 
-		r = block_read(br, fd, sf, b, &v, err, errlen);
+		r = block_read(br, fd, s, sf, b, &v, err, errlen);
 		for (uint32_t i = 0; r == 0 && i < blk->record_count; i++)
 			for (uint32_t f = 0; f < s->nfields; f++) {
 				const uint8_t *p;
@@ -120,8 +121,8 @@ static int cat_hash(const char *path)
 	}
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	for (uint32_t s = 0; s < ds.nshards && r == 0; s++)
-		r = hash_shard(&ds.shards[s], ds.shard_first[s], &br, err,
-			       sizeof(err));
+		r = hash_shard(&ds.schema, &ds.shards[s], ds.shard_first[s],
+			       &br, err, sizeof(err));
 	block_reader_free(&br);
 	dataset_free(&ds);
 	if (fflush(stdout) != 0 && r == 0)

@@ -20,7 +20,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void touch_block(const struct shard_file *sf,
+static void touch_block(const struct shard_schema *s,
+			const struct shard_file *sf,
 			const struct shard_block *blk, const uint8_t *image,
 			ZSTD_DCtx *dctx, const uint64_t *sums)
 {
@@ -47,15 +48,15 @@ static void touch_block(const struct shard_file *sf,
 	if (block_decode(dctx, blk, stored, 0, scratch,
 			 scratch ? blk->raw_size : 0, &raw) != 0)
 		goto out;
-	if (block_view_init(&sf->schema, raw, blk->raw_size, blk->record_count,
-			    &view) != 0)
+	if (block_view_init(s, sf->max_value_bytes, raw, blk->raw_size,
+			    blk->record_count, &view) != 0)
 		goto out;
-	for (uint32_t f = 0; f < sf->schema.nfields; f++) {
+	for (uint32_t f = 0; f < s->nfields; f++) {
 		for (uint32_t i = 0; i < blk->record_count; i++) {
 			const uint8_t *p;
 			uint64_t len;
 
-			block_view_get(&sf->schema, &view, f, i, &p, &len);
+			block_view_get(s, &view, f, i, &p, &len);
 			if (len) {
 				sink ^= p[0];
 				sink ^= p[len - 1];
@@ -63,7 +64,7 @@ static void touch_block(const struct shard_file *sf,
 		}
 	}
 	for (uint32_t i = 0; sums && i < blk->record_count; i++)
-		sink ^= (uint8_t)(record_checksum_view(&sf->schema, &view, i) ==
+		sink ^= (uint8_t)(record_checksum_view(s, &view, i) ==
 				  sums[blk->first_record + i]);
 out:
 	(void)sink;
@@ -74,6 +75,7 @@ out:
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dls_header_disk h;
+	struct shard_schema schema;
 	struct shard_file sf;
 	uint8_t *header, *index = NULL;
 	uint64_t *sums = NULL;
@@ -86,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(header, data, size < DLS_HEADER_SIZE ? size : DLS_HEADER_SIZE);
 	memcpy(&h, header, sizeof(h));
-	(void)shard_parse("fuzz", header, NULL, 0, size, &sf, err,
+	(void)shard_parse("fuzz", header, NULL, 0, size, &sf, &schema, err,
 			  sizeof(err));
 	shard_file_free(&sf);
 	if (h.index_offset <= size && h.index_length <= size - h.index_offset) {
@@ -97,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(index, data + h.index_offset, index_len);
 	}
 	if (!index || shard_parse("fuzz", header, index, index_len, size, &sf,
-				  err, sizeof(err)) != 0)
+				  &schema, err, sizeof(err)) != 0)
 		goto out;
 	/* Bounded by the parser: record_count * 8 bytes ending the image. */
 	if (sf.record_sums_length) {
@@ -111,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const struct shard_block *blk = &sf.blocks[b];
 
 		if (blk->offset <= size && blk->stored_size <= size - blk->offset)
-			touch_block(&sf, blk, data, dctx, sums);
+			touch_block(&schema, &sf, blk, data, dctx, sums);
 	}
 	ZSTD_freeDCtx(dctx);
 	free(sums);
