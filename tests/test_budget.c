@@ -752,25 +752,142 @@ static void check_lying_header(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Stream @n datasets to their end (no shuffle, batches of 10, blocks
+ * verified when @verify); the loader must fail as corrupt, naming
+ * @file's block 0 at offset 4096. */
+static void expect_corrupt_stream(sluice_dataset *const *ds, int n,
+				  int verify, const char *file)
+{
+	struct sluice_stream streams[2];
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	char msg[512];
+	int r;
+
+	T_ASSERT(n >= 1 && n <= 2);
+	for (int i = 0; i < n; i++)
+		streams[i] = (struct sluice_stream){ .dataset = ds[i],
+						     .weight = 1 };
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 10;
+	cfg.verify = verify;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(n == 1 ? sluice_loader_open(ds[0], &cfg, &ld)
+		    : sluice_loader_open_streams(streams, n, &cfg, &ld));
+	while ((r = sluice_loader_next(ld, &b)) == 0)
+		sluice_batch_release(b);
+	T_EQ(r, -SLUICE_ECORRUPT);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, file);
+	T_CONTAINS(msg, ": block 0: offset 4096");
+	sluice_loader_close(ld);
+}
+
+/* In @dir's dataset.json, the shard checksum @old becomes @new. */
+static void relist_checksum(const char *dir, uint64_t old, uint64_t new)
+{
+	char path[700], want[17], now[17], text[8192], *at;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
+	snprintf(want, sizeof(want), "%016llx", (unsigned long long)old);
+	snprintf(now, sizeof(now), "%016llx", (unsigned long long)new);
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	T_ASSERT(n > 0 && n < (ssize_t)sizeof(text) - 1);
+	text[n] = '\0';
+	at = strstr(text, want);
+	T_ASSERT(at != NULL);
+	patch(path, (uint64_t)(at - text), now, 16);
+}
+
+/* Block 0 of shard 0 of the dataset @dir made to verify again after a
+ * patch: its XXH3 in the index, the index's in the header, the header's
+ * (and the manifest's record of it). */
+static void reseal_block0(const char *dir)
+{
+	struct dls_index_entry_disk e;
+	struct dls_header_disk h;
+	uint8_t page[DLS_HEADER_SIZE], *blk, *index;
+	uint64_t sum, old;
+	char path[600];
+	int fd;
+
+	shard_path(dir, path, sizeof(path), 0);
+	fd = open(path, O_RDWR);
+	T_ASSERT(fd >= 0);
+	T_EQ(pread(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	memcpy(&h, page, sizeof(h));
+	index = malloc(h.index_length);
+	T_ASSERT(index != NULL);
+	T_EQ(pread(fd, index, h.index_length, (off_t)h.index_offset),
+	     (ssize_t)h.index_length);
+	memcpy(&e, index, sizeof(e));
+	T_EQ(e.offset, 4096);
+	T_EQ(e.codec, DLS_CODEC_RAW);
+	blk = malloc(e.stored_size);
+	T_ASSERT(blk != NULL);
+	T_EQ(pread(fd, blk, e.stored_size, (off_t)e.offset),
+	     (ssize_t)e.stored_size);
+	e.checksum = XXH3_64bits(blk, e.stored_size);
+	memcpy(index, &e, sizeof(e));
+	h.index_checksum = XXH3_64bits(index, h.index_length);
+	memcpy(page, &h, sizeof(h));
+	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
+	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
+	T_EQ(pwrite(fd, index, h.index_length, (off_t)h.index_offset),
+	     (ssize_t)h.index_length);
+	T_EQ(pwrite(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	close(fd);
+	free(blk);
+	free(index);
+	relist_checksum(dir, old, sum);
+}
+
+struct lines {
+	char text[4096];
+	size_t len;
+};
+
+static void collect(void *ctx, const char *line)
+{
+	struct lines *l = ctx;
+	int n = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s\n",
+			 line);
+
+	if (n > 0 && (size_t)n < sizeof(l->text) - l->len)
+		l->len += (size_t)n;
+}
+
 /*
  * Two parts written apart and merged (shards joined as they are): part
- * A's values are at most 9 bytes, B's at most 36.  Move A's record 8's
- * bytes into record 9 (17 bytes): within the dataset's bound, not A's
- * own.  Blocks are not verified, so only A's bound can catch it (verify
- * rejects A too).
+ * A's values are at most 9 bytes, B's at most 36, so the merged dataset's
+ * schema says 36.  Move A's record 8's bytes into record 9 (17 bytes):
+ * within the dataset's bound, not A's own.  Only A's own bound, which
+ * its shard keeps apart from the one schema the dataset holds, can catch
+ * it: first with blocks not verified; then with the block's checksums
+ * redone, through every reader: the loader with blocks verified, over
+ * the merged dataset and over a mixture of A and B (whose schema says
+ * 36 too), sluice_dataset_read and verify.
  */
 static void check_shard_bound(const char *dir)
 {
 	/* block 0 at 4096: x is 10 x 16 bytes, then v's offsets */
 	const uint64_t offsets_at = 4096 + 10 * 16;
-	struct sluice_loader_config cfg;
-	sluice_dataset *ds = NULL;
-	sluice_loader *ld = NULL;
+	sluice_dataset *ds[2] = { NULL, NULL };
 	uint64_t offs[11];
-	sluice_batch *b;
+	struct lines l = { { 0 }, 0 };
 	char a[600], bdir[600], merged[600], path[600], msg[512];
+	uint8_t buf[64];
+	size_t len;
 	const char *parts[2] = { a, bdir };
-	int fd, r;
+	int fd;
 
 	snprintf(a, sizeof(a), "%s/a", dir);
 	snprintf(bdir, sizeof(bdir), "%s/b", dir);
@@ -789,21 +906,38 @@ static void check_shard_bound(const char *dir)
 
 	snprintf(merged, sizeof(merged), "%s/merged", dir);
 	T_OK(sluice_merge(parts, 2, merged, 0, NULL, msg, sizeof(msg)));
-	T_OK(sluice_dataset_open(merged, &ds));
-	sluice_loader_config_init(&cfg);
-	cfg.shuffle = SLUICE_SHUFFLE_NONE;
-	cfg.batch_size = 10;
-	cfg.verify = 0;
-	cfg.device = SLUICE_DEVICE_HOST;
-	T_OK(sluice_loader_open(ds, &cfg, &ld));
-	while ((r = sluice_loader_next(ld, &b)) == 0)
-		sluice_batch_release(b);
-	T_EQ(r, -SLUICE_ECORRUPT);
-	sluice_loader_error(ld, msg, sizeof(msg));
-	T_CONTAINS(msg, "/merged/");
+	T_OK(sluice_dataset_open(merged, &ds[0]));
+	shard_path(merged, path, sizeof(path), 0);
+	expect_corrupt_stream(ds, 1, 0, path);
+	sluice_dataset_close(ds[0]);
+
+	reseal_block0(a);
+	snprintf(merged, sizeof(merged), "%s/merged-sealed", dir);
+	T_OK(sluice_merge(parts, 2, merged, 0, NULL, msg, sizeof(msg)));
+	T_OK(sluice_dataset_open(merged, &ds[0]));
+	T_EQ(dataset_table(ds[0])->schema.fields[1].max_value_bytes, 36);
+	T_EQ(dataset_table(ds[0])->shards[0].max_value_bytes[1], 9);
+	shard_path(merged, path, sizeof(path), 0);
+	expect_corrupt_stream(ds, 1, 1, path);
+	T_EQ(sluice_dataset_read(ds[0], 9, "v", buf, sizeof(buf), &len),
+	     -SLUICE_ECORRUPT);
+	sluice_dataset_error(ds[0], msg, sizeof(msg));
+	T_CONTAINS(msg, path);
 	T_CONTAINS(msg, ": block 0: offset 4096");
-	sluice_loader_close(ld);
-	sluice_dataset_close(ds);
+	/* B's shards read as before: 36 bytes is within their own bound */
+	T_OK(sluice_dataset_read(ds[0], 10 + 36, "v", buf, sizeof(buf), &len));
+	T_EQ(len, 36);
+	sluice_dataset_close(ds[0]);
+	T_EQ(dataset_verify(merged, collect, &l), 1);
+	T_CONTAINS(l.text, "data-00000.dls: block 0: offset 4096");
+	T_CONTAINS(l.text, "layout");
+
+	T_OK(sluice_dataset_open(a, &ds[0]));
+	T_OK(sluice_dataset_open(bdir, &ds[1]));
+	shard_path(a, path, sizeof(path), 0);
+	expect_corrupt_stream(ds, 2, 1, path);
+	sluice_dataset_close(ds[0]);
+	sluice_dataset_close(ds[1]);
 }
 
 int main(void)
