@@ -13,6 +13,7 @@
 
 #include "sluice.h"
 #include "t.h"
+#include "t_field.h"
 
 #define N 2500u
 #define IMG 700u
@@ -32,19 +33,9 @@ static inline void write_dataset(const char *dir, int level)
 	sluice_writer *w = NULL;
 	uint8_t buf[3][IMG];
 
-	memset(f, 0, sizeof(f));
-	snprintf(f[0].name, sizeof(f[0].name), "x");
-	f[0].dtype = (DLDataType){ kDLInt, 32, 1 };
-	f[0].ndim = 1;
-	f[0].shape[0] = 4;
-	snprintf(f[1].name, sizeof(f[1].name), "y");
-	f[1].dtype = (DLDataType){ kDLUInt, 16, 1 };
-	f[1].ndim = 1;
-	f[1].shape[0] = 3;
-	snprintf(f[2].name, sizeof(f[2].name), "img");
-	f[2].dtype = (DLDataType){ kDLUInt, 8, 1 };
-	f[2].ndim = 1;
-	f[2].shape[0] = IMG;
+	f[0] = t_field("x", (DLDataType){ kDLInt, 32, 1 }, 4);
+	f[1] = t_field("y", (DLDataType){ kDLUInt, 16, 1 }, 3);
+	f[2] = t_field("img", (DLDataType){ kDLUInt, 8, 1 }, IMG);
 	sluice_writer_config_init(&wc);
 	wc.block_size = 16384;          /* ~22 records a block */
 	wc.compression_level = level;

@@ -15,6 +15,7 @@
 
 #include "sluice.h"
 #include "t.h"
+#include "t_field.h"
 
 #ifndef FX_VLEN
 #define FX_VLEN(i) ((uint64_t)((i) % 37))
@@ -45,15 +46,8 @@ static inline void fx_write_range(const char *dir, uint64_t first, uint64_t n,
 	uint64_t vcap = 0;
 	int32_t x[4];
 
-	memset(f, 0, sizeof(f));
-	snprintf(f[0].name, sizeof(f[0].name), "x");
-	f[0].dtype = (DLDataType){ kDLInt, 32, 1 };
-	f[0].ndim = 1;
-	f[0].shape[0] = 4;
-	snprintf(f[1].name, sizeof(f[1].name), "v");
-	f[1].dtype = (DLDataType){ kDLUInt, 8, 1 };
-	f[1].ndim = 1;
-	f[1].shape[0] = -1;
+	f[0] = t_field("x", (DLDataType){ kDLInt, 32, 1 }, 4);
+	f[1] = t_field("v", (DLDataType){ kDLUInt, 8, 1 }, -1);
 	sluice_writer_config_init(&wc);
 	wc.block_size = block_size;
 	wc.compression_level = level;

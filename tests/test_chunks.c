@@ -10,6 +10,7 @@
  * pin all their blocks at once, and the same budget is refused.
  */
 #include "t.h"
+#include "t_field.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -45,10 +46,7 @@ static void write_dataset(const char *dir, int level)
 	int64_t y;
 
 	memset(f, 0, sizeof(f));
-	snprintf(f[0].name, sizeof(f[0].name), "x");
-	f[0].dtype = (DLDataType){ kDLUInt, 32, 1 };
-	f[0].ndim = 1;
-	f[0].shape[0] = 64;
+	f[0] = t_field("x", (DLDataType){ kDLUInt, 32, 1 }, 64);
 	snprintf(f[1].name, sizeof(f[1].name), "y");
 	f[1].dtype = (DLDataType){ kDLInt, 64, 1 };
 	f[1].ndim = 0;

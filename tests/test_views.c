@@ -11,6 +11,7 @@
  * uint16[3], each byte a function of the record index.
  */
 #include "t.h"
+#include "t_field.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -46,15 +47,8 @@ static void write_records(const char *dir, int level, uint64_t first,
 	int32_t x[4];
 	uint16_t y[3];
 
-	memset(f, 0, sizeof(f));
-	snprintf(f[0].name, sizeof(f[0].name), "x");
-	f[0].dtype = (DLDataType){ kDLInt, 32, 1 };
-	f[0].ndim = 1;
-	f[0].shape[0] = 4;
-	snprintf(f[1].name, sizeof(f[1].name), "y");
-	f[1].dtype = (DLDataType){ kDLUInt, 16, 1 };
-	f[1].ndim = 1;
-	f[1].shape[0] = 3;
+	f[0] = t_field("x", (DLDataType){ kDLInt, 32, 1 }, 4);
+	f[1] = t_field("y", (DLDataType){ kDLUInt, 16, 1 }, 3);
 	sluice_writer_config_init(&wc);
 	wc.block_size = block_size;
 	wc.compression_level = level;
@@ -748,11 +742,7 @@ static void write_tokens(const char *dir)
 	sluice_writer *w = NULL;
 	int32_t t[16];
 
-	memset(&f, 0, sizeof(f));
-	snprintf(f.name, sizeof(f.name), "t");
-	f.dtype = (DLDataType){ kDLInt, 32, 1 };
-	f.ndim = 1;
-	f.shape[0] = 16;
+	f = t_field("t", (DLDataType){ kDLInt, 32, 1 }, 16);
 	sluice_writer_config_init(&wc);
 	wc.block_size = 32 * sizeof(t);
 	wc.compression_level = 3;
