@@ -3,8 +3,9 @@
 # shards"): a 5,000-shard dataset under the usual soft limit of 1024
 # raises the soft limit toward the hard one and streams every record with
 # every shard open; under a hard limit of 1024 it streams every record
-# with shards opened on demand in the registered file table; when not even
-# a few shards fit, the error names the limit before any shard is opened.
+# with shards opened on demand in the registered file table, and bench's
+# disk probe reads them all; when not even a few shards fit, the error
+# names the limit before any shard is opened.
 set -u
 BUILD=${BUILD:-build}
 DS="$BUILD/dlpack-shard"
@@ -60,6 +61,9 @@ grep -q "hard limit 1024: at most [0-9]* of $N shards open at once" \
 	"$T/bench" || { cat "$T/bench"; fail "on-demand opening not reported"; }
 grep -q "files yes" "$T/bench" ||
 	{ cat "$T/bench"; fail "registered file table not used (1024)"; }
+# The disk limit reads every shard too, opening them in turn.
+grep -Eq '^ +disk +[0-9.]+ GB/s' "$T/bench" ||
+	{ cat "$T/bench"; fail "no disk limit under hard limit 1024"; }
 
 echo "== hard limit 70: a clear error naming the limit"
 sh -c "ulimit -n 70 && exec '$SL' stream '$T/ds'" >"$T/out" 2>"$T/err"

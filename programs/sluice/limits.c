@@ -4,7 +4,9 @@
  * table, sluice_tools.h):
  *   disk: every byte of every shard file read once with raw io_uring reads
  *         (1 MiB, queue depth 32, one ring, O_DIRECT when the filesystem
- *         takes it) - the ceiling for the loader's reads;
+ *         takes it; files opened in turn, so that a dataset of more
+ *         shards than RLIMIT_NOFILE allows is read too) - the ceiling for
+ *         the loader's reads;
  *   cpu:  one thread doing what a decode worker does to a sample of the
  *         blocks (up to 64 MiB stored): XXH3 verify, ZSTD_decompressDCtx
  *         for zstd blocks, and the memcpy of the decoded bytes (the
@@ -77,15 +79,56 @@ struct disk_read {
 
 struct disk_probe {
 	struct io_uring ring;
-	int *fds;
+	int *fds;               /* -1: not open (yet, or any more) */
+	uint32_t *inflight;     /* per file: its reads in the kernel */
 	uint32_t nfiles;
 	const struct shard_set *s;
 	uint32_t next_file;
 	uint64_t next_offset;
 	uint64_t bytes;
+	struct disk_limit *out;
+	char *err;
+	size_t errlen;
 };
 
-/* The next 1 MiB piece to read, in file order; 0 when none is left. */
+/* Open shard @i, with O_DIRECT unless the file refuses it. */
+static int open_file(struct disk_probe *p, uint32_t i)
+{
+	const char *path = p->s->d->shards[i].path;
+	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd < 0 && errno == EINVAL) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (p->out->direct)
+			snprintf(p->out->note, sizeof(p->out->note),
+				 "O_DIRECT refused on %s: buffered reads (page cache may serve them)",
+				 path);
+		p->out->direct = 0;
+	}
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(p->err, p->errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	p->fds[i] = fd;
+	return 0;
+}
+
+/* A file is closed once its last piece is queued and none is in flight:
+ * files are read in order, so at most DISK_QD + 1 are open at once. */
+static void maybe_close(struct disk_probe *p, uint32_t i)
+{
+	if (p->inflight[i] || p->fds[i] < 0 ||
+	    (i == p->next_file &&
+	     p->next_offset < p->s->d->shards[i].file_size))
+		return;
+	close(p->fds[i]);
+	p->fds[i] = -1;
+}
+
+/* The next 1 MiB piece to read, in file order, its file opened: 1; 0 when
+ * none is left; a negative errno when the file does not open. */
 static int next_piece(struct disk_probe *p, struct disk_read *rd)
 {
 	while (p->next_file < p->nfiles) {
@@ -93,6 +136,11 @@ static int next_piece(struct disk_probe *p, struct disk_read *rd)
 
 		if (p->next_offset < size) {
 			uint64_t left = size - p->next_offset;
+			int r;
+
+			if (p->fds[p->next_file] < 0 &&
+			    (r = open_file(p, p->next_file)) < 0)
+				return r;
 
 			rd->file = p->next_file;
 			rd->offset = p->next_offset;
@@ -119,6 +167,7 @@ static void queue_read(struct disk_probe *p, struct disk_read *rd)
 	io_uring_prep_read(sqe, p->fds[rd->file], rd->buf, rd->length,
 			   rd->offset);
 	io_uring_sqe_set_data(sqe, rd);
+	p->inflight[rd->file]++;
 }
 
 /* A completion: count it, continue a short read that is not at EOF,
@@ -128,6 +177,7 @@ static int reap(struct disk_probe *p, struct disk_read *rd, int res)
 {
 	uint64_t size = p->s->d->shards[rd->file].file_size;
 
+	p->inflight[rd->file]--;
 	if (res == -EAGAIN || res == -EINTR) {
 		queue_read(p, rd);
 		return 0;
@@ -157,10 +207,12 @@ static int run_reads(struct disk_probe *p, struct disk_read *rds)
 	for (;;) {
 		struct io_uring_cqe *cqe;
 
-		while (nfree > 0 && next_piece(p, free_list[nfree - 1])) {
+		while (nfree > 0 && (r = next_piece(p, free_list[nfree - 1])) > 0) {
 			queue_read(p, free_list[--nfree]);
 			inflight++;
 		}
+		if (r < 0)
+			return r;
 		if (inflight == 0)
 			return 0;
 		r = io_uring_submit_and_wait(&p->ring, 1);
@@ -174,6 +226,7 @@ static int run_reads(struct disk_probe *p, struct disk_read *rds)
 			if (r < 0)
 				return r;
 			if (r == 1) {
+				maybe_close(p, rd->file);
 				free_list[nfree++] = rd;
 				inflight--;
 			}
@@ -181,72 +234,49 @@ static int run_reads(struct disk_probe *p, struct disk_read *rds)
 	}
 }
 
-/* Open every shard, with O_DIRECT unless a file refuses it. */
-static int open_files(struct disk_probe *p, struct disk_limit *out,
-		      char *err, size_t errlen)
-{
-	out->direct = 1;
-	for (uint32_t i = 0; i < p->nfiles; i++) {
-		const char *path = p->s->d->shards[i].path;
-		int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-
-		if (fd < 0 && errno == EINVAL) {
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (out->direct)
-				snprintf(out->note, sizeof(out->note),
-					 "O_DIRECT refused on %s: buffered reads (page cache may serve them)",
-					 path);
-			out->direct = 0;
-		}
-		if (fd < 0) {
-			int e = errno;
-
-			snprintf(err, errlen, "%s: %s", path, strerror(e));
-			return -e;
-		}
-		p->fds[i] = fd;
-	}
-	return 0;
-}
-
 int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
 	       size_t errlen)
 {
-	struct disk_probe p = { .s = s, .nfiles = s->d->nshards };
+	struct disk_probe p = { .s = s, .nfiles = s->d->nshards, .out = out,
+				.err = err, .errlen = errlen };
 	struct disk_read rds[DISK_QD];
 	uint8_t *bufs = NULL;
 	uint64_t t0;
 	int r;
 
 	memset(out, 0, sizeof(*out));
+	if (errlen)
+		err[0] = '\0';
 	out->block_bytes = DISK_BLOCK;
 	out->queue_depth = DISK_QD;
+	out->direct = 1;
 	p.fds = malloc((p.nfiles ? p.nfiles : 1) * sizeof(int));
-	if (!p.fds)
+	p.inflight = calloc(p.nfiles ? p.nfiles : 1, sizeof(*p.inflight));
+	if (!p.fds || !p.inflight) {
+		free(p.fds);
+		free(p.inflight);
 		return -ENOMEM;
+	}
 	for (uint32_t i = 0; i < p.nfiles; i++)
 		p.fds[i] = -1;
 	r = posix_memalign((void **)&bufs, DISK_ALIGN,
 			   (size_t)DISK_QD * DISK_BLOCK);
 	if (r) {
 		free(p.fds);
+		free(p.inflight);
 		return -r;
 	}
 	for (uint32_t i = 0; i < DISK_QD; i++)
 		rds[i].buf = bufs + (size_t)i * DISK_BLOCK;
-	r = open_files(&p, out, err, errlen);
-	if (!r) {
-		r = io_uring_queue_init(DISK_QD, &p.ring, 0);
-		if (r)
-			snprintf(err, errlen, "io_uring_queue_init: %s",
-				 strerror(-r));
-	}
+	r = io_uring_queue_init(DISK_QD, &p.ring, 0);
+	if (r)
+		snprintf(err, errlen, "io_uring_queue_init: %s", strerror(-r));
 	if (!r) {
 		t0 = clock_ns();
 		r = run_reads(&p, rds);
 		out->seconds = (double)(clock_ns() - t0) / 1e9;
 		out->bytes = p.bytes;
-		if (r)
+		if (r && errlen && !err[0]) /* else: a file did not open */
 			snprintf(err, errlen, "disk probe read: %s",
 				 strerror(-r));
 		io_uring_queue_exit(&p.ring);
@@ -255,6 +285,7 @@ int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
 		if (p.fds[i] >= 0)
 			close(p.fds[i]);
 	free(p.fds);
+	free(p.inflight);
 	free(bufs);
 	return r;
 }
