@@ -223,9 +223,10 @@ print-libs:
 bench-data: all
 	@sh bench/make_data.sh
 
-# What the record count costs: open, first batch, epoch boundary, RSS.
-bench-scale: $(BUILD)/epoch_scale
-$(BUILD)/epoch_scale: bench/scale/epoch_scale.c $(STATIC)
+# What the record count costs: open, first batch, epoch boundary, RSS;
+# and where the memory of an open dataset goes.
+bench-scale: $(BUILD)/epoch_scale $(BUILD)/open_memory
+$(BUILD)/epoch_scale $(BUILD)/open_memory: $(BUILD)/%: bench/scale/%.c $(STATIC)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
 install: all
