@@ -219,9 +219,11 @@ static void write_variable_index(struct loader_core *c, struct slot *s)
 static void slot_finish(struct loader_core *c, struct slot *s);
 
 /*
- * All of the slot's blocks are decoded (or failed): size the batch and
- * ask for its memory; assembly goes on in slot_continue_assembly_locked()
- * once the memory is granted (at once, or when batches are released).
+ * All of the slot's pinned blocks are decoded (or failed).  A whole
+ * batch: size it and ask for its memory; assembly goes on in
+ * slot_continue_assembly_locked() once the memory is granted (at once,
+ * or when batches are released).  A batch assembled by chunks had its
+ * memory first: its current chunk is ready to copy (chunks.c).
  */
 void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
@@ -264,7 +266,8 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		pthread_cond_broadcast(&c->ready_cv);
 }
 
-/* The batch has its memory: copy the records in, in parallel parts. */
+/* The batch has its memory: copy the records in, in parallel parts; a
+ * batch assembled by chunks starts claiming them instead. */
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
 	s->state = SLOT_ASSEMBLING;
