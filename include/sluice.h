@@ -392,7 +392,10 @@ enum sluice_device_gather {
 					  fields are all fixed-shape */
 	SLUICE_DEVICE_GATHER_ON,   /* for every fixed-shape dataset (zstd:
 				      its decoded blocks are uploaded), also
-				      on the host device (test/diagnostic) */
+				      on the host device (test/diagnostic);
+				      not when a batch's blocks do not fit
+				      memory_bytes at once (stats.fallbacks
+				      says so) */
 	SLUICE_DEVICE_GATHER_OFF,  /* batches assembled on the CPU */
 };
 

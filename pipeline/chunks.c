@@ -1,5 +1,5 @@
 /*
- * chunks.c - batches gathered a few blocks at a time (issue 12).
+ * chunks.c - batches assembled a few blocks at a time (issue 12).
  *
  * Under full shuffle a batch's records live in as many blocks as it has
  * records; pinning them all at once (as the planner does for other
@@ -122,8 +122,9 @@ static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK), e;
 
 		if (g != last) {
-			/* at most c->need blocks and half the io memory (or
-			 * one block): a chunk fits beside any other */
+			/* at most c->need blocks and io_need_bytes (at most
+			 * half the io memory), or one block: a chunk fits
+			 * beside any other */
 			uint64_t len = block_io_bytes(loader_block(c, g, &shard));
 
 			if (s->nentries == c->need ||
@@ -208,22 +209,24 @@ void chunk_ready_locked(struct loader_core *c, struct slot *s)
 }
 
 /*
- * The chunk's records are in their rows.  @return: 1 when the batch is
- * done (the caller finishes it), 0 when its blocks are unpinned and the
- * I/O thread claims the next chunk.
+ * The chunk's records are in their rows: unpin its blocks.  @return: 1
+ * when the batch is done (the caller finishes it), 0 when the I/O thread
+ * claims the next chunk.  The blocks go back before chunks_inflight
+ * drops: the I/O thread takes "no chunk in flight" to mean that no io
+ * memory will come back, and would fail a claim that only had to wait
+ * for this chunk's.
  */
 int chunk_done_locked(struct loader_core *c, struct slot *s)
 {
-	c->chunks_inflight--;
-	s->chunk_busy = 0;
-	if (s->error || s->chunk_hi >= s->count) {
-		/* no more chunks: slot_finish() unpins this one */
-		s->chunk_lo = s->count;
-		return 1;
-	}
 	for (uint32_t k = 0; k < s->nentries; k++)
 		cache_unpin(c, s->entries[k]);
 	s->nentries = 0;
+	c->chunks_inflight--;
+	s->chunk_busy = 0;
+	if (s->error || s->chunk_hi >= s->count) {
+		s->chunk_lo = s->count;
+		return 1;
+	}
 	s->chunk_lo = s->chunk_hi;
 	return 0;
 }
@@ -231,7 +234,7 @@ int chunk_done_locked(struct loader_core *c, struct slot *s)
 /* Copy the chunk's rows at sorted positions [@lo, @hi) from their
  * decoded blocks into the batch (every field fixed-shape).  @return:
  * the bytes copied. */
-uint64_t chunk_gather_part(struct loader_core *c, struct slot *s,
+uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 			   uint32_t lo, uint32_t hi)
 {
 	const struct shard_schema *sc = &c->ds->schema;

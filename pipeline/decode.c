@@ -13,6 +13,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "assemble_test.h"
 #include "loader.h"
 
 void jobs_push_locked(struct loader_core *c, struct job j)
@@ -218,9 +219,11 @@ static void write_variable_index(struct loader_core *c, struct slot *s)
 static void slot_finish(struct loader_core *c, struct slot *s);
 
 /*
- * All of the slot's blocks are decoded (or failed): size the batch and
- * ask for its memory; assembly goes on in slot_continue_assembly_locked()
- * once the memory is granted (at once, or when batches are released).
+ * All of the slot's pinned blocks are decoded (or failed).  A whole
+ * batch: size it and ask for its memory; assembly goes on in
+ * slot_continue_assembly_locked() once the memory is granted (at once,
+ * or when batches are released).  A batch assembled by chunks had its
+ * memory first: its current chunk is ready to copy (chunks.c).
  */
 void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
@@ -263,7 +266,8 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		pthread_cond_broadcast(&c->ready_cv);
 }
 
-/* The batch has its memory: copy the records in, in parallel parts. */
+/* The batch has its memory: copy the records in, in parallel parts; a
+ * batch assembled by chunks starts claiming them instead. */
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
 	s->state = SLOT_ASSEMBLING;
@@ -525,6 +529,10 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		io_ring_wake(c->ring);
 }
 
+#ifdef SLUICE_TESTING
+void (*assemble_test_finish_hook)(struct loader_core *c);
+#endif
+
 static void run_assemble(struct loader_core *c, struct job j)
 {
 	struct slot *s = c->slots[j.id];
@@ -546,7 +554,7 @@ static void run_assemble(struct loader_core *c, struct job j)
 		if (s->gathering)
 			bytes = gather_plan(c, s);  /* the device copies */
 		else if (s->chunked)
-			bytes = chunk_gather_part(c, s, lo, hi);
+			bytes = chunk_copy_part(c, s, lo, hi);
 		else
 			bytes = assemble_part(c, s, lo, hi, &verify);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
@@ -567,10 +575,15 @@ static void run_assemble(struct loader_core *c, struct job j)
 	last = --s->parts_left == 0;
 	next_chunk = last && s->chunked && !chunk_done_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
-	if (next_chunk)
+	if (next_chunk) {
 		io_ring_wake(c->ring);  /* the I/O thread claims it */
-	else if (last)
+	} else if (last) {
+#ifdef SLUICE_TESTING
+		if (assemble_test_finish_hook)
+			assemble_test_finish_hook(c);
+#endif
 		slot_finish(c, s);
+	}
 }
 
 void *decode_worker_main(void *arg)

@@ -18,9 +18,11 @@
  * gather enqueued before it (device_upload()).
  *
  * Not gathered (assembled on the CPU as before): datasets with variable-
- * length fields, batches with records read by range (ranges.c), batches
- * over budget in the consumer's own memory, and slots beyond the
- * device's (both only on the host).
+ * length fields, batches with records read by range (ranges.c), loaders
+ * whose batches' blocks do not fit at once (assembled a chunk of blocks
+ * at a time, chunks.c; stats.fallbacks says so), batches over budget in
+ * the consumer's own memory, and slots beyond the device's (both only
+ * on the host).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,15 +31,15 @@
 #include "loader.h"
 
 /* Before the device opens: does this loader ask for an io mirror? */
-int gather_wanted(const struct loader_core *c)
+/* Whether the dataset and configuration would have batches gathered
+ * (before the device opens, and before chunks are decided). */
+static int gather_suits(const struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
 	/* Every record read by range: no block to upload (ranges.c runs
-	 * before the device opens). Batches gathered by chunks hold their
-	 * blocks a chunk at a time, so they assemble on the CPU (chunks.c). */
+	 * before the device opens). */
 	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges_all ||
-	    c->chunked ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;
@@ -47,6 +49,13 @@ int gather_wanted(const struct loader_core *c)
 	/* AUTO keeps zstd batches on the CPU, where a block that goes whole
 	 * into one batch decompresses straight into it (direct.c). */
 	return c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON || !c->has_zstd;
+}
+
+/* Batches gathered by chunks hold their blocks a chunk at a time, so
+ * they are assembled on the CPU (chunks.c). */
+int gather_wanted(const struct loader_core *c)
+{
+	return !c->chunked && gather_suits(c);
 }
 
 /* Runs one batch can take: one per field and record at most. */
@@ -59,9 +68,11 @@ uint32_t gather_runs_max(const struct loader_core *c)
  * decodes (their bytes would not be in the io mirror). */
 void gather_init(struct loader_core *c)
 {
-	c->gather = gather_wanted(c) &&
-		    (c->dev_info.is_cuda ||
-		     c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON);
+	int device = c->dev_info.is_cuda ||
+		     c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON;
+
+	c->gather = gather_wanted(c) && device;
+	c->gather_lost_to_chunks = c->chunked && gather_suits(c) && device;
 	if (c->gather) {
 		c->views = 0;
 		c->direct = 0;
@@ -79,7 +90,8 @@ int slot_gather_init(const struct loader_core *c, struct slot *s)
 /* With its memory granted: is this batch gathered on the device? */
 int slot_gathers(const struct loader_core *c, const struct slot *s)
 {
-	return c->gather && s->runs && s->nranged == 0 && !s->own_host &&
+	return c->gather && s->runs && s->nranged == 0 && !s->chunked &&
+	       !s->own_host &&
 	       s->host && s->id < c->cfg.prefetch_depth;
 }
 

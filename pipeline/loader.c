@@ -733,6 +733,15 @@ static void stage_get(const struct stage_clock *in,
 	out->wait_ns = atomic_load(&in->wait_ns);
 }
 
+/* Append @what to the "; "-separated list @dst (cut at @cap). */
+static void fallbacks_append(char *dst, size_t cap, const char *what)
+{
+	size_t n = strlen(dst);
+
+	if (what[0] && n + 1 < cap)
+		snprintf(dst + n, cap - n, "%s%s", n ? "; " : "", what);
+}
+
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 				   struct sluice_stats *st)
 {
@@ -776,9 +785,15 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->gather_runs = atomic_load(&c->gather_runs);
 	st->device_upload_bytes = atomic_load(&c->device_upload_bytes);
 	st->device_memory_bytes = c->dev_info.device_bytes;
-	snprintf(st->fallbacks, sizeof(st->fallbacks), "%s%s%s",
-		 c->ring_info.fallbacks,
-		 c->ring_info.fallbacks[0] && c->dev_info.fallbacks[0] ? "; " : "",
-		 c->dev_info.fallbacks);
+	st->fallbacks[0] = '\0';
+	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+			 c->ring_info.fallbacks);
+	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+			 c->dev_info.fallbacks);
+	if (c->chunked)
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+				 c->gather_lost_to_chunks
+				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device"
+				 : "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time");
 	return 0;
 }

@@ -141,7 +141,7 @@ struct slot {
 	 * chunk_hi) are the chunk pinned in entries. */
 	uint64_t *chunk_rows;   /* allocated only when the loader uses it */
 	int chunked;
-	int chunk_busy;         /* a chunk is pinned [mu] */
+	int chunk_busy;         /* a chunk is claimed, not yet copied [mu] */
 	uint32_t chunk_lo, chunk_hi; /* [mu] */
 	/* Record-range reads (ranges.c), arrays allocated only when the
 	 * loader uses them.  The records whose rec_entry is RANGE_ENTRY are
@@ -329,6 +329,8 @@ struct loader_core {
 
 	/* device gather (gather.c) */
 	int gather;                 /* on: eligible batches are gathered */
+	int gather_lost_to_chunks;  /* would be on, but the loader is
+				       chunked */
 	_Atomic uint64_t batches_gathered, gather_runs, device_upload_bytes;
 
 	/* reads the I/O thread collects outside the lock */
@@ -462,7 +464,7 @@ uint64_t chunk_blocks(const struct loader_core *c);
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
 void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
 void chunk_ready_locked(struct loader_core *c, struct slot *s);
-uint64_t chunk_gather_part(struct loader_core *c, struct slot *s,
+uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 			   uint32_t lo, uint32_t hi);
 int chunk_done_locked(struct loader_core *c, struct slot *s);
 

@@ -5,7 +5,9 @@
  * record comes once per epoch with the file's bytes, raw and zstd; a
  * consumer that holds a whole epoch of batches still gets them all; a
  * resumed loader continues the exact sequence; closing mid-epoch with a
- * batch held leaves that batch intact; a corrupt block fails the loader.
+ * batch held leaves that batch intact; a corrupt block fails the loader;
+ * the smallest budget that opens streams epochs while releases race the
+ * chunks.
  * With on_error=skip batches still
  * pin all their blocks at once, and the same budget is refused.
  */
@@ -17,14 +19,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sluice.h"
+#include "assemble_test.h"
 
 #define N 20000u
 #define BATCH 256u
 #define BATCHES ((N + BATCH - 1) / BATCH)
 #define MEMORY (1ull << 20)
 #define BLOCK 4096u     /* 15 records of 264 bytes */
+#define TIGHT_N 4000u   /* records of check_tightest_budget() */
+#define TIGHT_BLOCK 65536u
 
 static void want_x(uint64_t i, uint32_t out[64])
 {
@@ -37,7 +43,8 @@ static void want_x(uint64_t i, uint32_t out[64])
 	}
 }
 
-static void write_dataset(const char *dir, int level)
+static void write_dataset(const char *dir, int level, uint64_t n,
+			  uint64_t block)
 {
 	struct sluice_field f[2];
 	struct sluice_writer_config wc;
@@ -51,11 +58,11 @@ static void write_dataset(const char *dir, int level)
 	f[1].dtype = (DLDataType){ kDLInt, 64, 1 };
 	f[1].ndim = 0;
 	sluice_writer_config_init(&wc);
-	wc.block_size = BLOCK;
+	wc.block_size = block;
 	wc.compression_level = level;
 	wc.records_per_shard = 7000;
 	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
-	for (uint64_t i = 0; i < N; i++) {
+	for (uint64_t i = 0; i < n; i++) {
 		const void *vals[2] = { x, &y };
 		uint64_t lens[2] = { sizeof(x), sizeof(y) };
 
@@ -66,19 +73,24 @@ static void write_dataset(const char *dir, int level)
 	T_OK(sluice_writer_close(w, NULL));
 }
 
+static void loader_config(struct sluice_loader_config *cfg, int on_error)
+{
+	sluice_loader_config_init(cfg);
+	cfg->shuffle = SLUICE_SHUFFLE_FULL;
+	cfg->batch_size = BATCH;
+	cfg->seed = 11;
+	cfg->decode_threads = 2;
+	cfg->memory_bytes = MEMORY;
+	cfg->range_reads = SLUICE_RANGE_READS_OFF;
+	cfg->on_error = on_error;
+	cfg->device = SLUICE_DEVICE_HOST;
+}
+
 static int open_loader(sluice_dataset *ds, int on_error, sluice_loader **ld)
 {
 	struct sluice_loader_config cfg;
 
-	sluice_loader_config_init(&cfg);
-	cfg.shuffle = SLUICE_SHUFFLE_FULL;
-	cfg.batch_size = BATCH;
-	cfg.seed = 11;
-	cfg.decode_threads = 2;
-	cfg.memory_bytes = MEMORY;
-	cfg.range_reads = SLUICE_RANGE_READS_OFF;
-	cfg.on_error = on_error;
-	cfg.device = SLUICE_DEVICE_HOST;
+	loader_config(&cfg, on_error);
 	return sluice_loader_open(ds, &cfg, ld);
 }
 
@@ -140,6 +152,86 @@ static void check_epochs(sluice_dataset *ds)
 	T_EQ(st.batches_over_budget, 0);
 	T_EQ(st.records, 2ull * N);
 	sluice_loader_close(ld);
+	free(seen);
+}
+
+/*
+ * The smallest budget the loader opens with, over TIGHT_N records in
+ * blocks of 64 KiB at batch 64, so that the io memory holds one block (a
+ * chunk) at a time: a batch's last chunk must give its blocks
+ * back before the I/O thread, woken by a release, decides that nothing
+ * will come back and fails the next claim with -ENOSPC.  The consumer
+ * takes 1 ms a batch and releases the batch before last after taking
+ * the next, and each batch's finish is held back 2 ms, so releases land
+ * while batches finish (the I/O thread failed this at once when the last chunk kept
+ * its blocks pinned until then).  Asked for device gather, which chunked
+ * loaders refuse: stats.fallbacks says so.
+ */
+static void finish_late(struct loader_core *c)
+{
+	(void)c;
+	usleep(2000);   /* widens the gap a release can fall into */
+}
+
+static void check_tightest_budget(const char *dir, int level)
+{
+	sluice_dataset *ds = NULL;
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	uint32_t *seen = calloc(N, sizeof(*seen));
+	struct sluice_stats st;
+	char msg[512];
+	int r = -ENOSPC;
+
+	T_ASSERT(seen);
+	write_dataset(dir, level, TIGHT_N, TIGHT_BLOCK);
+	T_OK(sluice_dataset_open(dir, &ds));
+	loader_config(&cfg, SLUICE_ON_ERROR_FAIL);
+	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
+	cfg.batch_size = 64;
+	assemble_test_finish_hook = finish_late;  /* set while no thread runs */
+	for (cfg.memory_bytes = 2 * TIGHT_BLOCK; r == -ENOSPC &&
+	     cfg.memory_bytes <= MEMORY; cfg.memory_bytes += 4096) {
+		sluice_loader_close(ld);
+		ld = NULL;
+		r = sluice_loader_open(ds, &cfg, &ld);
+	}
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("open: %s: %s", sluice_strerror(r), msg);
+	}
+	for (int epoch = 0; epoch < 3; epoch++) {
+		sluice_batch *b, *prev = NULL;
+
+		memset(seen, 0, TIGHT_N * sizeof(*seen));
+		while ((r = sluice_loader_next(ld, &b)) == 0) {
+			check_batch(b, seen);
+			usleep(1000);   /* a training step: the loader runs ahead */
+			if (prev)
+				sluice_batch_release(prev);
+			prev = b;
+		}
+		if (r != SLUICE_EOF) {
+			sluice_loader_error(ld, msg, sizeof(msg));
+			T_FAIL_AT("memory_bytes %llu, epoch %d: %s: %s",
+				  (unsigned long long)cfg.memory_bytes, epoch,
+				  sluice_strerror(r), msg);
+		}
+		if (prev)
+			sluice_batch_release(prev);
+		for (uint32_t i = 0; i < TIGHT_N; i++)
+			T_EQ(seen[i], 1);
+	}
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.batches_gathered, 0);
+	if (!strstr(st.fallbacks, "a chunk of blocks at a time") ||
+	    !strstr(st.fallbacks, "not gathered on the device"))
+		T_FAIL_AT("fallbacks: \"%s\"", st.fallbacks);
+	printf("  tightest budget: %llu bytes\n",
+	       (unsigned long long)cfg.memory_bytes);
+	sluice_loader_close(ld);
+	assemble_test_finish_hook = NULL;
+	sluice_dataset_close(ds);
 	free(seen);
 }
 
@@ -261,7 +353,7 @@ int main(void)
 		const char *name = level ? "zstd" : "raw";
 
 		snprintf(sub, sizeof(sub), "%s/%s", dir, name);
-		write_dataset(sub, level);
+		write_dataset(sub, level, N, BLOCK);
 		T_OK(sluice_dataset_open(sub, &ds));
 		check_epochs(ds);
 		printf("ok: %s: full shuffle, batch %u of ~%u blocks, in %llu bytes: every record once per epoch, intact\n",
@@ -276,6 +368,10 @@ int main(void)
 		printf("ok: %s: on_error=skip pins whole batches: the budget is refused\n",
 		       name);
 		sluice_dataset_close(ds);
+		snprintf(sub, sizeof(sub), "%s/%s-tight", dir, name);
+		check_tightest_budget(sub, level);
+		printf("ok: %s: in the tightest budget 3 epochs stream while releases race the chunks; fallbacks say chunks, no device gather\n",
+		       name);
 	}
 	snprintf(sub, sizeof(sub), "%s/zstd", dir);
 	check_corrupt_block(sub);
