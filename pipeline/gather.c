@@ -30,7 +30,6 @@
 
 #include "loader.h"
 
-/* Before the device opens: does this loader ask for an io mirror? */
 /* Whether the dataset and configuration would have batches gathered
  * (before the device opens, and before chunks are decided). */
 static int gather_suits(const struct loader_core *c)
@@ -51,7 +50,8 @@ static int gather_suits(const struct loader_core *c)
 	return c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON || !c->has_zstd;
 }
 
-/* Batches gathered by chunks hold their blocks a chunk at a time, so
+/* Before the device opens: does this loader ask for an io mirror?
+ * Batches assembled by chunks hold their blocks a chunk at a time, so
  * they are assembled on the CPU (chunks.c). */
 int gather_wanted(const struct loader_core *c)
 {
