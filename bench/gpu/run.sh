@@ -6,8 +6,11 @@
 # test (make test-gpu: device and loader tests, both forced fallbacks,
 # compute-sanitizer memcheck and racecheck, the Python CUDA tests), the
 # GPU benchmarks (bench/gpu/bench.sh: also device gather on vs off,
-# issue 12; its byte check is test_gpu_gather in test-gpu) and PyTorch's
-# data-loading tutorial against sluice (bench/gpu/tutorial.py); then write OUTDIR/results.md,
+# issue 12; its byte check is test_gpu_gather in test-gpu), the streaming
+# rows of issue 22 (bench/gpu/streaming.py: a dataset larger than the
+# budget, beside KvikIO, the read limit and the PCIe probe on the same
+# files) and PyTorch's data-loading tutorial against sluice
+# (bench/gpu/tutorial.py); then write OUTDIR/results.md,
 # OUTDIR/results.json and OUTDIR/logs.tar.gz and print a short table.
 #
 # Each step has a time budget and a timeout, and the whole run stays under
@@ -17,12 +20,15 @@
 #
 # Knobs (environment): RUN_BUDGET, DEPS (.gpu-deps), DATA (.gpu-data),
 # JOBS (nproc), TUTORIAL_SAMPLES (16384), TUTORIAL_EPOCHS (2),
-# BENCH_RECORDS (2048 records of 1 MiB), SKIP (space-separated step names
+# BENCH_RECORDS (2048 records of 1 MiB), STREAM_GB (8.6), STREAM_ROWS
+# (all: base,knobs,zstd,cold), STREAM_RUNS (2), SKIP (space-separated step names
 # to leave out), REHEARSE=1 (no GPU: go on past the gpu-check stop, the
 # benchmarks on the host device, to try every step of this script).
 #
-# On the GPU machine, from the repository root, with .gpu-deps carried:
-#   run(command="bench/gpu/run.sh $OUT", carry=[".gpu-deps"], timeout_s=600)
+# On the GPU machine, from the repository root, with .gpu-deps carried
+# (and .whl, the KvikIO wheels, for the streaming step):
+#   run(command="bench/gpu/run.sh $OUT", carry=[".gpu-deps", ".whl"],
+#       timeout_s=600)
 set -u
 out=${1:?usage: bench/gpu/run.sh OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -89,12 +95,11 @@ device_info() {
 	df -hT "$root" /tmp | cat
 }
 
-# The carried .deb files into a private prefix; the static archives alone
-# into one folder, so -luring etc. can only find those.
+# The carried .deb files into a private prefix.
 unpack_deps() {
 	set -e
 	ls "$DEPS"/*.deb
-	mkdir -p "$prefix/static"
+	mkdir -p "$prefix"
 	for f in "$DEPS"/*.deb; do
 		if command -v dpkg-deb >/dev/null; then
 			dpkg-deb -x "$f" "$prefix"
@@ -102,10 +107,7 @@ unpack_deps() {
 			ar p "$f" data.tar.xz | tar -xJf - -C "$prefix"
 		fi
 	done
-	for lib in uring zstd xxhash; do
-		cp "$prefix"/usr/lib/x86_64-linux-gnu/lib$lib.a "$prefix/static/"
-	done
-	ls -l "$prefix/static"
+	ls -l "$prefix"/usr/lib/x86_64-linux-gnu/
 	# The interpreter's own headers when it has them; else the carried
 	# ones (the extension is limited-API: abi3, any later CPython).
 	inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
@@ -120,20 +122,20 @@ unpack_deps() {
 
 build() {
 	set -e
-	# libsluice.so first, against the carried shared libraries (Debian's
-	# libzstd.a is not -fPIC), found at run time through the rpath; then
-	# everything else against the static archives alone.
-	shared="$prefix/usr/lib/x86_64-linux-gnu"
-	make -j"$JOBS" CUDA=1 LDFLAGS="-L$shared -Wl,-rpath,$shared" "$BUILD/libsluice.so"
+	# Everything against the carried shared libraries, found at run time
+	# through an rpath (LDFLAGS, set below): Debian's libxxhash.a lacks
+	# the XXH3_*_dispatch entry points that include/sluice_xxh3.h maps
+	# onto (its shared library has them), and its libzstd.a is not -fPIC.
 	make -j"$JOBS" CUDA=1 all $(ls tests/test_*.c | sed "s|^tests/\(.*\)\.c$|$BUILD/tests/\1|")
-	# Proof that the carried archives were used, not shared libraries.
-	if ldd "$BUILD/sluice" | grep -E 'liburing|libzstd|libxxhash'; then
-		echo "sluice links shared liburing/zstd/xxhash: expected the static archives"
-		exit 1
-	fi
-	ldd "$BUILD/libsluice.so" | grep -E 'liburing|libzstd|libxxhash'
-	ldd "$BUILD/libsluice.so" | grep -E 'liburing|libzstd|libxxhash' |
-		grep -vq "$prefix" && { echo "libsluice.so resolves a system copy"; exit 1; }
+	# Proof that the carried libraries were used, not a system copy.
+	for bin in "$BUILD/sluice" "$BUILD/libsluice.so"; do
+		ldd "$bin" | grep -E 'liburing|libzstd|libxxhash'
+		if ldd "$bin" | grep -E 'liburing|libzstd|libxxhash' |
+			grep -vq "$prefix"; then
+			echo "$bin resolves a system copy"
+			exit 1
+		fi
+	done
 	grep -ho "[^ ]*/liburing.h\|[^ ]*/zstd.h\|[^ ]*/xxhash.h" \
 		$(find "$BUILD/obj" -name '*.d') | sort -u
 	# The Python extension against this build, for the tutorial.
@@ -172,7 +174,28 @@ tutorial() {
 		--epochs "${TUTORIAL_EPOCHS:-2}" --json "$logs/tutorial.json"
 }
 
-export -f device_info unpack_deps build gpu_check test_gpu benchmarks tutorial
+# Issue 22: streaming a dataset larger than the budget beside the read
+# limit, KvikIO (carried as wheels in .whl/) and the PCIe probe, all on
+# the same files in tmpfs; then cold O_DIRECT reads from the disk.
+streaming() {
+	if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+		"$PY" -m pip install -q --no-index --no-deps --no-compile \
+			--no-cache-dir --upgrade --target /tmp/sluice-site \
+			"$root"/.whl/*.whl &&
+			export PYTHONPATH=/tmp/sluice-site${PYTHONPATH:+:$PYTHONPATH}
+	fi
+	mkdir -p /dev/shm/sluice-stream
+	PYTHONUNBUFFERED=1 "$PY" bench/gpu/streaming.py --build "$BUILD" \
+		--data /dev/shm/sluice-stream --disk "$DATA/stream" \
+		--device "${BENCH_DEVICE:-cuda}" --gb "${STREAM_GB:-8.6}" \
+		--rows "${STREAM_ROWS:-all}" --runs "${STREAM_RUNS:-2}" \
+		--json "$logs/streaming.json"
+	rc=$?
+	rm -rf /dev/shm/sluice-stream
+	return $rc
+}
+
+export -f device_info unpack_deps build gpu_check test_gpu benchmarks tutorial streaming
 export root logs prefix DEPS DATA JOBS
 
 # ---------------------------------------------------------------- run
@@ -183,7 +206,12 @@ if step deps 30 unpack_deps; then
 	# Only the unpacked files: headers first, then the archives.
 	export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
 	[ -f "$prefix/python-include" ] && CPATH="$(cat "$prefix/python-include"):$CPATH"
-	export LDFLAGS="-L$prefix/static"
+	# -L and the rpath for every link; LIBRARY_PATH also for the links
+	# that the Python extension and the tests' scripts make.
+	shared="$prefix/usr/lib/x86_64-linux-gnu"
+	export LDFLAGS="-L$shared -Wl,-rpath,$shared"
+	export LIBRARY_PATH="$shared${LIBRARY_PATH:+:$LIBRARY_PATH}"
+	export LD_LIBRARY_PATH="$shared${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	export NVCCFLAGS="-O2 -Xcompiler -fPIC -Iinclude -gencode arch=compute_90,code=sm_90"
 	step build 150 build || stopped="the build failed"
 else
@@ -201,6 +229,7 @@ if [ -z "$stopped" ]; then
 	fi
 fi
 if [ -z "$stopped" ]; then
+	step streaming 300 streaming
 	step test-gpu 200 test_gpu
 	step bench 160 benchmarks
 	step tutorial 200 tutorial

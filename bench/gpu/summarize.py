@@ -94,6 +94,34 @@ def bench(logs):
     return rows
 
 
+def streaming(logs):
+    text = read(os.path.join(logs, "streaming.json"))
+    return json.loads(text) if text else None
+
+
+def streaming_lines(st):
+    lines = ["streaming %.1f GB (%d CPUs): KvikIO %s GB/s, PCIe probe %s GB/s, "
+             "read limit %s GB/s (%d threads; 1 thread %s)" % (
+                 st["dataset_bytes"] / 1e9, st["cpus"],
+                 fmt(st.get("kvikio_gbps"), "%.2f"),
+                 fmt(st.get("pcie_gbps"), "%.2f"),
+                 fmt(st.get("read_limit_gbps"), "%.2f"), st["cpus"],
+                 fmt(st.get("read_limit_1thread_gbps"), "%.2f"))]
+    for x in st["rows"]:
+        if x.get("delivered_gbps") is None:
+            lines.append("  %-26s FAILED: %s" % (x["name"], x.get("error")))
+            continue
+        lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
+                     "mem %.2f GB  threads r/d/a %.1f/%.1f/%.1f%s" % (
+                         x["name"], x["delivered_gbps"], x["cpu_s_per_gb"],
+                         x["consumer_wait"], x["slot_occupancy"],
+                         (x["memory_bytes"] or 0) / 1e9,
+                         x["read_threads_busy"], x["decode_threads_busy"],
+                         x["assemble_threads_busy"],
+                         "  (%s)" % x["error"] if x.get("error") else ""))
+    return lines
+
+
 def tutorial_verdict(t):
     """Issue 9's goal: at least 3x the best DataLoader row's samples/s at
     no more than a third of its CPU per sample."""
@@ -151,6 +179,9 @@ def markdown(r):
                 fmt(b["batches_gathered"], "%d"), fmt(b["batches"], "%d"),
                 fmt(b["device_memory_bytes"] and b["device_memory_bytes"] / 1e6,
                     "%.0f")))
+    if r.get("streaming"):
+        out += ["", "## Streaming (bench/gpu/streaming.py; medians)", "",
+                "```"] + streaming_lines(r["streaming"]) + ["```"]
     t = r["tutorial"]
     if t:
         out += ["", "## PyTorch's data-loading tutorial vs sluice (bench/gpu/tutorial.py)", "",
@@ -184,6 +215,8 @@ def short_table(r):
             ("  CPU %s s/GB  gathered %s" % (fmt(b["cpu_s_per_gb"], "%.3f"),
                                           fmt(b["batches_gathered"], "%d"))
              if b["bench"].startswith("gather-") else ""))
+    if r.get("streaming"):
+        lines += ["  " + l for l in streaming_lines(r["streaming"])]
     if r["tutorial"]:
         for x in r["tutorial"]["results"]:
             lines.append("  tutorial %-11s %6.2f s/epoch %7.0f samples/s  GPU idle %s  CPU %.5f s/sample" % (
@@ -201,7 +234,8 @@ def main():
     tut = read(os.path.join(logs, "tutorial.json"))
     r = {"device": device(logs), "stopped": stopped, "seconds": int(seconds),
          "steps": steps(logs), "tests": tests(logs), "bench": bench(logs),
-         "tutorial": json.loads(tut) if tut else None}
+         "tutorial": json.loads(tut) if tut else None,
+         "streaming": streaming(logs)}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(r, f, indent=1)
     with open(os.path.join(out, "results.md"), "w") as f:

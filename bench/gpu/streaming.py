@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""bench/gpu/streaming.py - streaming rows of the device run (issue 22):
+sluice streaming a dataset larger than its memory budget, beside the
+independent limits measured in the same run on the same files:
+
+  read limit   N threads pread()ing the shard files in 64 MiB pieces into
+               their own buffers (fio's numjobs; page cache or disk)
+  kvikio       KvikIO CuFile.pread of the same files into GPU memory
+               (64 MiB calls, 8 in flight, KVIKIO_NTHREADS threads)
+  pcie         sluice bench's own H2D probe on the loader's pinned arena
+
+Each sluice row is `sluice bench --json` with the row's options; every
+figure is the median of --runs runs.  Writes one JSON object:
+{device, kvikio_gbps, pcie_gbps, read_limit_gbps, dataset_bytes, rows:
+[{name, args, delivered_gbps, cpu_s_per_gb, consumer_wait, ...}]}.
+
+    streaming.py --build build/gpu --data /dev/shm/sluice-stream \
+        --gb 8.6 --json OUT.json [--device cuda] [--runs 2]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PIECE = 64 << 20
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def shard_files(path):
+    return sorted(os.path.join(path, f) for f in os.listdir(path)
+                  if f.endswith(".dls"))
+
+
+def make_dataset(shard, path, records, codec):
+    stamp = os.path.join(path, ".records")
+    want = "%d %s" % (records, codec)
+    try:
+        with open(stamp) as f:
+            if f.read() == want:
+                return
+    except OSError:
+        pass
+    subprocess.run(["rm", "-rf", path], check=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    t0 = time.time()
+    subprocess.run([shard, "convert", "--from", "synth", "--out", path,
+                    "--records", str(records), "--seed", "1",
+                    "--field", "data:uint8:1024x1024:0.5",
+                    "--field", "label:int64", "--compression", codec,
+                    "--block-size", str(64 << 20),
+                    "--threads", str(os.cpu_count()), "--quiet"],
+                   check=True)
+    with open(stamp, "w") as f:
+        f.write(want)
+    log("made %s: %d records, %s, %.1f s" % (path, records, codec,
+                                             time.time() - t0))
+
+
+def read_limit(files, threads):
+    """pread() every file once, pieces handed out to @threads threads."""
+    pieces = []
+    for p in files:
+        size = os.path.getsize(p)
+        pieces += [(p, off, min(PIECE, size - off))
+                   for off in range(0, size, PIECE)]
+    lock = threading.Lock()
+    total = [0]
+
+    def work():
+        buf = bytearray(PIECE)
+        fds = {}
+        while True:
+            with lock:
+                if not pieces:
+                    break
+                p, off, n = pieces.pop()
+            fd = fds.get(p)
+            if fd is None:
+                fd = fds[p] = os.open(p, os.O_RDONLY)
+            got = os.preadv(fd, [memoryview(buf)[:n]], off)
+            with lock:
+                total[0] += got
+        for fd in fds.values():
+            os.close(fd)
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return total[0] / (time.perf_counter() - t0) / 1e9
+
+
+def kvikio_limit(files, inflight=8):
+    """KvikIO into GPU memory: @inflight 64 MiB preads at once."""
+    import cupy
+    import kvikio
+    bufs = [cupy.empty(PIECE, dtype=cupy.uint8) for _ in range(inflight)]
+    handles = [kvikio.CuFile(p, "r") for p in files]
+    work = []
+    for h, p in zip(handles, files):
+        size = os.path.getsize(p)
+        work += [(h, off, min(PIECE, size - off))
+                 for off in range(0, size, PIECE)]
+    cupy.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    total = 0
+    pending = []
+    for i, (h, off, n) in enumerate(work):
+        if len(pending) == inflight:
+            total += pending.pop(0).get()
+        pending.append(h.pread(bufs[i % inflight], n, off))
+    for f in pending:
+        total += f.get()
+    cupy.cuda.runtime.deviceSynchronize()
+    secs = time.perf_counter() - t0
+    for h in handles:
+        h.close()
+    return total / secs / 1e9
+
+
+def run_bench(sluice, path, args, timeout):
+    cmd = [sluice, "bench", path, "--json"] + args
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timeout after %d s" % timeout
+    if p.returncode != 0:
+        return None, (p.stderr.strip().splitlines() or ["exit %d" %
+                                                         p.returncode])[-1]
+    return json.loads(p.stdout), None
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def row(sluice, name, path, args, runs, timeout):
+    got, err = [], None
+    for _ in range(runs):
+        r, err = run_bench(sluice, path, args, timeout)
+        if r is None:
+            break
+        got.append(r)
+    out = {"name": name, "args": " ".join(args), "runs": len(got)}
+    if err:
+        out["error"] = err
+    if got:
+        res = [g["result"] for g in got]
+        st = [g["stages"] for g in got]
+        out.update({
+            "delivered_gbps": med(r["delivered_gbps"] for r in res),
+            "cpu_s_per_gb": med(r.get("cpu_s_per_gb_delivered",
+                                      r["cpu_s_per_gb"]) for r in res),
+            "consumer_wait": med(r["consumer_wait_fraction"] for r in res),
+            "slot_occupancy": med(r["slot_occupancy"] for r in res),
+            "memory_bytes": got[0]["result"].get("memory_bytes"),
+            "open_seconds": med(r.get("open_seconds") for r in res),
+            "read_threads_busy": med(s["read"]["busy_threads"] for s in st),
+            "decode_threads_busy": med(s["decode"]["busy_threads"]
+                                       for s in st),
+            "assemble_threads_busy": med(s["assemble"]["busy_threads"]
+                                         for s in st),
+            "batches_gathered": got[0]["result"].get("batches_gathered"),
+            "pcie_gbps": med(g["limits"]["pcie"].get("gbps") for g in got),
+            "disk_limit_gbps": med(g["limits"]["disk"].get("gbps")
+                                   for g in got),
+            "decompression_gbps": med(
+                g["limits"].get("decompression", {}).get("gbps")
+                for g in got),
+            "binding": got[0]["limits"].get("binding"),
+            "fallbacks": got[0]["fallbacks"].get("reasons"),
+        })
+    log("  %-28s %s" % (name, fmt_row(out)))
+    return out
+
+
+def fmt_row(r):
+    if "delivered_gbps" not in r:
+        return "FAILED: %s" % r.get("error")
+    return ("%6.2f GB/s  CPU %.3f s/GB  wait %.3f  occupancy %.2f  "
+            "memory %.2f GB%s" % (
+                r["delivered_gbps"], r["cpu_s_per_gb"], r["consumer_wait"],
+                r["slot_occupancy"], (r["memory_bytes"] or 0) / 1e9,
+                "  ERROR " + r["error"] if "error" in r else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--disk", help="a disk folder for the cold rows")
+    ap.add_argument("--gb", type=float, default=8.6)
+    ap.add_argument("--zstd-gb", type=float, default=4.3)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--rows", default="all",
+                    help="comma list of row groups: base,knobs,zstd,cold")
+    ap.add_argument("--json", required=True)
+    a = ap.parse_args()
+    groups = set(a.rows.split(",")) if a.rows != "all" else \
+        {"base", "knobs", "zstd", "cold"}
+    sluice = os.path.join(a.build, "sluice")
+    shard = os.path.join(a.build, "dlpack-shard")
+    records = int(a.gb * 1e9 / (1 << 20))
+    raw = os.path.join(a.data, "raw")
+    make_dataset(shard, raw, records, "none")
+    files = shard_files(raw)
+    size = sum(os.path.getsize(p) for p in files)
+    threads = os.cpu_count()
+    out = {"device": a.device, "dataset_bytes": size, "cpus": threads,
+           "rows": []}
+
+    reads = [read_limit(files, threads) for _ in range(3)]
+    out["read_limit_gbps"] = med(reads)
+    out["read_limit_1thread_gbps"] = read_limit(files, 1)
+    log("read limit (page cache, %d threads pread 64 MiB): %.2f GB/s; "
+        "1 thread %.2f" % (threads, out["read_limit_gbps"],
+                           out["read_limit_1thread_gbps"]))
+    if a.device == "cuda":
+        try:
+            os.environ.setdefault("KVIKIO_NTHREADS", str(threads))
+            kv = [kvikio_limit(files) for _ in range(3)]
+            out["kvikio_gbps"] = med(kv)
+            out["kvikio_threads"] = int(os.environ["KVIKIO_NTHREADS"])
+            log("kvikio (CuFile.pread 64 MiB x 8 in flight, %s threads): "
+                "%.2f GB/s" % (os.environ["KVIKIO_NTHREADS"],
+                               out["kvikio_gbps"]))
+        except Exception as e:          # reported, the rows still run
+            out["kvikio_error"] = repr(e)
+            log("kvikio failed: %r" % e)
+
+    base = ["--device", a.device, "--batch-size", "64"]
+    rows = []
+    if "base" in groups:
+        rows += [("defaults", base + ["--shuffle", "none"]),
+                 ("defaults-window", base),
+                 ("defaults-block", base + ["--shuffle", "block"])]
+        if a.device == "cuda":
+            rows.append(("host-defaults", ["--device", "host",
+                                           "--batch-size", "64",
+                                           "--shuffle", "none"]))
+    if "knobs" in groups:
+        s = base + ["--shuffle", "none"]
+        rows += [("memory-4G", s + ["--memory", "4G"]),
+                 ("memory-2G-prefetch-16", s + ["--memory", "2G",
+                                                "--prefetch", "16"]),
+                 ("decode-threads-all", s + ["--decode-threads",
+                                             str(threads)]),
+                 ("queue-depth-256", s + ["--queue-depth", "256"]),
+                 ("gather-off", s + ["--device-gather", "off"]),
+                 ("no-verify", s + ["--no-verify"])]
+    for name, args in rows:
+        out["rows"].append(row(sluice, name, raw, args, a.runs, a.timeout))
+
+    if "zstd" in groups:
+        zst = os.path.join(a.data, "zstd")
+        make_dataset(shard, zst, int(a.zstd_gb * 1e9 / (1 << 20)), "zstd")
+        for name, args in [("zstd-defaults", base + ["--shuffle", "none"]),
+                           ("zstd-decode-threads-all",
+                            base + ["--shuffle", "none", "--decode-threads",
+                                    str(threads)])]:
+            out["rows"].append(row(sluice, name, zst, args, a.runs,
+                                   a.timeout))
+    if "cold" in groups and a.disk:
+        cold = os.path.join(a.disk, "raw")
+        make_dataset(shard, cold, records, "none")
+        out["rows"].append(row(sluice, "cold-direct", cold,
+                               base + ["--shuffle", "none", "--direct", "on",
+                                       "--drop-cache"], 1, a.timeout))
+
+    pcie = [r.get("pcie_gbps") for r in out["rows"]]
+    out["pcie_gbps"] = med(pcie)
+    d = next((r for r in out["rows"] if r["name"] == "defaults"), None)
+    if d and d.get("delivered_gbps"):
+        for k in ("kvikio_gbps", "pcie_gbps", "read_limit_gbps"):
+            if out.get(k):
+                out["defaults_over_" + k.replace("_gbps", "")] = \
+                    d["delivered_gbps"] / out[k]
+    with open(a.json, "w") as f:
+        json.dump(out, f, indent=1)
+    log("streaming: defaults %s GB/s; kvikio %s; pcie %s; read limit %s" % (
+        d and d.get("delivered_gbps"), out.get("kvikio_gbps"),
+        out.get("pcie_gbps"), out.get("read_limit_gbps")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
