@@ -453,9 +453,11 @@ struct sluice_loader_config {
 	 * device holds a copy of the batch part, and the whole arena is
 	 * pinned).  0 (default): what the dataset's index says prefetch_depth
 	 * + 1 typical batches (one more with variable-length fields), the block
-	 * cache, and the largest record and block need, capped at the
-	 * smaller of 1 GiB and 5% of RAM or of the control group's memory
-	 * limit when lower.  The arena is made resident at open.  Batches
+	 * cache, and the largest batch and block need, capped at an eighth
+	 * of RAM or of the control group's memory limit when lower (an
+	 * explicit cache_bytes is not capped).  Given: exactly that, and an
+	 * explicit cache_bytes that does not fit beside one batch fails
+	 * open with -ENOSPC.  The arena is made resident at open.  Batches
 	 * take what their records need; the planner fills a slot only when
 	 * the budget has room.  A batch larger than the whole batch part
 	 * (memory_bytes minus the io part) fails the loader with -ENOSPC and

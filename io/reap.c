@@ -1,37 +1,62 @@
 /*
  * reap.c - completions: short reads resubmitted, -EAGAIN/-EINTR retried,
- * EOF and errors settled per constituent read, reads handed back.
+ * EOF and errors settled per read over all its pieces, reads handed back.
  */
 #include <errno.h>
 
 #include "ring_private.h"
 
+/* @rd's last piece finished: its result from what its pieces read. */
+static void read_settle(struct io_ring *r, struct io_read *rd)
+{
+	if (rd->short_at == rd->length)
+		rd->result = (int64_t)rd->length;
+	else if (rd->err < 0)
+		rd->result = rd->err;
+	else    /* end of file */
+		rd->result = rd->short_at >= rd->min_length
+			? (int64_t)rd->short_at : -ENODATA;
+	rd->done = rd->short_at;
+	rd->done_next = NULL;
+	if (r->done_tail)
+		r->done_tail->done_next = rd;
+	else
+		r->done_head = rd;
+	r->done_tail = rd;
+}
+
 /*
- * Settle every read of @op from what is known read (op->done): a read
- * covered completely succeeds whatever happened later in the run; else
- * @err when negative, else (end of file) the bytes it got when they reach
- * its min_length, -ENODATA when not.
+ * @op is over, having read op->done bytes from its start: each read it
+ * covers learns where its part stopped short (@err when negative, else
+ * end of file), if it did; a part read completely succeeds whatever
+ * happened later in the op.  A read whose last op this was is settled.
  */
 void ring_op_finish(struct io_ring *r, struct ring_op *op, int err)
 {
+	uint64_t read_end = op->offset + op->done;
+
 	for (unsigned k = 0; k < op->nreads; k++) {
 		struct io_read *rd = op->reads[k];
-		uint64_t rel = rd->offset - op->offset;
-		uint64_t got = op->done > rel ? op->done - rel : 0;
+		uint64_t lo = rd->offset > op->offset ? rd->offset : op->offset;
+		uint64_t hi = rd->offset + rd->length;
 
-		if (got > rd->length)
-			got = rd->length;
-		if (got == rd->length)
-			rd->result = (int64_t)got;
-		else if (err < 0)
-			rd->result = err;
-		else
-			rd->result = got >= rd->min_length ? (int64_t)got
-							   : -ENODATA;
-		rd->done = got;
-		rd->attempts = op->attempts;
+		if (hi > op->offset + op->length)
+			hi = op->offset + op->length;
+		if (read_end < hi) {
+			uint64_t miss = (read_end > lo ? read_end : lo) -
+					rd->offset;
+
+			if (miss < rd->short_at)
+				rd->short_at = miss;
+			if (err < 0 && rd->err == 0)
+				rd->err = err;
+		}
+		if (op->attempts > rd->attempts)
+			rd->attempts = op->attempts;
+		if (--rd->ops_left == 0)
+			read_settle(r, rd);
 	}
-	ring_queue_push(&r->done, op);
+	ring_op_put(r, op);
 }
 
 static void op_completed(struct io_ring *r, struct ring_op *op, int res)
@@ -99,16 +124,12 @@ static unsigned take_done(struct io_ring *r, struct io_read **out,
 {
 	unsigned got = 0;
 
-	while (got < max && r->done.head) {
-		struct ring_op *op = r->done.head;
-
-		while (got < max && op->taken < op->nreads)
-			out[got++] = op->reads[op->taken++];
-		if (op->taken == op->nreads) {
-			ring_queue_pop(&r->done);
-			ring_op_put(r, op);
-		}
+	while (got < max && r->done_head) {
+		out[got++] = r->done_head;
+		r->done_head = r->done_head->done_next;
 	}
+	if (!r->done_head)
+		r->done_tail = NULL;
 	r->in_flight -= got;
 	return got;
 }

@@ -136,6 +136,7 @@ static bool prep_op(struct io_ring *r, struct ring_op *op, int fd)
 {
 	struct io_uring_sqe *sqe = get_sqe(r);
 	uint64_t start = op->done, len;
+	unsigned flags;
 
 	if (!sqe)
 		return false;
@@ -153,8 +154,12 @@ static bool prep_op(struct io_ring *r, struct ring_op *op, int fd)
 	else
 		io_uring_prep_read(sqe, fd, op->buf + start, (unsigned)len,
 				   op->offset + start);
-	if (r->info.fixed_files)
-		io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
+	flags = r->info.fixed_files ? IOSQE_FIXED_FILE : 0;
+	/* A buffered read would be copied inline, in this thread, one
+	 * after another: hand the long ones to the kernel's workers. */
+	if (!r->file_direct[op->file] && len >= RING_ASYNC_MIN_BYTES)
+		flags |= IOSQE_ASYNC;
+	io_uring_sqe_set_flags(sqe, flags);
 	io_uring_sqe_set_data(sqe, op);
 	op->sqe_start = start;
 	op->sqe_len = len;

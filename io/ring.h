@@ -50,6 +50,10 @@ struct io_read {
 	/* private to the ring */
 	uint64_t done;
 	unsigned attempts;
+	unsigned ops_left;      /* pieces (ring_ops) not finished yet */
+	int err;                /* the first error of a piece */
+	uint64_t short_at;      /* first byte a piece did not read */
+	struct io_read *done_next; /* on the ring's done queue */
 };
 
 /*
@@ -69,8 +73,10 @@ void io_ring_get_info(const struct io_ring *r, struct io_ring_info *info);
 /*
  * io_ring_submit - queue @n reads and submit them with one io_uring_enter.
  * Reads of the same file that are adjacent on disk and in memory are
- * coalesced into one SQE.  Reads stay owned by the caller until returned
- * by io_ring_reap().
+ * coalesced.  A buffered run (the page cache is its source, and each read
+ * a CPU copy) is split into pieces that the kernel's workers copy in
+ * parallel; an O_DIRECT run is one SQE, the device's DMA does the copy.
+ * Reads stay owned by the caller until returned by io_ring_reap().
  * @return: 0 or -errno.
  */
 int io_ring_submit(struct io_ring *r, struct io_read *const *reads,

@@ -1,11 +1,16 @@
 /*
  * ring_private.h - the insides of struct io_ring, shared by the io/ sources only.
  *
- * A read the caller hands in becomes part of a ring_op: one run of reads
- * that are adjacent on disk and in memory, read by one SQE at a time.  An
- * op lives on exactly one of: the pending queue (waiting for an SQE), the
- * kernel (an SQE in flight), the done queue (its reads waiting to be
- * handed back), the free list.
+ * Reads the caller hands in are coalesced into runs (adjacent on disk
+ * and in memory), and each run is cut into ring_ops: the whole run when
+ * the file is O_DIRECT, pieces of RING_PIECE_BYTES when it is buffered,
+ * so that the page cache's copies run on several kernel workers at once
+ * (IOSQE_ASYNC) instead of one after another in the submitting thread.
+ * An op is read by one SQE at a time (short reads resubmitted) and lives
+ * on exactly one of: the pending queue (waiting for an SQE), the kernel
+ * (an SQE in flight), the free list.  A read spans one op or several
+ * (ops_left); when its last op finishes it goes on the done queue, to be
+ * handed back.
  */
 #ifndef SLUICE_IO_RING_PRIVATE_H
 #define SLUICE_IO_RING_PRIVATE_H
@@ -21,6 +26,14 @@
 /* Largest registered iovec, and largest SQE (its len field is 32 bits). */
 #define RING_IOVEC_MAX ((size_t)1 << 30)
 #define RING_SQE_MAX ((uint64_t)1 << 30)
+/* A buffered run's pieces: small enough that one 64 MiB block is copied
+ * by many workers, large enough that an SQE's cost is noise beside its
+ * copy (4 MiB is KvikIO's task size; 2 MiB measured as fast, see
+ * bench/results/2026-11-26-parallel-reads.md). */
+#define RING_PIECE_BYTES ((uint64_t)2 << 20)
+/* Buffered SQEs at least this long go to the kernel's workers
+ * (IOSQE_ASYNC); shorter ones are copied inline, cheaper than a hand-off. */
+#define RING_ASYNC_MIN_BYTES ((uint64_t)128 << 10)
 /* -EAGAIN / -EINTR retries of one op before it fails. */
 #define RING_RETRY_MAX 100
 /* user_data of the eventfd read that io_ring_wake() completes; ops are
@@ -30,9 +43,9 @@
 struct ring_op {
 	struct ring_op *next;      /* in the queue or list it is on */
 	struct ring_op *all_next;  /* every op ever made, for destroy */
-	struct io_read **reads;    /* constituents, by ascending offset */
+	struct io_read **reads;    /* reads it covers (a part of each, or
+				      all), by ascending offset */
 	unsigned nreads, cap;
-	unsigned taken;            /* reads already handed back */
 	uint32_t file;
 	int buf_index;             /* registered iovec, -1: plain read */
 	uint64_t offset, length;   /* the whole run */
@@ -76,7 +89,8 @@ struct io_ring {
 	unsigned max_in_kernel;    /* queue_depth, as the ring granted it */
 	unsigned in_kernel;        /* data SQEs prepared and not completed */
 	unsigned in_flight;        /* reads held (io_ring_in_flight) */
-	struct ring_queue pending, done;
+	struct ring_queue pending;
+	struct io_read *done_head, *done_tail; /* settled, to hand back */
 	struct ring_op *free_ops, *all_ops;
 
 	struct io_read **scratch;  /* io_ring_submit's sorted view */

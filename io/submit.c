@@ -1,7 +1,7 @@
 /*
  * submit.c - io_ring_submit: check a batch, coalesce reads that are
- * adjacent on disk and in memory into one op, queue the ops and submit
- * them with one io_uring_enter.
+ * adjacent on disk and in memory into runs, cut each run into ops (see
+ * ring_private.h), queue them and submit with one io_uring_enter.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,7 +23,6 @@ static struct ring_op *op_get(struct io_ring *r)
 	}
 	op->next = NULL;
 	op->nreads = 0;
-	op->taken = 0;
 	op->done = 0;
 	op->attempts = 0;
 	return op;
@@ -81,15 +80,77 @@ static int by_file_offset(const void *pa, const void *pb)
 	return 0;
 }
 
-/* May @b continue @op, whose last read is @last, in one SQE? */
-static bool joins(const struct io_ring *r, const struct ring_op *op,
-		  const struct io_read *last, const struct io_read *b)
+/* May @b continue the run [@first, @last] of @len bytes in one SQE? */
+static bool joins(const struct io_ring *r, const struct io_read *first,
+		  const struct io_read *last, uint64_t len,
+		  const struct io_read *b)
 {
-	return b->file == op->file && b->length > 0 &&
+	return b->file == first->file && b->length > 0 &&
 	       last->offset + last->length == b->offset &&
 	       (uintptr_t)last->buf + last->length == (uintptr_t)b->buf &&
-	       op->length <= RING_SQE_MAX - b->length &&
-	       ring_buffer_index(r, b->buf, b->length) == op->buf_index;
+	       len <= RING_SQE_MAX - b->length &&
+	       ring_buffer_index(r, b->buf, b->length) ==
+		       ring_buffer_index(r, first->buf, first->length);
+}
+
+/* The end of the run that starts at scratch[@i]: one past its last read;
+ * its bytes in *@len. */
+static unsigned run_end(const struct io_ring *r, unsigned i, unsigned n,
+			uint64_t *len)
+{
+	const struct io_read *first = r->scratch[i], *last = first;
+
+	*len = first->length;
+	if (first->length == 0)
+		return i + 1;
+	while (++i < n && joins(r, first, last, *len, r->scratch[i])) {
+		last = r->scratch[i];
+		*len += last->length;
+	}
+	return i;
+}
+
+/* Ops for the run scratch[@i, @j) of @len bytes, onto @batch: one, or
+ * pieces of RING_PIECE_BYTES when the file is buffered.  Each read
+ * counts the ops that cover it (ops_left). */
+static int emit_run(struct io_ring *r, unsigned i, unsigned j, uint64_t len,
+		    struct ring_queue *batch)
+{
+	const struct io_read *first = r->scratch[i];
+	uint64_t piece = r->file_direct[first->file] ? len : RING_PIECE_BYTES;
+	int buf_index = len ? ring_buffer_index(r, first->buf, len) : -1;
+	uint64_t pos = 0;
+
+	do {
+		struct ring_op *op = op_get(r);
+		uint64_t n = len - pos < piece ? len - pos : piece;
+
+		if (!op)
+			return -ENOMEM;
+		ring_queue_push(batch, op);
+		op->file = first->file;
+		op->offset = first->offset + pos;
+		op->length = n;
+		op->buf = (char *)first->buf + pos;
+		op->buf_index = buf_index;
+		/* Reads are in offset order: skip those that end before
+		 * this piece, take those that start inside it. */
+		while (i < j && len &&
+		       r->scratch[i]->offset + r->scratch[i]->length <=
+			       op->offset)
+			i++;
+		for (unsigned k = i; k < j; k++) {
+			struct io_read *rd = r->scratch[k];
+
+			if (len && rd->offset >= op->offset + n)
+				break;
+			if (op_add(op, rd) < 0)
+				return -ENOMEM;
+			rd->ops_left++;
+		}
+		pos += n;
+	} while (pos < len);
+	return 0;
 }
 
 /* Ops for the sorted reads in r->scratch, onto @batch. */
@@ -98,28 +159,13 @@ static int build_ops(struct io_ring *r, unsigned n, struct ring_queue *batch)
 	unsigned i = 0;
 
 	while (i < n) {
-		struct ring_op *op = op_get(r);
-		struct io_read *rd = r->scratch[i++];
+		uint64_t len;
+		unsigned j = run_end(r, i, n, &len);
+		int ret = emit_run(r, i, j, len, batch);
 
-		if (!op)
-			return -ENOMEM;
-		ring_queue_push(batch, op);
-		op->file = rd->file;
-		op->offset = rd->offset;
-		op->length = rd->length;
-		op->buf = rd->buf;
-		op->buf_index = rd->length
-			? ring_buffer_index(r, rd->buf, rd->length) : -1;
-		if (op_add(op, rd) < 0)
-			return -ENOMEM;
-		if (rd->length == 0)
-			continue;
-		while (i < n && joins(r, op, rd, r->scratch[i])) {
-			rd = r->scratch[i++];
-			if (op_add(op, rd) < 0)
-				return -ENOMEM;
-			op->length += rd->length;
-		}
+		if (ret < 0)
+			return ret;
+		i = j;
 	}
 	return 0;
 }
@@ -152,6 +198,17 @@ int io_ring_submit(struct io_ring *r, struct io_read *const *reads,
 		r->scratch[i] = reads[i];
 	qsort(r->scratch, n, sizeof(*r->scratch), by_file_offset);
 
+	for (unsigned i = 0; i < n; i++) {
+		struct io_read *rd = reads[i];
+
+		rd->result = 0;
+		rd->done = 0;
+		rd->attempts = 0;
+		rd->ops_left = 0;
+		rd->err = 0;
+		rd->short_at = rd->length;
+		rd->done_next = NULL;
+	}
 	ret = build_ops(r, n, &batch);
 	if (ret < 0) {
 		/* Nothing taken: the reads stay the caller's. */
@@ -160,11 +217,6 @@ int io_ring_submit(struct io_ring *r, struct io_read *const *reads,
 		return ret;
 	}
 	while ((op = ring_queue_pop(&batch))) {
-		for (unsigned k = 0; k < op->nreads; k++) {
-			op->reads[k]->result = 0;
-			op->reads[k]->done = 0;
-			op->reads[k]->attempts = 0;
-		}
 		if (op->length == 0)
 			ring_op_finish(r, op, 0);
 		else

@@ -26,7 +26,11 @@
 #include "memory_limit.h"
 
 #define IO_ALIGN 4096u
-#define DEFAULT_BUDGET_MAX (1ull << 30)
+/* The default budget's cap: this share of the memory the process may
+ * use.  It scales with the machine (16 GiB on a 128 GiB GPU host, where a
+ * fixed 1 GiB held too little in flight and refused a window of 64 MiB
+ * blocks); what the loader takes is still what the dataset needs. */
+#define DEFAULT_BUDGET_SHARE 8
 
 /* Read buffer (with room for direct I/O's alignment around the block),
  * then the decode buffer when the block is compressed.  Blocks are at
@@ -40,8 +44,8 @@ uint64_t block_io_bytes(const struct shard_block *blk)
 	return n;
 }
 
-/* The smaller of 1 GiB and 5% of the memory this process may use: the
- * machine's, or its control group's limit when smaller (a container). */
+/* An eighth of the memory this process may use: the machine's, or its
+ * control group's limit when smaller (a container). */
 static uint64_t default_budget(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -49,7 +53,7 @@ static uint64_t default_budget(void)
 		? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
 
 	ram = memory_limit_bytes(ram, "/proc/self/cgroup", "/sys/fs/cgroup");
-	return ram / 20 < DEFAULT_BUDGET_MAX ? ram / 20 : DEFAULT_BUDGET_MAX;
+	return ram / DEFAULT_BUDGET_SHARE;
 }
 
 static uint64_t mul_sat(uint64_t a, uint64_t b)
@@ -78,6 +82,8 @@ static int cmp_u64(const void *a, const void *b)
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
 	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
+	uint64_t raw_top_batch;     /* the batch_size largest raw sizes,
+				       summed: no batch holds more */
 	uint64_t max_block;         /* global block with io_max */
 };
 
@@ -93,16 +99,18 @@ static int cmp_per_record(const void *a, const void *b)
 
 static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 {
-	uint64_t n = c->nblocks, *io, seen = 0;
+	uint64_t n = c->nblocks, *io, *raw, seen = 0;
 	struct per_record *rec;
 
 	memset(z, 0, sizeof(*z));
 	if (n == 0)
 		return 0;
 	io = malloc(n * sizeof(*io));
+	raw = malloc(n * sizeof(*raw));
 	rec = malloc(n * sizeof(*rec));
-	if (!io || !rec) {
+	if (!io || !raw || !rec) {
 		free(io);
+		free(raw);
 		free(rec);
 		return -ENOMEM;
 	}
@@ -111,6 +119,7 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 		const struct shard_block *blk = loader_block(c, g, &shard);
 
 		io[g] = block_io_bytes(blk);
+		raw[g] = blk->raw_size;
 		rec[g].count = blk->record_count;
 		rec[g].bytes = blk->record_count
 			? (blk->raw_size + blk->record_count - 1) /
@@ -126,6 +135,11 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	z->io_median = io[(n - 1) / 2];
 	for (uint64_t k = 0; k < c->need && k < n; k++)
 		z->io_top_need = add_sat(z->io_top_need, io[n - 1 - k]);
+	/* A batch's records come from at most batch_size blocks, and its
+	 * records of one block hold at most that block's raw bytes. */
+	qsort(raw, n, sizeof(*raw), cmp_u64);
+	for (uint64_t k = 0; k < c->cfg.batch_size && k < n; k++)
+		z->raw_top_batch = add_sat(z->raw_top_batch, raw[n - 1 - k]);
 	for (uint64_t k = 0; k < n; k++) {
 		seen += rec[k].count;
 		z->record_median = rec[k].bytes;
@@ -133,6 +147,7 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 			break;
 	}
 	free(io);
+	free(raw);
 	free(rec);
 	return 0;
 }
@@ -172,8 +187,9 @@ static uint64_t largest_record_extra(const struct loader_core *c)
  * what a full batch takes besides variable values (slot_layout()).
  * Default budget: what the index says prefetch_depth + 1 typical batches
  * (one more with variable values) and the cache need, plus the largest
- * record and block once, capped at default_budget().  Given memory_bytes:
- * exactly that.
+ * batch and block once, capped at default_budget(); an explicit
+ * cache_bytes is not capped.  Given memory_bytes: exactly that, refused
+ * when it cannot hold an explicit cache_bytes beside one batch.
  */
 int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)
@@ -211,8 +227,14 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	 * lowest prefetch_depth + 1 typical sizes, so that much room above
 	 * them lets the largest batch in beside whichever one is held (else
 	 * a held batch can split the pool where neither hole fits it:
-	 * test_budget check_hold_previous). */
-	extra = largest_record_extra(c);
+	 * test_budget check_hold_previous).  The largest batch is every
+	 * record at its largest values (a batch of 8 images of up to 300 KB
+	 * sized from the median image was refused), but never more than the
+	 * batch_size largest blocks hold (one outlier record costs its own
+	 * size, not batch_size times it). */
+	extra = mul_sat(largest_record_extra(c), b < records ? b : records);
+	if (extra && extra > z.raw_top_batch)
+		extra = z.raw_top_batch;
 	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull
 								     : 1ull),
 				     per_batch),
@@ -221,10 +243,20 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 
 	if (c->cfg.memory_bytes) {
 		budget = c->cfg.memory_bytes;
+		if (c->cfg.cache_bytes &&
+		    add_sat(c->cfg.cache_bytes, batch_fixed) > budget) {
+			snprintf(err, errlen,
+				 "cache_bytes %llu does not fit in memory_bytes %llu beside one batch (%llu bytes): raise memory_bytes or lower cache_bytes",
+				 (unsigned long long)c->cfg.cache_bytes,
+				 (unsigned long long)budget,
+				 (unsigned long long)batch_fixed);
+			return -ENOSPC;
+		}
 	} else {
 		budget = default_budget();
-		if (add_sat(io_want, batch_want) < budget)
-			budget = io_want + batch_want;
+		if (add_sat(io_want, batch_want) < budget ||
+		    c->cfg.cache_bytes)     /* asked for: never capped */
+			budget = add_sat(io_want, batch_want);
 	}
 	budget &= ~(uint64_t)(IO_ALIGN - 1);
 	if (add_sat(io_want, batch_want) <= budget) {

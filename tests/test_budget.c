@@ -752,6 +752,65 @@ static void check_lying_header(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* A few hundred records of 0 to 300 KB, as a small WebDataset makes: the
+ * default budget streams them at every batch size and shuffle mode (it
+ * was sized from the median image, and a batch of 8 large ones was
+ * refused: 605696 bytes, more than the 380928 of batch memory). */
+static void check_variable_images(const char *dir)
+{
+	struct sluice_field f[2];
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	const uint64_t n = 300, max = 300 << 10;
+	uint8_t *img = malloc(max);
+	uint64_t rng = 7;
+	int64_t label;
+
+	T_ASSERT(img != NULL);
+	memset(img, 0xab, max);
+	f[0] = t_field("jpg", (DLDataType){ kDLUInt, 8, 1 }, -1);
+	f[1] = t_field("cls", (DLDataType){ kDLInt, 64, 1 }, 1);
+	sluice_writer_config_init(&wc);
+	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
+	for (uint64_t i = 0; i < n; i++) {
+		const void *vals[2] = { img, &label };
+		uint64_t lens[2];
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		/* most small, a run of large ones together */
+		lens[0] = i >= 200 && i < 220 ? max - i : (rng >> 33) % 8192;
+		lens[1] = sizeof(label);
+		label = (int64_t)i;
+		T_OK(sluice_writer_add(w, vals, lens));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	free(img);
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (uint32_t batch = 2; batch <= 32; batch *= 2)
+		for (int mode = SLUICE_SHUFFLE_NONE;
+		     mode <= SLUICE_SHUFFLE_FULL; mode++) {
+			sluice_loader *ld = must_open(ds, mode, batch, 0);
+			uint64_t got = 0;
+			sluice_batch *b;
+			char msg[512];
+			int r;
+
+			while ((r = sluice_loader_next(ld, &b)) == 0) {
+				got += sluice_batch_size(b);
+				sluice_batch_release(b);
+			}
+			sluice_loader_error(ld, msg, sizeof(msg));
+			if (r != SLUICE_EOF)
+				T_FAIL_AT("batch %u shuffle %d: %s: %s", batch,
+					  mode, sluice_strerror(r), msg);
+			T_EQ(got, n);
+			sluice_loader_close(ld);
+		}
+	sluice_dataset_close(ds);
+}
+
 /* Stream @n datasets to their end (no shuffle, batches of 10, blocks
  * verified when @verify); the loader must fail as corrupt, naming
  * @file's block 0 at offset 4096. */
@@ -964,6 +1023,8 @@ int main(void)
 	check_release_races_grow(path);
 	check_lying_header(path);
 	check_shard_bound(dir);
+	snprintf(path, sizeof(path), "%s/images", dir);
+	check_variable_images(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;

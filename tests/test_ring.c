@@ -1,8 +1,8 @@
 /*
  * test_ring.c - the io ring against real files: known bytes read back,
  * coalescing, injected short reads / -EAGAIN / -EIO / -ECANCELED, EOF and
- * truncation, wake from another thread, destroy with reads in flight, and
- * the fallbacks (buffered I/O, plain reads, unregistered buffers).
+ * truncation, buffered runs read in pieces, wake from another thread,
+ * destroy with reads in flight, and the fallbacks (buffered I/O, plain reads, unregistered buffers).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -441,6 +441,68 @@ static void test_errors(int direct)
 
 	fault_set(F_NONE, 0, 0, 0, 0);
 	io_ring_destroy(r);
+}
+
+/* A buffered run longer than a piece is read as several SQEs in flight
+ * at once; a read that spans pieces comes back once, when its last piece
+ * is done, with the first error or end of file any of its pieces met. */
+static void test_pieces(void)
+{
+	const uint64_t mib = 1u << 20, half = mib / 2, size = 3 * mib + 777;
+	char path[320];
+	const char *p[1] = { path };
+	struct io_ring_info info;
+	struct io_ring *r;
+	uint64_t s0;
+
+	snprintf(path, sizeof(path), "%s/pieces", tmpdir);
+	make_file(path, 7, size);
+	r = ring_open(p, 1, 0, 8, 0, &info);
+	T_EQ(info.direct, 0);
+
+	/* the whole file: a piece of 2 MiB, one of 1 MiB and 777 bytes */
+	set_read(0, 0, 0, size, size, arena);
+	s0 = io_ring_test_sqes(r);
+	submit(r, 1, NULL);
+	reap_all(r, 1);
+	T_EQ(io_ring_test_sqes(r) - s0, 2);
+	check_bytes(arena, 7, 0, size);
+
+	/* one run of three reads: B spans the pieces' boundary, C meets
+	 * the end of the file in the last piece */
+	memset(arena, 0, ARENA_LEN);
+	set_read(0, 0, 0, mib, mib, arena);
+	set_read(1, 0, mib, 3 * half, 3 * half, arena + mib);
+	set_read(2, 0, 5 * half, 2 * half, half + 777, arena + 5 * half);
+	submit(r, 3, NULL);
+	reap_all(r, 3);
+	check_read(0, 7);
+	check_read(1, 7);
+	T_EQ(reads[2].result, half + 777);
+	check_bytes(arena + 5 * half, 7, 5 * half, half + 777);
+
+	/* -EIO in the second piece: A, wholly in the first, is read; B and
+	 * C, which have bytes there, fail */
+	fault_set(F_AT, 0, 2 * mib, -1, -EIO);
+	submit(r, 3, NULL);
+	reap_all(r, 3);
+	check_read(0, 7);
+	T_EQ(reads[1].result, -EIO);
+	T_EQ(reads[2].result, -EIO);
+
+	/* a short first piece is resubmitted: all read */
+	memset(arena, 0, ARENA_LEN);
+	fault_set(F_AT, 0, 0, 1, 4096);
+	submit(r, 3, NULL);
+	reap_all(r, 3);
+	check_read(0, 7);
+	check_read(1, 7);
+	T_EQ(reads[2].result, half + 777);
+	check_bytes(arena + 5 * half, 7, 5 * half, half + 777);
+	fault_set(F_NONE, 0, 0, 0, 0);
+
+	io_ring_destroy(r);
+	unlink(path);
 }
 
 /* Ends of files: truncated -> -ENODATA; short of length but past
@@ -991,6 +1053,7 @@ int main(void)
 		test_eof(direct);
 		test_stress(direct);
 	}
+	test_pieces();
 	test_iovec_boundary();
 	test_outside_arena_and_unaligned();
 	test_invalid();

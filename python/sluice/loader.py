@@ -83,8 +83,8 @@ class Loader:
     rank, world_size: default to $RANK and $WORLD_SIZE (else 0 and 1).
     prefetch: batches the loader fills ahead of the consumer.
     memory_bytes: the loader's memory budget (io buffers and batches);
-        0: what the dataset needs, at most min(1 GiB, 5% of RAM or of
-        the cgroup memory limit).  A batch or block that cannot fit
+        0: what the dataset needs, at most an eighth of RAM or of the
+        cgroup memory limit.  A batch or block that cannot fit
         raises naming memory_bytes.
     direct_io: "auto" (shards the page cache mostly holds are read
         buffered, the others with O_DIRECT where the filesystem allows;
