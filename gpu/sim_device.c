@@ -441,7 +441,7 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 	struct sim_device *sd = to_sim(d);
 	struct sim_op *op = op_new(OP_COPY, 1);
 	struct sim_event done;
-	int r;
+	int r = 0;
 
 	if (!op) {
 		device_record_error(d, "out of memory for an upload");
@@ -451,7 +451,8 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 	pthread_mutex_lock(&sim_mu);
 	/* After every gather queued so far: they may still read the bytes
 	 * this overwrites. */
-	r = wait_event_locked(sd->upload, sd->gathered);
+	if (!(sd->faults & SIM_FAULT_EARLY_UPLOAD))
+		r = wait_event_locked(sd->upload, sd->gathered);
 	if (!r) {
 		enqueue_locked(sd->upload, op);
 		done = record_locked(sd->upload);

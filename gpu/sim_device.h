@@ -67,6 +67,10 @@ enum sim_fault {
 	 * consumer: the mirror is poisoned and reused while the consumer's
 	 * queued work still reads it. */
 	SIM_FAULT_EARLY_REUSE = 1u << 2,
+	/* device_upload() does not wait for the gathers queued before it:
+	 * a block's io memory is overwritten while a gather still has to
+	 * read it. */
+	SIM_FAULT_EARLY_UPLOAD = 1u << 4,
 	/* The sim_test_fail_copy-th copy or gather (counted from 1) fails
 	 * with -SLUICE_ECUDA: an error in the copy stage. */
 	SIM_FAULT_COPY_ERROR = 1u << 3,

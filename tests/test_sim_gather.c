@@ -10,13 +10,16 @@
  * wait behind releases on the copy stream while uploads of new blocks
  * land in the io memory those gathers read.  An upload that overtook a
  * gather, a gather that overtook a release, or a read before the gather
- * shows as wrong bytes.  Every shuffle mode; raw data (device_gather
+ * shows as wrong bytes (and a test shows the first of these caught:
+ * SIM_FAULT_EARLY_UPLOAD).  Every shuffle mode; raw data (device_gather
  * AUTO: the sim device says it gathers) and zstd (ON); two epochs, each
  * record delivered once per epoch.
  *
  * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
  * SLUICE_SIM_STRESS=K runs K seeds.
  */
+#include <sys/wait.h>
+
 #include "gather_fixture.h"
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
 #include "sim_util.h"
@@ -51,8 +54,11 @@ static int check_gathered(struct sim_pending *p)
 	return 0;
 }
 
-static void gather_case(sluice_dataset *ds, int shuffle, int gather,
-			int64_t stream, const char *what)
+/* @return: the batches that read wrong bytes (the checks of a clean run
+ * only when @expect_clean). */
+static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
+			    int64_t stream, const char *what, int expect_clean,
+			    uint64_t budget, unsigned kernel_us, uint32_t depth)
 {
 	struct sluice_loader_config cfg;
 	struct sluice_stats st;
@@ -68,12 +74,12 @@ static void gather_case(sluice_dataset *ds, int shuffle, int gather,
 	cfg.seed = sim_seed;
 	cfg.shuffle = shuffle;
 	cfg.window_blocks = 4;
-	cfg.prefetch_depth = 4;
+	cfg.prefetch_depth = depth;
 	cfg.decode_threads = 2;
 	cfg.range_reads = SLUICE_RANGE_READS_OFF;
 	cfg.device_gather = gather;
-	cfg.memory_bytes = shuffle == SLUICE_SHUFFLE_FULL ? 2u << 20
-							  : 768u << 10;
+	cfg.memory_bytes = budget ? budget
+			   : shuffle == SLUICE_SHUFFLE_FULL ? 2u << 20 : 768u << 10;
 	r = sluice_loader_open(ds, &cfg, &ld);
 	if (r) {
 		sluice_loader_error(ld, msg, sizeof(msg));
@@ -84,7 +90,7 @@ static void gather_case(sluice_dataset *ds, int shuffle, int gather,
 	c.ntensors = 3;
 	c.check = check_gathered;
 	c.stream = stream;
-	c.kernel_us = 1000;
+	c.kernel_us = kernel_us;
 	c.hold = 3;
 	c.seen = seen;
 	c.records = N;
@@ -92,6 +98,14 @@ static void gather_case(sluice_dataset *ds, int shuffle, int gather,
 	for (int epoch = 0; epoch < 2; epoch++)
 		T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
 	sim_finish(&c);
+	if (!expect_clean) {
+		printf("%s: %llu of %llu batches read wrong bytes%s%s\n", what,
+		       (unsigned long long)c.bad, (unsigned long long)c.batches,
+		       c.bad ? "; first: " : "", c.first_bad);
+		sluice_loader_close(ld);
+		free(seen);
+		return c.bad;
+	}
 	if (c.bad)
 		T_FAIL_AT("%s: %llu of %llu batches read wrong bytes; first: %s",
 			  what, (unsigned long long)c.bad,
@@ -111,6 +125,87 @@ static void gather_case(sluice_dataset *ds, int shuffle, int gather,
 	       (unsigned long long)st.device_upload_bytes);
 	sluice_loader_close(ld);
 	free(seen);
+	return 0;
+}
+
+/*
+ * The net catches an upload that overtakes a gather
+ * (SIM_FAULT_EARLY_UPLOAD): in a child process (forked before any
+ * thread), which exits 3 when its consumer read wrong bytes.  Under
+ * SAN=thread, ThreadSanitizer's race report (exit 66) catches it too.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN 1
+#endif
+#endif
+#ifndef TSAN
+#define TSAN 0
+#endif
+
+static int early_upload_child(const char *path, int with_fault)
+{
+	sluice_dataset *ds;
+	uint64_t bad;
+	int64_t s;
+
+	sim_finished = 1;       /* the parent prints the seed */
+	sim_test_faults = with_fault ? SIM_FAULT_EARLY_UPLOAD : 0;
+	T_OK(sluice_dataset_open(path, &ds));
+	s = sim_stream_create(sim_seed * 5 + 2, 300);
+	T_ASSERT(s != 0);
+	/* Twelve batches in flight, each read slowly, in an io memory of
+	 * a few blocks: gathers queue up behind the consumer's releases
+	 * while their blocks' memory is given to new blocks. */
+	bad = gather_case(ds, SLUICE_SHUFFLE_NONE, SLUICE_DEVICE_GATHER_AUTO, s,
+			  with_fault ? "early_upload" : "early_upload (not injected)",
+			  0, 400000, 3000, 12);
+	sim_stream_destroy(s);
+	sluice_dataset_close(ds);
+	return bad ? 3 : 0;
+}
+
+static int run_child(const char *path, int with_fault)
+{
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		int code = early_upload_child(path, with_fault);
+
+		fflush(stdout);
+		_exit(code);
+	}
+	T_EQ(waitpid(pid, &status, 0), pid);
+	T_ASSERT(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void early_upload_caught(const char *path, uint64_t seed)
+{
+	int status = 0, tries;
+
+	/* the same run without the fault reads every byte right */
+	sim_use_seed(seed);
+	T_EQ(run_child(path, 0), 0);
+	for (tries = 0; tries < 5; tries++) {
+		sim_use_seed(seed + 1000u * (tries + 1));
+		status = run_child(path, 1);
+		if (status == 3 || (TSAN && status == 66))
+			break;
+		T_EQ(status, 0);
+	}
+	if (tries == 5)
+		T_FAIL_AT("early_upload: 5 seeds, and no read saw wrong bytes");
+	printf("early_upload: caught (seed %llu%s)\n",
+	       (unsigned long long)sim_seed,
+	       status == 66 ? ", by ThreadSanitizer" : "");
 }
 
 int main(void)
@@ -129,8 +224,11 @@ int main(void)
 		snprintf(path[z], sizeof(path[z]), "%s/%s", dir,
 			 z ? "zstd" : "raw");
 		write_dataset(path[z], z ? 1 : 0);
-		T_OK(sluice_dataset_open(path[z], &ds[z]));
 	}
+	/* first, while this process has no threads to fork with */
+	early_upload_caught(path[0], seed);
+	for (int z = 0; z < 2; z++)
+		T_OK(sluice_dataset_open(path[z], &ds[z]));
 	for (unsigned round = 0; round < rounds; round++) {
 		int64_t s;
 
@@ -146,7 +244,7 @@ int main(void)
 				gather_case(ds[z], modes[m],
 					    z ? SLUICE_DEVICE_GATHER_ON
 					      : SLUICE_DEVICE_GATHER_AUTO,
-					    s, what);
+					    s, what, 1, 0, 1000, 4);
 			}
 		sim_stream_destroy(s);
 	}
