@@ -3,12 +3,8 @@
  * the ordering rules of DESIGN.md "GPU stream semantics" run in every
  * `make test`, without a GPU.
  *
- * - Streams are threads.  Each runs its queue in order, every operation
- *   after a random delay drawn from the stream's seed.
- * - Events are counters: recording one on a stream notes how many
- *   operations were queued on it; the event is complete once the stream
- *   has run that many.  A stream made to wait on an event gets a wait
- *   operation in its queue: the stream blocks, the host does not.
+ * - Streams are threads running queued work after seeded random delays,
+ *   events are counters (sim_stream.c).
  * - Device memory is apart from the arena (its own allocation).  It holds
  *   SIM_POISON at open; a copy poisons its destination, waits a random
  *   while, then lands; a release poisons the slot's bytes once the
@@ -16,12 +12,6 @@
  *   moment sees poison or another batch.
  * - Gathers run on the copy stream, uploads on an upload stream that
  *   first waits for the latest gather (as cuda_gather.c orders them).
- *
- * One lock and one condition variable serve every stream and event of
- * the process: simple, and fast enough for tests.  Streams are never
- * freed, only stopped and reused, since events (copied into queued waits
- * and slots) name them; the counters only grow, so an event of a stopped
- * stream stays complete through its reuse.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,6 +23,7 @@
 #include "sluice.h"
 #include "device_impl.h"
 #include "sim_device.h"
+#include "sim_stream.h"
 
 #ifdef SLUICE_TESTING
 unsigned sim_test_faults;
@@ -42,47 +33,6 @@ uint64_t sim_test_fail_copy;
 /* Distinct consumer streams a slot tracks between two releases; past
  * that a release waits for every consumer stream there is. */
 #define SLOT_STREAMS 8
-
-struct sim_stream;
-
-struct sim_event {
-	struct sim_stream *s;   /* NULL: never recorded, complete */
-	uint64_t at;            /* complete once s->done >= at */
-};
-
-/* One contiguous piece an operation writes: from @src, or poison when
- * @src is NULL. */
-struct sim_piece {
-	uint8_t *dst;
-	const uint8_t *src;
-	size_t len;
-};
-
-enum sim_op_kind { OP_COPY, OP_WAIT, OP_CALL };
-
-struct sim_op {
-	struct sim_op *next;
-	enum sim_op_kind kind;
-	struct sim_event ev;             /* OP_WAIT */
-	void (*fn)(void *);              /* OP_CALL */
-	void *arg;
-	unsigned n;                      /* OP_COPY */
-	struct sim_piece piece[];
-};
-
-struct sim_stream {
-	struct sim_stream *all_next;     /* every stream made [sim_mu] */
-	pthread_t thread;
-	int in_use, stop;                /* [sim_mu] */
-	struct sim_op *head, *tail;      /* [sim_mu] */
-	uint64_t enqueued, done;         /* [sim_mu] */
-	uint64_t rng;                    /* the stream's thread only */
-	unsigned delay_us;
-};
-
-static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t sim_cv = PTHREAD_COND_INITIALIZER;
-static struct sim_stream *sim_streams;
 
 struct sim_slot {
 	struct sim_event ready;          /* the slot's last copy or gather */
@@ -107,243 +57,6 @@ struct sim_device {
 static struct sim_device *to_sim(struct device *d)
 {
 	return (struct sim_device *)d;
-}
-
-/* splitmix64: small, seedable, good enough for delays. */
-static uint64_t next_rand(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Half the operations run at once, the rest after up to delay_us: both
- * orders of every race get their turn. */
-static void random_delay(struct sim_stream *s)
-{
-	uint64_t r = next_rand(&s->rng);
-	struct timespec ts;
-	uint64_t us;
-
-	if (s->delay_us == 0 || (r & 1))
-		return;
-	us = (r >> 1) % (s->delay_us + 1u);
-	ts.tv_sec = (time_t)(us / 1000000u);
-	ts.tv_nsec = (long)(us % 1000000u) * 1000;
-	nanosleep(&ts, NULL);
-}
-
-static int event_done_locked(const struct sim_event *e)
-{
-	return !e->s || e->s->done >= e->at;
-}
-
-static void event_wait(const struct sim_event *e)
-{
-	pthread_mutex_lock(&sim_mu);
-	while (!event_done_locked(e))
-		pthread_cond_wait(&sim_cv, &sim_mu);
-	pthread_mutex_unlock(&sim_mu);
-}
-
-static struct sim_event record_locked(struct sim_stream *s)
-{
-	return (struct sim_event){ s, s->enqueued };
-}
-
-static void run_op(struct sim_stream *s, struct sim_op *op)
-{
-	switch (op->kind) {
-	case OP_COPY:
-		/* Poison first and land later: a reader that did not wait
-		 * sees poison, not yesterday's bytes that happen to match. */
-		for (unsigned k = 0; k < op->n; k++)
-			memset(op->piece[k].dst, SIM_POISON, op->piece[k].len);
-		random_delay(s);
-		for (unsigned k = 0; k < op->n; k++)
-			if (op->piece[k].src)
-				memcpy(op->piece[k].dst, op->piece[k].src,
-				       op->piece[k].len);
-		break;
-	case OP_WAIT:
-		event_wait(&op->ev);
-		break;
-	case OP_CALL:
-		op->fn(op->arg);
-		break;
-	}
-}
-
-static void *stream_main(void *arg)
-{
-	struct sim_stream *s = arg;
-	struct sim_op *op;
-
-	pthread_mutex_lock(&sim_mu);
-	for (;;) {
-		while (!s->head && !s->stop)
-			pthread_cond_wait(&sim_cv, &sim_mu);
-		op = s->head;
-		if (!op)
-			break;          /* stopped, and nothing left */
-		pthread_mutex_unlock(&sim_mu);
-		random_delay(s);
-		run_op(s, op);
-		pthread_mutex_lock(&sim_mu);
-		s->head = op->next;
-		if (!s->head)
-			s->tail = NULL;
-		s->done++;
-		pthread_cond_broadcast(&sim_cv);
-		free(op);
-	}
-	pthread_mutex_unlock(&sim_mu);
-	return NULL;
-}
-
-static void enqueue_locked(struct sim_stream *s, struct sim_op *op)
-{
-	op->next = NULL;
-	if (s->tail)
-		s->tail->next = op;
-	else
-		s->head = op;
-	s->tail = op;
-	s->enqueued++;
-	pthread_cond_broadcast(&sim_cv);
-}
-
-static struct sim_op *op_new(enum sim_op_kind kind, unsigned n)
-{
-	struct sim_op *op = calloc(1, sizeof(*op) + n * sizeof(op->piece[0]));
-
-	if (op) {
-		op->kind = kind;
-		op->n = n;
-	}
-	return op;
-}
-
-static struct sim_stream *stream_open(uint64_t seed, unsigned delay_us)
-{
-	struct sim_stream *s;
-
-	pthread_mutex_lock(&sim_mu);
-	for (s = sim_streams; s && s->in_use; s = s->all_next)
-		;
-	if (!s) {
-		s = calloc(1, sizeof(*s));
-		if (!s) {
-			pthread_mutex_unlock(&sim_mu);
-			return NULL;
-		}
-		s->all_next = sim_streams;
-		sim_streams = s;
-	}
-	s->in_use = 1;
-	s->stop = 0;
-	s->rng = seed;
-	s->delay_us = delay_us;
-	if (pthread_create(&s->thread, NULL, stream_main, s)) {
-		s->in_use = 0;
-		s = NULL;
-	}
-	pthread_mutex_unlock(&sim_mu);
-	return s;
-}
-
-static void stream_close(struct sim_stream *s)
-{
-	if (!s)
-		return;
-	pthread_mutex_lock(&sim_mu);
-	s->stop = 1;
-	pthread_cond_broadcast(&sim_cv);
-	pthread_mutex_unlock(&sim_mu);
-	pthread_join(s->thread, NULL);
-	pthread_mutex_lock(&sim_mu);
-	s->in_use = 0;
-	pthread_mutex_unlock(&sim_mu);
-}
-
-/* A consumer's handle, if it names a stream in use. */
-static struct sim_stream *stream_find_locked(int64_t h)
-{
-	struct sim_stream *s;
-
-	for (s = sim_streams; s; s = s->all_next)
-		if ((int64_t)(intptr_t)s == h && s->in_use)
-			return s;
-	return NULL;
-}
-
-int64_t sim_stream_create(uint64_t seed, unsigned delay_us)
-{
-	return (int64_t)(intptr_t)stream_open(seed, delay_us);
-}
-
-void sim_stream_destroy(int64_t stream)
-{
-	struct sim_stream *s;
-
-	pthread_mutex_lock(&sim_mu);
-	s = stream_find_locked(stream);
-	pthread_mutex_unlock(&sim_mu);
-	stream_close(s);
-}
-
-int sim_stream_call(int64_t stream, void (*fn)(void *), void *arg)
-{
-	struct sim_op *op = op_new(OP_CALL, 0);
-	struct sim_stream *s;
-
-	if (!op)
-		return -ENOMEM;
-	op->fn = fn;
-	op->arg = arg;
-	pthread_mutex_lock(&sim_mu);
-	s = stream_find_locked(stream);
-	if (s)
-		enqueue_locked(s, op);
-	pthread_mutex_unlock(&sim_mu);
-	if (!s) {
-		free(op);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int sim_stream_synchronize(int64_t stream)
-{
-	struct sim_event e;
-	struct sim_stream *s;
-
-	pthread_mutex_lock(&sim_mu);
-	s = stream_find_locked(stream);
-	if (s)
-		e = record_locked(s);
-	pthread_mutex_unlock(&sim_mu);
-	if (!s)
-		return -EINVAL;
-	event_wait(&e);
-	return 0;
-}
-
-/* Queue on @waiter a wait for @e. */
-static int wait_event_locked(struct sim_stream *waiter, struct sim_event e)
-{
-	struct sim_op *op;
-
-	if (event_done_locked(&e))
-		return 0;
-	op = op_new(OP_WAIT, 0);
-	if (!op)
-		return -ENOMEM;
-	op->ev = e;
-	enqueue_locked(waiter, op);
-	return 0;
 }
 
 /* Remember which device bytes slot @s last wrote (poisoned on release). */
@@ -371,10 +84,10 @@ static int slot_enqueue(struct sim_device *sd, uint32_t i, struct sim_op *op,
 	struct sim_slot *s = &sd->slot[i];
 	int r;
 
-	pthread_mutex_lock(&sim_mu);
+	sim_lock();
 	sd->copies++;
 	if ((sd->faults & SIM_FAULT_COPY_ERROR) && sd->copies == sd->fail_copy) {
-		pthread_mutex_unlock(&sim_mu);
+		sim_unlock();
 		free(op);
 		device_record_error(&sd->base,
 				    "simulated %s %llu (slot %u) failed (asked)",
@@ -384,12 +97,12 @@ static int slot_enqueue(struct sim_device *sd, uint32_t i, struct sim_op *op,
 	}
 	r = slot_note_locked(s, op);
 	if (!r) {
-		enqueue_locked(sd->copy, op);
-		s->ready = record_locked(sd->copy);
+		sim_enqueue_locked(sd->copy, op);
+		s->ready = sim_record_locked(sd->copy);
 		if (gather)
 			sd->gathered = s->ready;
 	}
-	pthread_mutex_unlock(&sim_mu);
+	sim_unlock();
 	if (r) {
 		free(op);
 		device_record_error(&sd->base, "out of memory (slot %u)", i);
@@ -404,7 +117,7 @@ static int sim_copy_slot(struct device *d, uint32_t i, const void *host,
 	/* device_check_copy() put every range inside the mirrored part */
 	size_t base = (size_t)((const uint8_t *)host -
 			       (const uint8_t *)d->arena.base) - d->mirror_offset;
-	struct sim_op *op = op_new(OP_COPY, n);
+	struct sim_op *op = sim_op_new(OP_COPY, n);
 
 	if (!op) {
 		device_record_error(d, "out of memory for a copy (slot %u)", i);
@@ -421,7 +134,7 @@ static int sim_gather(struct device *d, uint32_t i,
 		      const struct gather_run *runs, unsigned n)
 {
 	struct sim_device *sd = to_sim(d);
-	struct sim_op *op = op_new(OP_COPY, n);
+	struct sim_op *op = sim_op_new(OP_COPY, n);
 
 	if (!op) {
 		device_record_error(d, "out of memory for a gather (slot %u)", i);
@@ -439,7 +152,7 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 		      size_t len)
 {
 	struct sim_device *sd = to_sim(d);
-	struct sim_op *op = op_new(OP_COPY, 1);
+	struct sim_op *op = sim_op_new(OP_COPY, 1);
 	struct sim_event done;
 	int r = 0;
 
@@ -448,22 +161,22 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 		return -ENOMEM;
 	}
 	op->piece[0] = (struct sim_piece){ sd->io_mem + offset, host, len };
-	pthread_mutex_lock(&sim_mu);
+	sim_lock();
 	/* After every gather queued so far: they may still read the bytes
 	 * this overwrites. */
 	if (!(sd->faults & SIM_FAULT_EARLY_UPLOAD))
-		r = wait_event_locked(sd->upload, sd->gathered);
+		r = sim_wait_event_locked(sd->upload, sd->gathered);
 	if (!r) {
-		enqueue_locked(sd->upload, op);
-		done = record_locked(sd->upload);
+		sim_enqueue_locked(sd->upload, op);
+		done = sim_record_locked(sd->upload);
 	}
-	pthread_mutex_unlock(&sim_mu);
+	sim_unlock();
 	if (r) {
 		free(op);
 		device_record_error(d, "out of memory for an upload");
 		return r;
 	}
-	event_wait(&done);
+	sim_event_wait(&done);
 	return 0;
 }
 
@@ -474,10 +187,10 @@ static int sim_wait_copied(struct device *d, uint32_t i)
 
 	if (sd->faults & SIM_FAULT_EARLY_RELEASE)
 		return 0;
-	pthread_mutex_lock(&sim_mu);
+	sim_lock();
 	e = sd->slot[i].ready;
-	pthread_mutex_unlock(&sim_mu);
-	event_wait(&e);
+	sim_unlock();
+	sim_event_wait(&e);
 	return 0;
 }
 
@@ -491,23 +204,23 @@ static int sim_slot_export(struct device *d, uint32_t i, int64_t stream)
 
 	if (stream == -1 || (sd->faults & SIM_FAULT_NO_CONSUMER_WAIT))
 		return 0;
-	pthread_mutex_lock(&sim_mu);
+	sim_lock();
 	e = s->ready;
 	if (stream == 0) {
 		/* The calling thread is the consumer: it reads once this
 		 * returns, and its release comes after its reads. */
-		pthread_mutex_unlock(&sim_mu);
-		event_wait(&e);
+		sim_unlock();
+		sim_event_wait(&e);
 		return 0;
 	}
-	cs = stream_find_locked(stream);
+	cs = sim_stream_find_locked(stream);
 	if (!cs) {
-		pthread_mutex_unlock(&sim_mu);
+		sim_unlock();
 		device_record_error(d, "stream %lld is not a simulated stream "
 				       "(slot %u)", (long long)stream, i);
 		return -EINVAL;
 	}
-	r = wait_event_locked(cs, e);
+	r = sim_wait_event_locked(cs, e);
 	for (k = 0; !r && k < s->nconsumers && s->consumer[k] != cs; k++)
 		;
 	if (!r && k == s->nconsumers) {
@@ -516,7 +229,7 @@ static int sim_slot_export(struct device *d, uint32_t i, int64_t stream)
 		else
 			s->overflow = 1;
 	}
-	pthread_mutex_unlock(&sim_mu);
+	sim_unlock();
 	if (r)
 		device_record_error(d, "out of memory (slot %u)", i);
 	return r;
@@ -526,26 +239,24 @@ static int sim_slot_release(struct device *d, uint32_t i)
 {
 	struct sim_device *sd = to_sim(d);
 	struct sim_slot *s = &sd->slot[i];
-	struct sim_stream *cs;
 	struct sim_op *poison = NULL;
 	int k, r = 0;
 
-	pthread_mutex_lock(&sim_mu);
+	sim_lock();
 	if (!(sd->faults & SIM_FAULT_EARLY_REUSE)) {
 		for (k = 0; !r && k < s->nconsumers; k++)
-			r = wait_event_locked(sd->copy,
-					      record_locked(s->consumer[k]));
+			r = sim_wait_event_locked(sd->copy,
+					      sim_record_locked(s->consumer[k]));
 		/* Streams it could not track: wait for every one. */
-		for (cs = sim_streams; !r && s->overflow && cs; cs = cs->all_next)
-			if (cs->in_use && cs != sd->copy && cs != sd->upload)
-				r = wait_event_locked(sd->copy, record_locked(cs));
+		if (!r && s->overflow)
+			r = sim_wait_all_locked(sd->copy, sd->upload);
 	}
 	if (!r && s->nlast) {
-		poison = op_new(OP_COPY, s->nlast);
+		poison = sim_op_new(OP_COPY, s->nlast);
 		if (poison) {
 			memcpy(poison->piece, s->last,
 			       s->nlast * sizeof(s->last[0]));
-			enqueue_locked(sd->copy, poison);
+			sim_enqueue_locked(sd->copy, poison);
 		} else {
 			r = -ENOMEM;
 		}
@@ -553,7 +264,7 @@ static int sim_slot_release(struct device *d, uint32_t i)
 	s->nlast = 0;
 	s->nconsumers = 0;
 	s->overflow = 0;
-	pthread_mutex_unlock(&sim_mu);
+	sim_unlock();
 	if (r)
 		device_record_error(d, "out of memory releasing slot %u", i);
 	return r;
@@ -595,8 +306,8 @@ static void sim_close(struct device *d)
 
 	/* The copy stream's waits on the consumers' releases end only when
 	 * the consumers' queued reads have run: then the memory may go. */
-	stream_close(sd->copy);
-	stream_close(sd->upload);
+	sim_stream_close(sd->copy);
+	sim_stream_close(sd->upload);
 	if (sd->slot)
 		for (uint32_t i = 0; i < d->slots; i++)
 			free(sd->slot[i].last);
@@ -682,10 +393,10 @@ int sim_device_open(const struct device_config *cfg, uint64_t seed,
 		sd->base.info.device_bytes += cfg->io_mirror_bytes;
 	}
 	r = -EAGAIN;
-	sd->copy = stream_open(seed * 2 + 1, delay_us);
+	sd->copy = sim_stream_open(seed * 2 + 1, delay_us);
 	if (!sd->copy)
 		goto fail;
-	sd->upload = stream_open(seed * 2 + 2, delay_us);
+	sd->upload = sim_stream_open(seed * 2 + 2, delay_us);
 	if (!sd->upload)
 		goto fail;
 	*out = &sd->base;
