@@ -63,7 +63,8 @@ endif
 # Sources, by folder.  The library is datasets/ io/ pipeline/ gpu/; each
 # program is its folder under programs/ (see ARCHITECTURE.md).
 LIB_SRCS := $(wildcard datasets/*.c io/*.c pipeline/*.c) \
-	gpu/device.c gpu/host_device.c
+	gpu/device.c gpu/host_device.c gpu/sim_device.c \
+	gpu/sim_stream.c
 ifeq ($(CUDA),1)
 LIB_SRCS += gpu/cuda_device.c gpu/cuda_gather.c
 CU_SRCS := gpu/compute.cu gpu/gather.cu

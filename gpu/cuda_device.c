@@ -484,7 +484,8 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	cd->id = id;
 	cd->base.info.dl.device_type = kDLCUDA;
 	cd->base.info.dl.device_id = id;
-	cd->base.info.is_cuda = 1;
+	cd->base.info.caps = DEVICE_CAP_MIRROR | DEVICE_CAP_GATHER |
+			     DEVICE_CAP_STREAMS;
 
 	/* Set up on @id, then give the caller back its own current device. */
 	if (cudaGetDevice(&prev) != cudaSuccess)
@@ -515,6 +516,7 @@ int cuda_device_open(const struct device_config *cfg, int id,
 		if (e == cudaSuccess) {
 			cd->registered = 1;
 			cd->base.info.arena_pinned = 1;
+			cd->base.info.caps |= DEVICE_CAP_PINNED;
 		} else {
 			device_note_fallback(&cd->base.info,
 					     "cudaHostRegister failed: %s; pageable copies",

@@ -1,6 +1,7 @@
 /*
  * device.c - choose the device implementation (cuda when a GPU is usable,
- * else host) and dispatch the device.h calls to it.
+ * else host; sim when SLUICE_DEVICE_SIM asks) and dispatch the device.h
+ * calls to it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 
 #include "sluice.h"
 #include "device_impl.h"
+#include "sim_device.h"
 
 void device_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -171,9 +173,51 @@ static int check_config(const struct device_config *cfg, char *err,
 	return 0;
 }
 
+/* An environment variable's unsigned number; @dflt when unset. */
+static int env_number(const char *name, unsigned long long dflt,
+		      unsigned long long max, unsigned long long *v, char *err,
+		      size_t errlen)
+{
+	const char *env = getenv(name);
+	int saved_errno = errno, bad;
+	char *end;
+
+	*v = dflt;
+	if (!env || !*env)
+		return 0;
+	errno = 0;
+	*v = strtoull(env, &end, 10);
+	bad = errno != 0 || end == env || *end || *env == '-' || *v > max;
+	errno = saved_errno;
+	if (bad) {
+		device_set_err(err, errlen, "%s=\"%s\" is not a number up to %llu",
+			       name, env, max);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* SLUICE_DEVICE_SIM=SEED: the simulated device (sim_device.h), for
+ * tests, in place of a GPU. */
+static int open_sim(const struct device_config *cfg, struct device **out,
+		    char *err, size_t errlen)
+{
+	unsigned long long seed, delay;
+	int r;
+
+	r = env_number("SLUICE_DEVICE_SIM", 0, UINT64_MAX, &seed, err, errlen);
+	if (!r)
+		r = env_number("SLUICE_SIM_DELAY_US", 300, 1000000, &delay,
+			       err, errlen);
+	if (r)
+		return r;
+	return sim_device_open(cfg, seed, (unsigned)delay, out, err, errlen);
+}
+
 int device_open(const struct device_config *cfg, struct device **out,
 		char *err, size_t errlen)
 {
+	const char *sim = getenv("SLUICE_DEVICE_SIM");
 	char reason[200];
 	int id, r;
 
@@ -183,6 +227,8 @@ int device_open(const struct device_config *cfg, struct device **out,
 		return r;
 	if (cfg->kind == SLUICE_DEVICE_HOST)
 		return host_device_open(cfg, NULL, out, err, errlen);
+	if (sim && *sim)
+		return open_sim(cfg, out, err, errlen);
 	r = resolve_device_id(cfg->device_id, &id, err, errlen);
 	if (r)
 		return r;

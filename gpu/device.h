@@ -1,7 +1,11 @@
 /*
  * device.h - the one interface the pipeline uses to reach a device.
- * Two implementations: `cuda` (gpu/cuda_device.c) and `host`
- * (gpu/host_device.c).  Knows nothing of shards or io_uring.
+ * Three implementations: `cuda` (gpu/cuda_device.c), `host`
+ * (gpu/host_device.c) and `sim` (gpu/sim_device.c: an asynchronous
+ * device simulated with threads, for tests; SLUICE_DEVICE_SIM).  Each
+ * states what it can do in device_info.caps, which the pipeline asks
+ * instead of naming an implementation.  Knows nothing of shards or
+ * io_uring.
  *
  * Model: one pinned host arena holds io buffers and host batch memory; the
  * device holds a mirror of the batch part (mirror_offset, mirror_bytes):
@@ -44,9 +48,30 @@ struct device_config {
 				   once (more wait for a lane) */
 };
 
+/* What a device can do (device_info.caps); the pipeline asks these,
+ * never which implementation it holds. */
+enum device_cap {
+	/* Batches are copied from the arena to device memory of their own
+	 * (device_copy_slot, device_mirror_ptr): the copy, export, release
+	 * and wait_copied calls order real work, and a slot's host memory
+	 * must lie in the mirrored part of the arena (no memory from
+	 * elsewhere, no slots made after open). */
+	DEVICE_CAP_MIRROR = 1u << 0,
+	/* Gathers run on the device (device_gather_slot): worth doing by
+	 * default where the dataset suits them (device_gather AUTO). */
+	DEVICE_CAP_GATHER = 1u << 1,
+	/* The arena is page-locked for the device's DMA (cudaHostRegister
+	 * held). */
+	DEVICE_CAP_PINNED = 1u << 2,
+	/* device_slot_export() makes a consumer stream wait without
+	 * blocking the host; device_slot_release() orders later copies
+	 * after that stream's queued work. */
+	DEVICE_CAP_STREAMS = 1u << 3,
+};
+
 struct device_info {
 	DLDevice dl;            /* kDLCPU/0 or kDLCUDA/id */
-	int is_cuda;
+	unsigned caps;          /* enum device_cap bits */
 	int arena_pinned;       /* cudaHostRegister held (cuda) / mlock (host) */
 	uint64_t arena_resident_ns; /* open's time making the arena resident:
 				       mlock, or faulting it in (host) */

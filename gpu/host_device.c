@@ -222,6 +222,7 @@ int host_device_open(const struct device_config *cfg, const char *reason,
 	device_base_init(d, &host_ops, cfg);
 	d->info.dl.device_type = kDLCPU;
 	d->info.dl.device_id = 0;
+	d->info.caps = 0;       /* batches are read where they are built */
 	if (reason && *reason)
 		device_note_fallback(&d->info, "%s", reason);
 

@@ -159,7 +159,7 @@ void slot_release_ref(struct loader_core *c, struct slot *s)
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
 	batch_memory_release_begin(c);
-	if (c->dev_info.is_cuda) {
+	if (c->dev_info.caps & DEVICE_CAP_MIRROR) {
 		/* Later copies wait for the consumer's use of the device
 		 * memory; the host memory is written again only after its
 		 * own copy has read it. */
@@ -255,7 +255,7 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 			d = &s->tensors[i];
 	if (!d)
 		return -ENOENT;
-	if (c->dev_info.is_cuda) {
+	if (c->dev_info.caps & DEVICE_CAP_MIRROR) {
 		r = device_slot_export(c->dev, s->id, stream);
 		if (r)
 			return r;

@@ -405,7 +405,7 @@ int batch_memory_hoarded_locked(struct loader_core *c)
 		c->waits_for_release++;
 		return 1;
 	}
-	if (c->dev_info.is_cuda)
+	if (c->dev_info.caps & DEVICE_CAP_MIRROR)
 		return -EDEADLK;
 	s->host = aligned_alloc(SLOT_ALIGN, align_up(s->host_bytes ? s->host_bytes
 							   : 1, SLOT_ALIGN));

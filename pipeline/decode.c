@@ -494,7 +494,8 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);     /* entries are free again */
 
-	if (!s->error && !s->gathering && c->dev_info.is_cuda) {
+	if (!s->error && !s->gathering &&
+	    (c->dev_info.caps & DEVICE_CAP_MIRROR)) {
 		struct slot_range used[LOADER_MAX_TENSORS];
 		uint64_t t0 = now_ns(), bytes = 0;
 

@@ -68,7 +68,7 @@ uint32_t gather_runs_max(const struct loader_core *c)
  * decodes (their bytes would not be in the io mirror). */
 void gather_init(struct loader_core *c)
 {
-	int device = c->dev_info.is_cuda ||
+	int device = (c->dev_info.caps & DEVICE_CAP_GATHER) ||
 		     c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON;
 
 	c->gather = gather_wanted(c) && device;

@@ -202,7 +202,7 @@ static int grow_slots_locked(struct loader_core *c)
 {
 	struct slot *s;
 
-	if (c->dev_info.is_cuda || c->nslots >= c->slots_cap)
+	if ((c->dev_info.caps & DEVICE_CAP_MIRROR) || c->nslots >= c->slots_cap)
 		return -EDEADLK;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -575,7 +575,7 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 							  c->slots_cap]];
 
 			/* Its copy may still read the memory. */
-			if (c->dev_info.is_cuda)
+			if (c->dev_info.caps & DEVICE_CAP_MIRROR)
 				device_slot_wait_copied(c->dev, s->id);
 			batch_memory_free_locked(c, s);
 			s->state = SLOT_FREE;

@@ -33,7 +33,7 @@ void views_init(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	c->views = !c->dev_info.is_cuda;
+	c->views = !(c->dev_info.caps & DEVICE_CAP_MIRROR);
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
 			c->views = 0;

@@ -23,7 +23,7 @@ static void test_host_device(void)
 
 	T_EQ(device_open(&cfg, &d, err, sizeof(err)), 0);
 	device_get_info(d, &info);
-	T_EQ(info.is_cuda, 0);
+	T_EQ(info.caps, 0);
 	T_EQ(info.dl.device_type, kDLCPU);
 	T_EQ(info.dl.device_id, 0);
 	T_EQ(info.huge_pages, 0);           /* under 2 MiB: never tried */
@@ -171,7 +171,7 @@ static void test_no_gpu(const char *why)
 
 	T_EQ(device_open(&cfg, &d, err, sizeof(err)), 0);
 	device_get_info(d, &info);
-	T_EQ(info.is_cuda, 0);
+	T_EQ(info.caps, 0);
 	T_EQ(info.dl.device_type, kDLCPU);
 	snprintf(want, sizeof(want), "no CUDA GPU found: %s; host batches", why);
 	T_CONTAINS(info.fallbacks, want);

@@ -66,7 +66,10 @@ static void test_cuda_device(int pageable)
 	T_EQ(device_open(&cfg, &d, err, sizeof(err)), 0);
 	unsetenv("LOCAL_RANK");
 	device_get_info(d, &info);
-	T_EQ(info.is_cuda, 1);
+	T_EQ(info.caps & (DEVICE_CAP_MIRROR | DEVICE_CAP_GATHER |
+			  DEVICE_CAP_STREAMS),
+	     DEVICE_CAP_MIRROR | DEVICE_CAP_GATHER | DEVICE_CAP_STREAMS);
+	T_EQ(!!(info.caps & DEVICE_CAP_PINNED), info.arena_pinned);
 	T_EQ(info.dl.device_type, kDLCUDA);
 	T_EQ(info.dl.device_id, 0);
 	if (pageable) {
@@ -164,7 +167,7 @@ static void test_cuda_device(int pageable)
 	cfg.kind = SLUICE_DEVICE_AUTO;
 	T_EQ(device_open(&cfg, &d, err, sizeof(err)), 0);
 	device_get_info(d, &info);
-	T_EQ(info.is_cuda, 1);
+	T_EQ(info.dl.device_type, kDLCUDA);
 	device_close(d);
 }
 #endif /* SLUICE_HAVE_CUDA */

@@ -1,0 +1,257 @@
+/*
+ * test_sim_gather.c - device gathers on the simulated asynchronous device
+ * (gpu/sim_device.c): blocks uploaded to the device's io memory on an
+ * upload stream, batches gathered from them on the copy stream, in
+ * every `make test`.
+ *
+ * As test_gpu_gather.c's ordering check: a small budget (blocks evicted
+ * and their io memory reused all the time) while the consumer holds
+ * three batches and queues slow reads on its stream, so that gathers
+ * wait behind releases on the copy stream while uploads of new blocks
+ * land in the io memory those gathers read.  An upload that overtook a
+ * gather, a gather that overtook a release, or a read before the gather
+ * shows as wrong bytes (and a test shows the first of these caught:
+ * SIM_FAULT_EARLY_UPLOAD).  Every shuffle mode; raw data (device_gather
+ * AUTO: the sim device says it gathers) and zstd (ON); two epochs, each
+ * record delivered once per epoch.
+ *
+ * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
+ * SLUICE_SIM_STRESS=K runs K seeds.
+ */
+#include <sys/wait.h>
+
+#include "gather_fixture.h"
+#include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
+#include "sim_util.h"
+
+#define B 40u
+
+static int check_gathered(struct sim_pending *p)
+{
+	for (uint32_t f = 0; f < 3; f++) {
+		const uint8_t *got = p->data[f];
+
+		if (p->shape0[f] != p->n) {
+			snprintf(p->why, sizeof(p->why), "%s has %lld rows of %u",
+				 field_name[f], (long long)p->shape0[f], p->n);
+			return 1;
+		}
+		for (uint32_t r = 0; r < p->n; r++)
+			for (uint64_t k = 0; k < field_bytes[f]; k++) {
+				uint8_t want = want_byte(p->idx[r], f, k);
+				uint8_t b = got[r * field_bytes[f] + k];
+
+				if (b != want) {
+					snprintf(p->why, sizeof(p->why),
+						 "record %llu %s byte %llu is %#x, want %#x",
+						 (unsigned long long)p->idx[r],
+						 field_name[f],
+						 (unsigned long long)k, b, want);
+					return 1;
+				}
+			}
+	}
+	return 0;
+}
+
+/* @return: the batches that read wrong bytes (the checks of a clean run
+ * only when @expect_clean). */
+static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
+			    int64_t stream, const char *what, int expect_clean,
+			    uint64_t budget, unsigned kernel_us, uint32_t depth)
+{
+	struct sluice_loader_config cfg;
+	struct sluice_stats st;
+	struct sim_consumer c;
+	sluice_loader *ld = NULL;
+	uint32_t *seen = calloc(N, sizeof(*seen));
+	char msg[256];
+	int r;
+
+	T_ASSERT(seen != NULL);
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.seed = sim_seed;
+	cfg.shuffle = shuffle;
+	cfg.window_blocks = 4;
+	cfg.prefetch_depth = depth;
+	cfg.decode_threads = 2;
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	cfg.device_gather = gather;
+	cfg.memory_bytes = budget ? budget
+			   : shuffle == SLUICE_SHUFFLE_FULL ? 2u << 20 : 768u << 10;
+	r = sluice_loader_open(ds, &cfg, &ld);
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("%s: open: %s", what, msg);
+	}
+	memset(&c, 0, sizeof(c));
+	c.names = field_name;
+	c.ntensors = 3;
+	c.check = check_gathered;
+	c.stream = stream;
+	c.kernel_us = kernel_us;
+	c.hold = 3;
+	c.seen = seen;
+	c.records = N;
+	c.rng = sim_seed * 3 + 1;
+	for (int epoch = 0; epoch < 2; epoch++)
+		T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
+	sim_finish(&c);
+	if (!expect_clean) {
+		printf("%s: %llu of %llu batches read wrong bytes%s%s\n", what,
+		       (unsigned long long)c.bad, (unsigned long long)c.batches,
+		       c.bad ? "; first: " : "", c.first_bad);
+		sluice_loader_close(ld);
+		free(seen);
+		return c.bad;
+	}
+	if (c.bad)
+		T_FAIL_AT("%s: %llu of %llu batches read wrong bytes; first: %s",
+			  what, (unsigned long long)c.bad,
+			  (unsigned long long)c.batches, c.first_bad);
+	for (uint64_t i = 0; i < N; i++)
+		if (seen[i] != 2)
+			T_FAIL_AT("%s: record %llu delivered %u times in 2 epochs",
+				  what, (unsigned long long)i, seen[i]);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_CONTAINS(st.fallbacks, "simulated device");
+	/* every batch went by the device: gathered, never copied */
+	T_EQ(st.batches_gathered, st.batches);
+	T_ASSERT(st.device_upload_bytes > 0);
+	T_ASSERT(st.device_memory_bytes > 0);
+	printf("%s: %llu batches gathered, %llu bytes uploaded\n", what,
+	       (unsigned long long)st.batches_gathered,
+	       (unsigned long long)st.device_upload_bytes);
+	sluice_loader_close(ld);
+	free(seen);
+	return 0;
+}
+
+/*
+ * The net catches an upload that overtakes a gather
+ * (SIM_FAULT_EARLY_UPLOAD): in a child process (forked before any
+ * thread), which exits 3 when its consumer read wrong bytes.  Under
+ * SAN=thread, ThreadSanitizer's race report (exit 66) catches it too.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN 1
+#endif
+#endif
+#ifndef TSAN
+#define TSAN 0
+#endif
+
+static int early_upload_child(const char *path, int with_fault)
+{
+	sluice_dataset *ds;
+	uint64_t bad;
+	int64_t s;
+
+	sim_finished = 1;       /* the parent prints the seed */
+	sim_test_faults = with_fault ? SIM_FAULT_EARLY_UPLOAD : 0;
+	T_OK(sluice_dataset_open(path, &ds));
+	s = sim_stream_create(sim_seed * 5 + 2, 300);
+	T_ASSERT(s != 0);
+	/* Twelve batches in flight, each read slowly, in an io memory of
+	 * a few blocks: gathers queue up behind the consumer's releases
+	 * while their blocks' memory is given to new blocks. */
+	bad = gather_case(ds, SLUICE_SHUFFLE_NONE, SLUICE_DEVICE_GATHER_AUTO, s,
+			  with_fault ? "early_upload" : "early_upload (not injected)",
+			  0, 400000, 3000, 12);
+	sim_stream_destroy(s);
+	sluice_dataset_close(ds);
+	return bad ? 3 : 0;
+}
+
+static int run_child(const char *path, int with_fault)
+{
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		int code = early_upload_child(path, with_fault);
+
+		fflush(stdout);
+		_exit(code);
+	}
+	T_EQ(waitpid(pid, &status, 0), pid);
+	T_ASSERT(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void early_upload_caught(const char *path, uint64_t seed)
+{
+	int status = 0, tries;
+
+	/* the same run without the fault reads every byte right */
+	sim_use_seed(seed);
+	T_EQ(run_child(path, 0), 0);
+	for (tries = 0; tries < 5; tries++) {
+		sim_use_seed(seed + 1000u * (tries + 1));
+		status = run_child(path, 1);
+		if (status == 3 || (TSAN && status == 66))
+			break;
+		T_EQ(status, 0);
+	}
+	if (tries == 5)
+		T_FAIL_AT("early_upload: 5 seeds, and no read saw wrong bytes");
+	printf("early_upload: caught (seed %llu%s)\n",
+	       (unsigned long long)sim_seed,
+	       status == 66 ? ", by ThreadSanitizer" : "");
+}
+
+int main(void)
+{
+	static const int modes[] = { SLUICE_SHUFFLE_NONE, SLUICE_SHUFFLE_BLOCK,
+				     SLUICE_SHUFFLE_WINDOW, SLUICE_SHUFFLE_FULL };
+	static const char *const mode_name[] = { "none", "block", "window",
+						 "full" };
+	char *dir = fx_tmpdir();
+	uint64_t seed = sim_first_seed();
+	unsigned rounds = sim_rounds(1);
+	char path[2][600], what[128];
+	sluice_dataset *ds[2];
+
+	for (int z = 0; z < 2; z++) {
+		snprintf(path[z], sizeof(path[z]), "%s/%s", dir,
+			 z ? "zstd" : "raw");
+		write_dataset(path[z], z ? 1 : 0);
+	}
+	/* first, while this process has no threads to fork with */
+	early_upload_caught(path[0], seed);
+	for (int z = 0; z < 2; z++)
+		T_OK(sluice_dataset_open(path[z], &ds[z]));
+	for (unsigned round = 0; round < rounds; round++) {
+		int64_t s;
+
+		sim_use_seed(seed + round);
+		printf("seed %llu\n", (unsigned long long)sim_seed);
+		s = sim_stream_create(sim_seed * 5 + 2, 300);
+		T_ASSERT(s != 0);
+		for (int z = 0; z < 2; z++)
+			for (int m = 0; m < 4; m++) {
+				snprintf(what, sizeof(what), "%s, shuffle %s",
+					 z ? "zstd (gather on)" : "raw",
+					 mode_name[m]);
+				gather_case(ds[z], modes[m],
+					    z ? SLUICE_DEVICE_GATHER_ON
+					      : SLUICE_DEVICE_GATHER_AUTO,
+					    s, what, 1, 0, 1000, 4);
+			}
+		sim_stream_destroy(s);
+	}
+	for (int z = 0; z < 2; z++)
+		sluice_dataset_close(ds[z]);
+	fx_rmrf(dir);
+	free(dir);
+	sim_done();
+	return 0;
+}
