@@ -159,8 +159,12 @@ elif min(cs.values()) < 0 or min(cs["read"], cs["verify"], cs["decompress"]) <= 
     bad.append("CPU by stage: read, verify (on), decompress (zstd) took no CPU: %r" % cs)
 if r["read_bytes"] <= 0 or r["decoded_bytes"] <= 0:
     bad.append("nothing read or decoded: %r" % r)
-if lim["binding"] not in ("disk", "decompression"):
-    bad.append("binding %r" % lim["binding"])
+if lim["nearest_limit"] not in ("disk", "decompression"):
+    bad.append("nearest limit %r" % lim["nearest_limit"])
+if lim["binding"] != ("loader" if lim["achieved_fraction"] < 0.5
+                      else lim["nearest_limit"]):
+    bad.append("binding %r at %r of %r" % (lim["binding"],
+               lim["achieved_fraction"], lim["nearest_limit"]))
 for k in ("disk", "decompression"):
     if lim[k].get("records_per_s", 0) <= 0:
         bad.append("limit %s not measured: %r" % (k, lim[k]))

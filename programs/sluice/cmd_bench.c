@@ -84,7 +84,10 @@ int cmd_bench(int argc, char **argv)
 		goto out;
 
 	maybe_drop_cache(&o, "before the disk probe");
-	if (limit_disk(&shards, &disk, disk_err, sizeof(disk_err)) == 0)
+	/* The loader's own way of reading (O_DIRECT or the page cache),
+	 * from as many threads as there are CPUs. */
+	if (limit_disk(&shards, online_cpus(), res.stats.direct_io, &disk,
+		       disk_err, sizeof(disk_err)) == 0)
 		rep.disk = &disk;
 	if (limit_cpu(&shards, effective_threads(&o), &cpu, cpu_err,
 		      sizeof(cpu_err)) == 0)

@@ -3,8 +3,11 @@
  * loader on the shards and blocks the loader reads (the library's block
  * table, sluice_tools.h):
  *   disk: every byte of every shard file read once with raw io_uring reads
- *         (1 MiB, queue depth 32, one ring, O_DIRECT when the filesystem
- *         takes it; files opened in turn, so that a dataset of more
+ *         (1 MiB, from one thread and ring per online CPU, queue depth 8
+ *         each, like fio's numjobs: page-cache reads are CPU copies, and
+ *         one thread's copies were the loader's hidden ceiling; O_DIRECT
+ *         when the loader read that way and the filesystem takes it,
+ *         else buffered; files opened in turn, so that a dataset of more
  *         shards than RLIMIT_NOFILE allows is read too) - the ceiling for
  *         the loader's reads;
  *   cpu:  one thread doing what a decode worker does to a sample of the
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +30,8 @@
 #include "sluice_xxh3.h"
 
 #define DISK_BLOCK (1u << 20)
-#define DISK_QD 32u
+#define DISK_QD 8u              /* per thread */
+#define DISK_THREADS_MAX 64u
 #define DISK_ALIGN 4096u
 #define CPU_SAMPLE_BYTES (64ull << 20)
 #define CPU_MIN_SECONDS 0.2   /* repeat small samples for a stable time */
@@ -77,27 +82,39 @@ struct disk_read {
 	void *buf;
 };
 
+/* What the threads share, under mu: the next piece, the open files. */
 struct disk_probe {
-	struct io_uring ring;
+	pthread_mutex_t mu;
 	int *fds;               /* -1: not open (yet, or any more) */
 	uint32_t *inflight;     /* per file: its reads in the kernel */
 	uint32_t nfiles;
 	const struct shard_set *s;
+	int want_direct;
 	uint32_t next_file;
 	uint64_t next_offset;
 	uint64_t bytes;
+	int error;              /* the first thread's error */
 	struct disk_limit *out;
 	char *err;
 	size_t errlen;
 };
 
-/* Open shard @i, with O_DIRECT unless the file refuses it. */
+/* One reading thread: its own ring and buffers. */
+struct disk_worker {
+	struct disk_probe *p;
+	struct io_uring ring;
+	struct disk_read rds[DISK_QD];
+	pthread_t thread;
+};
+
+/* Open shard @i, with O_DIRECT when wanted, unless the file refuses it. */
 static int open_file(struct disk_probe *p, uint32_t i)
 {
 	const char *path = p->s->d->shards[i].path;
-	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC |
+			    (p->want_direct ? O_DIRECT : 0));
 
-	if (fd < 0 && errno == EINVAL) {
+	if (fd < 0 && errno == EINVAL && p->want_direct) {
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (p->out->direct)
 			snprintf(p->out->note, sizeof(p->out->note),
@@ -116,7 +133,8 @@ static int open_file(struct disk_probe *p, uint32_t i)
 }
 
 /* A file is closed once its last piece is queued and none is in flight:
- * files are read in order, so at most DISK_QD + 1 are open at once. */
+ * files are read in order, so at most threads x DISK_QD + 1 are open at
+ * once.  Under mu. */
 static void maybe_close(struct disk_probe *p, uint32_t i)
 {
 	if (p->inflight[i] || p->fds[i] < 0 ||
@@ -128,7 +146,7 @@ static void maybe_close(struct disk_probe *p, uint32_t i)
 }
 
 /* The next 1 MiB piece to read, in file order, its file opened: 1; 0 when
- * none is left; a negative errno when the file does not open. */
+ * none is left; a negative errno when the file does not open.  Under mu. */
 static int next_piece(struct disk_probe *p, struct disk_read *rd)
 {
 	while (p->next_file < p->nfiles) {
@@ -159,27 +177,29 @@ static int next_piece(struct disk_probe *p, struct disk_read *rd)
 	return 0;
 }
 
-static void queue_read(struct disk_probe *p, struct disk_read *rd)
+/* Under mu (the descriptor and the count are shared). */
+static void queue_read(struct disk_worker *w, struct disk_read *rd)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
 
 	/* Never NULL: at most DISK_QD reads are in flight. */
-	io_uring_prep_read(sqe, p->fds[rd->file], rd->buf, rd->length,
+	io_uring_prep_read(sqe, w->p->fds[rd->file], rd->buf, rd->length,
 			   rd->offset);
 	io_uring_sqe_set_data(sqe, rd);
-	p->inflight[rd->file]++;
+	w->p->inflight[rd->file]++;
 }
 
 /* A completion: count it, continue a short read that is not at EOF,
  * retry -EAGAIN/-EINTR.  @return: 1 when @rd is free again, 0 when it was
- * requeued, or a negative errno. */
-static int reap(struct disk_probe *p, struct disk_read *rd, int res)
+ * requeued, or a negative errno.  Under mu. */
+static int reap(struct disk_worker *w, struct disk_read *rd, int res)
 {
+	struct disk_probe *p = w->p;
 	uint64_t size = p->s->d->shards[rd->file].file_size;
 
 	p->inflight[rd->file]--;
 	if (res == -EAGAIN || res == -EINTR) {
-		queue_read(p, rd);
+		queue_read(w, rd);
 		return 0;
 	}
 	if (res < 0)
@@ -190,102 +210,160 @@ static int reap(struct disk_probe *p, struct disk_read *rd, int res)
 			return -EIO;  /* the file shrank under us */
 		rd->offset += (uint64_t)res;
 		rd->length -= (uint32_t)res;
-		queue_read(p, rd);
+		queue_read(w, rd);
 		return 0;
 	}
 	return 1;
 }
 
-static int run_reads(struct disk_probe *p, struct disk_read *rds)
+/* Keep DISK_QD pieces in flight until none is left; after an error
+ * (here or in another thread) queue no more, wait for what the kernel
+ * holds (it lands in our buffers), and return it. */
+static int run_reads(struct disk_worker *w)
 {
+	struct disk_probe *p = w->p;
 	struct disk_read *free_list[DISK_QD];
 	uint32_t nfree = 0, inflight = 0;
-	int r = 0;
+	int err = 0;
 
 	for (uint32_t i = 0; i < DISK_QD; i++)
-		free_list[nfree++] = &rds[i];
+		free_list[nfree++] = &w->rds[i];
 	for (;;) {
 		struct io_uring_cqe *cqe;
+		int r;
 
-		while (nfree > 0 && (r = next_piece(p, free_list[nfree - 1])) > 0) {
-			queue_read(p, free_list[--nfree]);
+		pthread_mutex_lock(&p->mu);
+		while (!err && !p->error && nfree > 0) {
+			r = next_piece(p, free_list[nfree - 1]);
+			if (r <= 0) {
+				err = r;
+				break;
+			}
+			queue_read(w, free_list[--nfree]);
 			inflight++;
 		}
-		if (r < 0)
-			return r;
+		pthread_mutex_unlock(&p->mu);
 		if (inflight == 0)
-			return 0;
-		r = io_uring_submit_and_wait(&p->ring, 1);
+			return err;
+		r = io_uring_submit_and_wait(&w->ring, 1);
 		if (r < 0 && r != -EINTR)
-			return r;
-		while (io_uring_peek_cqe(&p->ring, &cqe) == 0) {
+			return r;      /* the ring is broken: nothing will land */
+		pthread_mutex_lock(&p->mu);
+		while (io_uring_peek_cqe(&w->ring, &cqe) == 0) {
 			struct disk_read *rd = io_uring_cqe_get_data(cqe);
 
-			r = reap(p, rd, cqe->res);
-			io_uring_cqe_seen(&p->ring, cqe);
-			if (r < 0)
-				return r;
-			if (r == 1) {
+			r = err ? 1 : reap(w, rd, cqe->res);
+			if (err)
+				p->inflight[rd->file]--;
+			io_uring_cqe_seen(&w->ring, cqe);
+			if (r < 0 && !err)
+				err = r;
+			if (r != 0) {
 				maybe_close(p, rd->file);
 				free_list[nfree++] = rd;
 				inflight--;
 			}
 		}
+		if (err && !p->error)
+			p->error = err;
+		pthread_mutex_unlock(&p->mu);
 	}
 }
 
-int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
-	       size_t errlen)
+static void *disk_worker_main(void *arg)
+{
+	struct disk_worker *w = arg;
+	int r = run_reads(w);
+
+	pthread_mutex_lock(&w->p->mu);
+	if (r < 0 && !w->p->error)
+		w->p->error = r;
+	pthread_mutex_unlock(&w->p->mu);
+	return NULL;
+}
+
+int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
+	       struct disk_limit *out, char *err, size_t errlen)
 {
 	struct disk_probe p = { .s = s, .nfiles = s->d->nshards, .out = out,
-				.err = err, .errlen = errlen };
-	struct disk_read rds[DISK_QD];
+				.want_direct = direct, .err = err,
+				.errlen = errlen };
+	struct disk_worker *w;
 	uint8_t *bufs = NULL;
+	uint32_t started = 0;
 	uint64_t t0;
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (errlen)
 		err[0] = '\0';
+	if (threads == 0)
+		threads = 1;
+	if (threads > DISK_THREADS_MAX)
+		threads = DISK_THREADS_MAX;
 	out->block_bytes = DISK_BLOCK;
 	out->queue_depth = DISK_QD;
-	out->direct = 1;
+	out->threads = threads;
+	out->direct = direct;
 	p.fds = malloc((p.nfiles ? p.nfiles : 1) * sizeof(int));
 	p.inflight = calloc(p.nfiles ? p.nfiles : 1, sizeof(*p.inflight));
-	if (!p.fds || !p.inflight) {
+	w = calloc(threads, sizeof(*w));
+	r = posix_memalign((void **)&bufs, DISK_ALIGN,
+			   (size_t)threads * DISK_QD * DISK_BLOCK);
+	if (!p.fds || !p.inflight || !w || r) {
+		if (!r)
+			free(bufs);
 		free(p.fds);
 		free(p.inflight);
+		free(w);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&p.mu, NULL);
 	for (uint32_t i = 0; i < p.nfiles; i++)
 		p.fds[i] = -1;
-	r = posix_memalign((void **)&bufs, DISK_ALIGN,
-			   (size_t)DISK_QD * DISK_BLOCK);
-	if (r) {
-		free(p.fds);
-		free(p.inflight);
-		return -r;
+	for (uint32_t t = 0; t < threads; t++) {
+		w[t].p = &p;
+		for (uint32_t i = 0; i < DISK_QD; i++)
+			w[t].rds[i].buf = bufs + ((size_t)t * DISK_QD + i) *
+							 DISK_BLOCK;
 	}
-	for (uint32_t i = 0; i < DISK_QD; i++)
-		rds[i].buf = bufs + (size_t)i * DISK_BLOCK;
-	r = io_uring_queue_init(DISK_QD, &p.ring, 0);
-	if (r)
-		snprintf(err, errlen, "io_uring_queue_init: %s", strerror(-r));
+	for (uint32_t t = 0; t < threads && !r; t++) {
+		r = io_uring_queue_init(DISK_QD, &w[t].ring, 0);
+		if (r)
+			snprintf(err, errlen, "io_uring_queue_init: %s",
+				 strerror(-r));
+		else
+			started++;
+	}
 	if (!r) {
+		uint32_t running = 0;
+
 		t0 = clock_ns();
-		r = run_reads(&p, rds);
+		for (uint32_t t = 0; t < threads; t++)
+			if (pthread_create(&w[t].thread, NULL,
+					   disk_worker_main, &w[t]) == 0)
+				running++;
+			else
+				break;
+		for (uint32_t t = 0; t < running; t++)
+			pthread_join(w[t].thread, NULL);
 		out->seconds = (double)(clock_ns() - t0) / 1e9;
 		out->bytes = p.bytes;
+		out->threads = running;
+		r = running ? p.error : -EAGAIN;
 		if (r && errlen && !err[0]) /* else: a file did not open */
 			snprintf(err, errlen, "disk probe read: %s",
 				 strerror(-r));
-		io_uring_queue_exit(&p.ring);
 	}
+	for (uint32_t t = 0; t < started; t++)
+		io_uring_queue_exit(&w[t].ring);
 	for (uint32_t i = 0; i < p.nfiles; i++)
 		if (p.fds[i] >= 0)
 			close(p.fds[i]);
+	pthread_mutex_destroy(&p.mu);
 	free(p.fds);
 	free(p.inflight);
+	free(w);
 	free(bufs);
 	return r;
 }

@@ -156,7 +156,8 @@ struct disk_limit {
 	double seconds;
 	uint64_t bytes;
 	int direct;              /* O_DIRECT was used on every file */
-	uint32_t block_bytes, queue_depth;
+	uint32_t block_bytes, queue_depth; /* queue depth per thread */
+	uint32_t threads;        /* reading threads, a ring each */
 	char note[200];
 };
 
@@ -168,8 +169,10 @@ struct cpu_limit {
 	uint32_t threads;        /* decode workers that can run at once */
 };
 
-int limit_disk(const struct shard_set *s, struct disk_limit *out, char *err,
-	       size_t errlen);
+/* Read every shard once from @threads threads, O_DIRECT when @direct
+ * (and the filesystem takes it), else through the page cache. */
+int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
+	       struct disk_limit *out, char *err, size_t errlen);
 int limit_cpu(const struct shard_set *s, uint32_t threads,
 	      struct cpu_limit *out, char *err, size_t errlen);
 /* Write 3 to /proc/sys/vm/drop_caches after sync.  @return: 0 or -errno. */
