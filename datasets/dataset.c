@@ -551,11 +551,10 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 		return -ENOENT;
 	}
 	sf = &ds->d.shards[s];
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, sizeof(err));
 	if (fd < 0) {
-		r = -errno;
-		dataset_set_error(ds, "%s: %s", sf->path, sluice_strerror(r));
-		return r;
+		dataset_set_error(ds, "%s", err);
+		return fd;
 	}
 	r = block_read(&br, fd, &ds->d.schema, sf, b, &view, err, sizeof(err));
 	close(fd);

@@ -32,11 +32,10 @@ static int copy_file(const char *src, const char *dst, const char *tmp)
 	buf = malloc(chunk);
 	if (!buf)
 		return -ENOMEM;
-	in = open(src, O_RDONLY | O_CLOEXEC);
+	in = file_open_regular(src, O_RDONLY, NULL, NULL, 0);
 	if (in < 0) {
-		r = -errno;
 		free(buf);
-		return r;
+		return in;
 	}
 	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (out < 0) {

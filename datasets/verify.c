@@ -72,9 +72,9 @@ static void verify_blocks(struct verifier *v, const struct shard_schema *schema,
 	char err[1024];
 	int fd;
 
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, sizeof(err));
 	if (fd < 0) {
-		problem(v, "%s: %s", sf->path, sluice_strerror(-errno));
+		problem(v, "%s", err);
 		return;
 	}
 	/* Sized by record_count, which parse checked against the file. */

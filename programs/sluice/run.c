@@ -5,6 +5,7 @@
  * what the consumer sees (next() waits, steps, CPU time, the counters).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -23,13 +24,18 @@ static double rusage_cpu_s(const struct rusage *ru)
 static int read_state(const char *path, struct sluice_state *st)
 {
 	char text[SLUICE_STATE_TEXT_MAX];
-	FILE *f = fopen(path, "r");
-	size_t n;
+	char err[512];
+	ssize_t n;
+	int fd = file_open_regular(path, O_RDONLY, NULL, err, sizeof(err));
 
-	if (!f)
+	if (fd < 0)
+		return cli_error("%s", err);
+	do
+		n = read(fd, text, sizeof(text) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0)
 		return cli_error("%s: %s", path, strerror(errno));
-	n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
 	text[n] = '\0';
 	/* The file holds one line; the parser wants it without the newline. */
 	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))

@@ -1,0 +1,92 @@
+#!/bin/sh
+# Hostile inputs to the CLIs, round 3 (issue 24): special files where a
+# shard, dataset.json or a state file should be.  Every command runs
+# under a timeout: before the fix each of them waited forever in open().
+set -u
+BUILD=${BUILD:-build}
+DS="$BUILD/dlpack-shard"
+SL="$BUILD/sluice"
+[ -x "$DS" ] && [ -x "$SL" ] || { echo "skip: the CLIs are not built"; exit 77; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/test_hostile_cli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "FAIL: $*"; exit 1; }
+step() { echo "== $*"; }
+
+# run_fails PATTERN CMD...: must exit 1 (a hang times out: 124) with
+# PATTERN in its output (verify reports problems on stdout).
+run_fails() {
+	pat=$1; shift
+	timeout 20 "$@" >"$T/out" 2>"$T/err" </dev/null
+	rc=$?
+	[ $rc -eq 1 ] || { cat "$T/err"; fail "exit $rc (want 1): $*"; }
+	cat "$T/out" "$T/err" >"$T/all"
+	grep -q -- "$pat" "$T/all" ||
+		{ cat "$T/all"; fail "output lacks '$pat': $*"; }
+	echo "  ok: $(grep -- "$pat" "$T/all" | head -n 1)"
+}
+
+"$DS" convert --from synth --records 300 --field x:int32:4 --seed 1 \
+	--records-per-shard 100 --out "$T/good" --quiet ||
+	fail "making the dataset"
+
+step "a FIFO named as a shard"
+mkfifo "$T/lone.dls"
+for cmd in "info" "verify" "cat --hash"; do
+	# shellcheck disable=SC2086
+	run_fails "lone.dls: not a regular file (it is a FIFO)" \
+		"$DS" $cmd "$T/lone.dls"
+done
+run_fails "lone.dls: not a regular file" "$SL" stream "$T/lone.dls" \
+	--device host
+run_fails "lone.dls: not a regular file" "$SL" bench "$T/lone.dls" \
+	--device host
+
+step "a FIFO as dataset.json"
+cp -r "$T/good" "$T/man"
+rm "$T/man/dataset.json"
+mkfifo "$T/man/dataset.json"
+for cmd in info verify; do
+	run_fails "man/dataset.json: not a regular file (it is a FIFO)" \
+		"$DS" $cmd "$T/man"
+done
+run_fails "man/dataset.json: not a regular file" "$SL" stream "$T/man" \
+	--device host
+
+step "a FIFO listed by dataset.json and matched by a glob"
+cp -r "$T/good" "$T/sh"
+rm "$T/sh/data-00001.dls"
+mkfifo "$T/sh/data-00001.dls"
+for src in "$T/sh" "$T/sh/*.dls"; do
+	for cmd in info verify; do
+		run_fails "data-00001.dls: not a regular file (it is a FIFO)" \
+			"$DS" $cmd "$src"
+	done
+	run_fails "data-00001.dls: not a regular file" \
+		"$SL" stream "$src" --device host
+done
+run_fails "data-00001.dls: not a regular file" \
+	"$DS" merge "$T/good" "$T/sh" --out "$T/merged"
+[ ! -e "$T/merged/dataset.json" ] || fail "merge wrote a dataset"
+
+step "a FIFO as the state file"
+mkfifo "$T/state"
+run_fails "state: not a regular file (it is a FIFO)" \
+	"$SL" stream "$T/good" --device host --state-in "$T/state"
+
+step "a FIFO matched by a glob of tars (a pipe streams only when named alone)"
+mkdir "$T/tars"
+python3 - "$T/tars/a.tar" <<'PY' || fail "making a tar"
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as tf:
+    for name, data in (("k0.jpg", b"x"), ("k0.cls", b"1")):
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+PY
+mkfifo "$T/tars/b.tar"
+run_fails "b.tar: matched by '.*' but not a regular file (it is a FIFO)" \
+	"$DS" convert "$T/tars/*.tar" --from tar --out "$T/fromtar" --quiet
+
+echo "all hostile CLI cases handled"
