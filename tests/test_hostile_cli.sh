@@ -89,4 +89,10 @@ mkfifo "$T/tars/b.tar"
 run_fails "b.tar: matched by '.*' but not a regular file (it is a FIFO)" \
 	"$DS" convert "$T/tars/*.tar" --from tar --out "$T/fromtar" --quiet
 
+step "--memory is reported as given"
+for m in 1:1 1K:1024 4095:4095; do
+	run_fails "memory_bytes ${m#*:} (0 in whole 4096-byte pages)" \
+		"$SL" stream "$T/good" --device host --memory "${m%%:*}"
+done
+
 echo "all hostile CLI cases handled"
