@@ -164,6 +164,45 @@ static void test_fifo_after_open(const char *root, const char *base)
 	sluice_dataset_close(ds);
 }
 
+/* A state whose epoch or batch is past what the dataset can have is
+ * refused (an epoch of 2^64 - 1 was taken, and streamed nothing). */
+static void test_state_bounds(const char *base)
+{
+	struct sluice_loader_config cfg;
+	struct sluice_state st, at;
+	sluice_dataset *ds;
+	sluice_loader *ld = NULL;
+	uint64_t last;
+	char msg[1024];
+
+	T_OK(sluice_dataset_open(base, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = 8;
+	cfg.device = SLUICE_DEVICE_HOST;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_OK(sluice_loader_state_get(ld, &st));
+	last = UINT64_MAX / 300 - 1;
+
+	at = st;
+	at.epoch = UINT64_MAX;
+	T_EQ(sluice_loader_state_set(ld, &at), -SLUICE_ESTATE);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "epoch 18446744073709551615 is past the last epoch");
+	at.epoch = last + 1;
+	T_EQ(sluice_loader_state_set(ld, &at), -SLUICE_ESTATE);
+	at.epoch = last;
+	T_OK(sluice_loader_state_set(ld, &at));
+	at.epoch = 2;
+	at.batches_consumed = sluice_loader_batches(ld) + 1;
+	T_EQ(sluice_loader_state_set(ld, &at), -SLUICE_ESTATE);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "more batches than the epoch has");
+	at.batches_consumed = sluice_loader_batches(ld);
+	T_OK(sluice_loader_state_set(ld, &at));
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 int main(void)
 {
 	struct sluice_writer_config cfg;
@@ -182,5 +221,6 @@ int main(void)
 
 	test_fifos(root, base);
 	test_fifo_after_open(root, base);
+	test_state_bounds(base);
 	return 0;
 }

@@ -95,4 +95,25 @@ for m in 1:1 1K:1024 4095:4095; do
 		"$SL" stream "$T/good" --device host --memory "${m%%:*}"
 done
 
+step "state lines past the dataset or past --epochs are errors"
+timeout 20 "$SL" stream "$T/good" --device host --epochs 2 --batch-size 16 \
+	--stop-after-batches 3 --state-out "$T/st" >/dev/null ||
+	fail "saving a state"
+grep -q " epoch=0 .* batches=3 " "$T/st" || fail "state: $(cat "$T/st")"
+sed 's/ epoch=0 / epoch=18446744073709551615 /' "$T/st" >"$T/st_max"
+run_fails "epoch 18446744073709551615 is past the last epoch" \
+	"$SL" stream "$T/good" --device host --epochs 2 --batch-size 16 \
+	--state-in "$T/st_max"
+sed 's/ epoch=0 / epoch=5 /' "$T/st" >"$T/st_5"
+run_fails "the state is at epoch 5, and --epochs 2 stops before it" \
+	"$SL" stream "$T/good" --device host --epochs 2 --batch-size 16 \
+	--state-in "$T/st_5"
+sed 's/ batches=3 / batches=99 /' "$T/st" >"$T/st_99"
+run_fails "more batches than the epoch has" \
+	"$SL" stream "$T/good" --device host --epochs 2 --batch-size 16 \
+	--state-in "$T/st_99"
+timeout 20 "$SL" stream "$T/good" --device host --epochs 2 --batch-size 16 \
+	--state-in "$T/st" >"$T/out" || fail "resuming the saved state"
+grep -q "^records 552 " "$T/out" || fail "resume: $(cat "$T/out")"
+
 echo "all hostile CLI cases handled"

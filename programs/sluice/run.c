@@ -260,6 +260,15 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 			if (r)
 				rc = loader_error_exit(ld, r);
 		}
+		/* --epochs counts from epoch 0: a state at or past it
+		 * would stream nothing and exit 0. */
+		if (!rc && st.epoch >= o->epochs)
+			rc = cli_error("%s: the state is at epoch %llu, and "
+				       "--epochs %llu stops before it: nothing "
+				       "to stream (raise --epochs)",
+				       o->state_in,
+				       (unsigned long long)st.epoch,
+				       (unsigned long long)o->epochs);
 	}
 	if (!rc)
 		rc = consume(ld, o, trace, fn, ctx, res, t0);
