@@ -203,6 +203,60 @@ static void test_state_bounds(const char *base)
 	sluice_dataset_close(ds);
 }
 
+/* A manifest that lists one shard 100,000 times is refused from the
+ * manifest alone: before any shard is read (the shard it names is not
+ * even there), in one line, in O(N log N) (it took 27 s). */
+static void test_manifest_duplicates(const char *root, const char *base)
+{
+	struct lines l = { { 0 }, 0 };
+	char dir[1100], path[1200];
+	uint8_t *text;
+	size_t n;
+	FILE *f;
+	char *entry, *end, *shards;
+	int e;
+
+	TU_FMT(dir, "%s/dup", root);
+	copy_dir(base, dir, 3);
+	TU_FMT(path, "%s/dataset.json", dir);
+	text = tu_slurp(path, &n);
+	text[n] = '\0';
+	/* The first entry of "shards": [ {...}, ... ] */
+	shards = strstr((char *)text, "\"shards\"");
+	T_ASSERT(shards);
+	entry = strchr(shards, '{');
+	T_ASSERT(entry);
+	end = strchr(entry, '}');
+	T_ASSERT(end);
+	f = fopen(path, "w");
+	T_ASSERT(f);
+	fprintf(f, "%.*s", (int)(entry - (char *)text), (char *)text);
+	for (e = 0; e < 100000; e++)
+		fprintf(f, "%s%.*s", e ? "," : "", (int)(end + 1 - entry),
+			entry);
+	fprintf(f, "]}\n");
+	T_EQ(fclose(f), 0);
+	free(text);
+	TU_FMT(path, "%s/data-00000.dls", dir);
+	T_EQ(unlink(path), 0);
+
+	expect_open_fails(dir, -SLUICE_ECORRUPT,
+			  "lists data-00000.dls 100000 times (shards 0, 1, 2, "
+			  "...)");
+	T_EQ(dataset_verify(dir, collect, &l), 1);
+	T_CONTAINS(l.text, "lists data-00000.dls 100000 times");
+
+	/* A list naming one (missing) shard three times: the same, before
+	 * any open. */
+	{
+		char spec[4000];
+
+		TU_FMT(spec, "%s,%s,%s", path, path, path);
+		expect_open_fails(spec, -SLUICE_ECORRUPT,
+				  "data-00000.dls 3 times");
+	}
+}
+
 int main(void)
 {
 	struct sluice_writer_config cfg;
@@ -222,5 +276,6 @@ int main(void)
 	test_fifos(root, base);
 	test_fifo_after_open(root, base);
 	test_state_bounds(base);
+	test_manifest_duplicates(root, base);
 	return 0;
 }
