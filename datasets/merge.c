@@ -191,7 +191,7 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 	if (summary)
 		memset(summary, 0, sizeof(*summary));
 	if (!parts || nparts < 1 || !out_dir || !*out_dir ||
-	    strlen(out_dir) > 4000 || (flags & ~SLUICE_MERGE_VERIFY)) {
+	    strlen(out_dir) > 4000 || (flags & ~(SLUICE_MERGE_VERIFY | SLUICE_MERGE_COPY))) {
 		errf(err, errlen, "merge: no parts or no output directory");
 		return -EINVAL;
 	}
@@ -272,9 +272,12 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 			snprintf(dst, sizeof(dst), "%s/%s", out_dir, ms->file);
 			snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", out_dir,
 				 ms->file);
-			if (link(src, dst) != 0) {
-				r = errno == EEXIST ? -EEXIST
-						    : copy_file(src, dst, tmp);
+			if ((flags & SLUICE_MERGE_COPY) ||
+			    link(src, dst) != 0) {
+				r = !(flags & SLUICE_MERGE_COPY) &&
+						    errno == EEXIST
+					    ? -EEXIST
+					    : copy_file(src, dst, tmp);
 				if (r < 0) {
 					errf(err, errlen, "%s -> %s: %s", src,
 					     dst, sluice_strerror(r));

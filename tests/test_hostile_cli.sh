@@ -116,4 +116,30 @@ timeout 20 "$SL" stream "$T/good" --device host --epochs 2 --batch-size 16 \
 	--state-in "$T/st" >"$T/out" || fail "resuming the saved state"
 grep -q "^records 552 " "$T/out" || fail "resume: $(cat "$T/out")"
 
+step "merge: hard links documented, --copy copies"
+"$DS" --help | tr '\n' ' ' | tr -s ' ' | grep -q "OUT's shards are hard links to the parts'" ||
+	fail "--help does not say merge hard-links"
+"$DS" --help | grep -q -- "--copy copies every shard" || fail "--help: --copy"
+for k in 0 1; do
+	"$DS" convert --from synth --records 50 --field x:int32:4 --seed $k \
+		--part $k/2 --out "$T/part$k" --quiet || fail "part $k"
+done
+"$DS" merge "$T/part0" "$T/part1" --out "$T/linked" --quiet ||
+	fail "merge"
+[ "$(stat -c %i "$T/part0/data-00000.dls")" = \
+  "$(stat -c %i "$T/linked/data-00000.dls")" ] || fail "merge did not link"
+"$DS" merge "$T/part0" "$T/part1" --out "$T/copied" --copy --quiet ||
+	fail "merge --copy"
+[ "$(stat -c %i "$T/part0/data-00000.dls")" != \
+  "$(stat -c %i "$T/copied/data-00000.dls")" ] || fail "--copy linked"
+[ "$(stat -c %h "$T/copied/data-00000.dls")" = 1 ] || fail "--copy: links"
+cmp -s "$T/part0/data-00000.dls" "$T/copied/data-00000.dls" ||
+	fail "--copy: bytes differ"
+# A part edited in place: the linked merge changes with it, the copy not.
+printf 'X' | dd of="$T/part0/data-00000.dls" bs=1 seek=4100 conv=notrunc \
+	2>/dev/null
+"$DS" verify "$T/copied" >/dev/null || fail "the copy changed with its part"
+! "$DS" verify "$T/linked" >/dev/null 2>&1 ||
+	fail "the linked merge did not change with its part"
+
 echo "all hostile CLI cases handled"
