@@ -113,12 +113,9 @@ int shard_read_field(const struct shard_schema *s,
 	uint64_t rb = s->fields[f].record_bytes;
 	int fd, r = 0;
 
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		errf(err, errlen, "%s: %s", sf->path, sluice_strerror(r));
-		return r;
-	}
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
 	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
 		uint64_t off = blk->offset +

@@ -76,6 +76,50 @@ static int expand_item(struct path_list *l, const char *item, char *err,
 	return r;
 }
 
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A list that names one path more than once (sorted copy, O(N log N)):
+ * refused before any shard is opened, as a manifest's duplicates are.
+ * Paths that differ as strings but name one file are left to the
+ * identity checks. */
+static int check_list_duplicates(const struct path_list *l, const char *spec,
+				 char *err, size_t errlen)
+{
+	char **v;
+	size_t hi;
+	int r = 0;
+
+	if (l->n < 2)
+		return 0;
+	v = malloc(l->n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, l->v, l->n * sizeof(*v));
+	qsort(v, l->n, sizeof(*v), by_path);
+	for (size_t lo = 0; lo < l->n && r == 0; lo = hi) {
+		for (hi = lo + 1; hi < l->n && strcmp(v[lo], v[hi]) == 0; hi++)
+			;
+		if (hi - lo > 1) {
+			char times[32];
+
+			if (hi - lo == 2)
+				snprintf(times, sizeof(times), "twice");
+			else
+				snprintf(times, sizeof(times), "%zu times",
+					 hi - lo);
+			errf(err, errlen, "%s: names %s %s (a shard listed "
+			     "twice is a duplicate, not more data)", spec,
+			     v[lo], times);
+			r = -SLUICE_ECORRUPT;
+		}
+	}
+	free(v);
+	return r;
+}
+
 /* Totals over the shards; @differs: the first shard whose fields are not
  * the dataset's (open_shards), UINT32_MAX for none. */
 static int finish_dataset(struct dataset *ds, uint32_t differs, char *err,
@@ -243,6 +287,18 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 	r = manifest_read(dir, &m, err, errlen);
 	if (r < 0)
 		return r;
+	/* A shard listed many times would be opened and parsed each time
+	 * before the identity checks: refuse duplicates first (sorted,
+	 * O(N log N)), before any shard is read. */
+	{
+		struct first_problem fp = { err, errlen, 0 };
+
+		snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
+		if (identity_check_duplicates(path, &m, keep_first, &fp)) {
+			r = -SLUICE_ECORRUPT;
+			goto out;
+		}
+	}
 	ds->schema = m.schema;
 	for (uint32_t i = 0; i < m.nshards; i++) {
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
@@ -370,6 +426,9 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 		errf(err, errlen, "%s: no shard files", path);
 		goto out;
 	}
+	r = check_list_duplicates(&l, path, err, errlen);
+	if (r < 0)
+		goto out;
 	r = open_shards(out, l.v, l.n, &differs, err, errlen);
 	if (r < 0)
 		goto out;
@@ -551,11 +610,10 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 		return -ENOENT;
 	}
 	sf = &ds->d.shards[s];
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, sizeof(err));
 	if (fd < 0) {
-		r = -errno;
-		dataset_set_error(ds, "%s: %s", sf->path, sluice_strerror(r));
-		return r;
+		dataset_set_error(ds, "%s", err);
+		return fd;
 	}
 	r = block_read(&br, fd, &ds->d.schema, sf, b, &view, err, sizeof(err));
 	close(fd);

@@ -167,6 +167,14 @@ static int by_file(const void *a, const void *b)
 	return strcmp(x->m->shards[x->i].file, y->m->shards[y->i].file);
 }
 
+static int by_file_then_entry(const void *a, const void *b)
+{
+	const struct entry_ref *x = a, *y = b;
+	int c = by_file(a, b);
+
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
 static int by_identity(const void *a, const void *b)
 {
 	const struct entry_ref *ra = a, *rb = b;
@@ -179,13 +187,45 @@ static int by_identity(const void *a, const void *b)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* No file, and no (dataset, index), listed twice. */
+/* "twice (shards 3 and 7)" or "5 times (shards 3, 7, 9, ...)": a run
+ * refs[lo..hi) of equal entries, in manifest order within the run. */
+static void run_words(const struct entry_ref *refs, uint32_t lo, uint32_t hi,
+		      char *buf, size_t len)
+{
+	uint32_t n = hi - lo, at = 0;
+	uint32_t idx[4];
+
+	for (uint32_t k = 0; k < n && k < 4; k++)
+		idx[k] = refs[lo + k].i;
+	if (n == 2) {
+		snprintf(buf, len, "twice (shards %u and %u)", idx[0], idx[1]);
+		return;
+	}
+	at = (uint32_t)snprintf(buf, len, "%u times (shards", n);
+	for (uint32_t k = 0; k < n && k < 3 && at < len; k++)
+		at += (uint32_t)snprintf(buf + at, len - at, "%s %u",
+					 k ? "," : "", idx[k]);
+	if (at < len)
+		snprintf(buf + at, len - at, "%s)", n > 3 ? ", ..." : "");
+}
+
+static int by_identity_then_entry(const void *a, const void *b)
+{
+	const struct entry_ref *x = a, *y = b;
+	int c = by_identity(a, b);
+
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* No file, and no (dataset, index), listed twice.  One line per run of
+ * equal entries, so that a shard listed 100,000 times is one problem;
+ * a (dataset, index) run whose entries are all one file was said. */
 static void check_duplicates(struct reporter *rp, const char *mpath,
 			     const struct manifest *m)
 {
 	struct entry_ref *refs;
-	char hex[DATASET_ID_HEX_LEN + 1];
-	uint32_t n = 0;
+	char hex[DATASET_ID_HEX_LEN + 1], words[96];
+	uint32_t n = 0, hi;
 
 	if (m->nshards < 2)
 		return;
@@ -197,25 +237,41 @@ static void check_duplicates(struct reporter *rp, const char *mpath,
 	}
 	for (uint32_t i = 0; i < m->nshards; i++)
 		refs[i] = (struct entry_ref){ m, i };
-	qsort(refs, m->nshards, sizeof(*refs), by_file);
-	for (uint32_t i = 1; i < m->nshards; i++)
-		if (by_file(&refs[i - 1], &refs[i]) == 0)
-			problem(rp, "%s: lists %s twice (shards %u and %u)",
-				mpath, m->shards[refs[i].i].file,
-				refs[i - 1].i, refs[i].i);
+	/* qsort is not stable: ties keep manifest order through i. */
+	qsort(refs, m->nshards, sizeof(*refs), by_file_then_entry);
+	for (uint32_t lo = 0; lo < m->nshards; lo = hi) {
+		for (hi = lo + 1; hi < m->nshards &&
+				  by_file(&refs[lo], &refs[hi]) == 0; hi++)
+			;
+		if (hi - lo < 2)
+			continue;
+		run_words(refs, lo, hi, words, sizeof(words));
+		problem(rp, "%s: lists %s %s", mpath,
+			m->shards[refs[lo].i].file, words);
+	}
 	for (uint32_t i = 0; i < m->nshards; i++)
 		if (m->shards[i].id.bound)
 			refs[n++] = (struct entry_ref){ m, i };
-	qsort(refs, n, sizeof(*refs), by_identity);
-	for (uint32_t i = 1; i < n; i++) {
-		const struct manifest_shard *s = &m->shards[refs[i].i];
+	qsort(refs, n, sizeof(*refs), by_identity_then_entry);
+	for (uint32_t lo = 0; lo < n; lo = hi) {
+		const struct manifest_shard *s = &m->shards[refs[lo].i];
+		int one_file = 1;
 
-		if (by_identity(&refs[i - 1], &refs[i]) != 0)
+		for (hi = lo + 1; hi < n && by_identity(&refs[lo], &refs[hi]) == 0;
+		     hi++)
+			one_file &= by_file(&refs[lo], &refs[hi]) == 0;
+		if (hi - lo < 2 || one_file)
 			continue;
 		dataset_id_hex(s->id.dataset_id, hex);
-		problem(rp, "%s: lists shard %u of dataset %s twice (%s and %s)",
-			mpath, s->id.index, hex,
-			m->shards[refs[i - 1].i].file, s->file);
+		if (hi - lo == 2)
+			problem(rp, "%s: lists shard %u of dataset %s twice "
+				"(%s and %s)", mpath, s->id.index, hex,
+				s->file, m->shards[refs[lo + 1].i].file);
+		else
+			problem(rp, "%s: lists shard %u of dataset %s %u times "
+				"(%s, %s, ...)", mpath, s->id.index, hex,
+				hi - lo, s->file,
+				m->shards[refs[lo + 1].i].file);
 	}
 	free(refs);
 }

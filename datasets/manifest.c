@@ -320,17 +320,13 @@ int manifest_read(const char *dir, struct manifest *m, char *err,
 		errf(err, errlen, "%s: path too long", dir);
 		return -ENAMETOOLONG;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		errf(err, errlen, "%s: %s", path, sluice_strerror(r));
-		return r;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
+	fd = file_open_regular(path, O_RDONLY, &st, err, errlen);
+	if (fd < 0)
+		return fd;
+	if ((uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
 		r = -SLUICE_ECORRUPT;
-		errf(err, errlen, "%s: not a regular file of at most %u bytes",
-		     path, MANIFEST_MAX_BYTES);
+		errf(err, errlen, "%s: %llu bytes, more than a manifest's %u",
+		     path, (unsigned long long)st.st_size, MANIFEST_MAX_BYTES);
 		goto out;
 	}
 	text = malloc((size_t)st.st_size + 1);

@@ -32,11 +32,10 @@ static int copy_file(const char *src, const char *dst, const char *tmp)
 	buf = malloc(chunk);
 	if (!buf)
 		return -ENOMEM;
-	in = open(src, O_RDONLY | O_CLOEXEC);
+	in = file_open_regular(src, O_RDONLY, NULL, NULL, 0);
 	if (in < 0) {
-		r = -errno;
 		free(buf);
-		return r;
+		return in;
 	}
 	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (out < 0) {
@@ -192,7 +191,7 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 	if (summary)
 		memset(summary, 0, sizeof(*summary));
 	if (!parts || nparts < 1 || !out_dir || !*out_dir ||
-	    strlen(out_dir) > 4000 || (flags & ~SLUICE_MERGE_VERIFY)) {
+	    strlen(out_dir) > 4000 || (flags & ~(SLUICE_MERGE_VERIFY | SLUICE_MERGE_COPY))) {
 		errf(err, errlen, "merge: no parts or no output directory");
 		return -EINVAL;
 	}
@@ -273,9 +272,12 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 			snprintf(dst, sizeof(dst), "%s/%s", out_dir, ms->file);
 			snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", out_dir,
 				 ms->file);
-			if (link(src, dst) != 0) {
-				r = errno == EEXIST ? -EEXIST
-						    : copy_file(src, dst, tmp);
+			if ((flags & SLUICE_MERGE_COPY) ||
+			    link(src, dst) != 0) {
+				r = !(flags & SLUICE_MERGE_COPY) &&
+						    errno == EEXIST
+					    ? -EEXIST
+					    : copy_file(src, dst, tmp);
 				if (r < 0) {
 					errf(err, errlen, "%s -> %s: %s", src,
 					     dst, sluice_strerror(r));

@@ -44,12 +44,9 @@ int shard_read_record_sums(const struct shard_file *sf, uint64_t *out,
 		     sf->path, sf->version);
 		return -ENOENT;
 	}
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		errf(err, errlen, "%s: %s", sf->path, sluice_strerror(r));
-		return r;
-	}
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
 	/* len == record_count * 8, within the file (shard_parse). */
 	r = pread_full(fd, out, (size_t)len, off);
 	close(fd);

@@ -408,22 +408,9 @@ int shard_open(const char *path, struct shard_file *out,
 
 	memset(out, 0, sizeof(*out));
 	memset(schema, 0, sizeof(*schema));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		errf(err, errlen, "%s: %s", path, sluice_strerror(r));
-		return r;
-	}
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		errf(err, errlen, "%s: %s", path, sluice_strerror(r));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		r = -SLUICE_EFORMAT;
-		errf(err, errlen, "%s: not a regular file", path);
-		goto out;
-	}
+	fd = file_open_regular(path, O_RDONLY, &st, err, errlen);
+	if (fd < 0)
+		return fd;
 	if ((uint64_t)st.st_size < DLS_HEADER_SIZE) {
 		r = -SLUICE_ECORRUPT;
 		errf(err, errlen,

@@ -72,9 +72,9 @@ static void verify_blocks(struct verifier *v, const struct shard_schema *schema,
 	char err[1024];
 	int fd;
 
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, sizeof(err));
 	if (fd < 0) {
-		problem(v, "%s: %s", sf->path, sluice_strerror(-errno));
+		problem(v, "%s", err);
 		return;
 	}
 	/* Sized by record_count, which parse checked against the file. */
@@ -187,18 +187,36 @@ static int is_shard_name(const char *n)
 	       strcmp(n + len - sl, DLS_SHARD_SUFFIX) == 0;
 }
 
-static int listed(const struct manifest *m, const char *name)
+static int by_name(const void *a, const void *b)
 {
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The manifest's file names, sorted, so that each directory entry is
+ * looked up in O(log N) (a linear search made verify O(N^2)). */
+static const char **sorted_names(const struct manifest *m)
+{
+	const char **names = malloc((m->nshards ? m->nshards : 1) *
+				    sizeof(*names));
+
+	if (!names)
+		return NULL;
 	for (uint32_t i = 0; i < m->nshards; i++)
-		if (strcmp(m->shards[i].file, name) == 0)
-			return 1;
-	return 0;
+		names[i] = m->shards[i].file;
+	qsort(names, m->nshards, sizeof(*names), by_name);
+	return names;
+}
+
+static int listed(const char **names, uint32_t n, const char *name)
+{
+	return bsearch(&name, names, n, sizeof(*names), by_name) != NULL;
 }
 
 static long verify_dir(struct verifier *v, const char *dir)
 {
 	struct manifest m;
 	char err[600], path[4400];
+	const char **names = NULL;
 	struct dirent *e;
 	int have_manifest;
 	DIR *d;
@@ -209,15 +227,33 @@ static long verify_dir(struct verifier *v, const char *dir)
 	have_manifest = manifest_read(dir, &m, err, sizeof(err)) == 0;
 	if (!have_manifest)
 		problem(v, "%s", err);
+	if (have_manifest) {
+		/* Duplicates first, before any shard is read: a shard
+		 * listed 100,000 times took 27 s to be refused. */
+		snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
+		if (identity_check_duplicates(path, &m, report_problem, v)) {
+			closedir(d);
+			manifest_free(&m);
+			return v->problems;
+		}
+		names = sorted_names(&m);
+		if (!names) {
+			problem(v, "%s: out of memory", path);
+			closedir(d);
+			manifest_free(&m);
+			return v->problems;
+		}
+	}
 	while ((e = readdir(d)) != NULL) {
 		if (is_tmp_name(e->d_name))
 			problem(v, "%s/%s: incomplete temporary file (an "
 				"interrupted write)", dir, e->d_name);
 		else if (have_manifest && is_shard_name(e->d_name) &&
-			 !listed(&m, e->d_name))
+			 !listed(names, m.nshards, e->d_name))
 			problem(v, "%s/%s: shard not listed in %s", dir,
 				e->d_name, DLS_MANIFEST_NAME);
 	}
+	free(names);
 	if (!have_manifest) {
 		/* Still check whatever shards are there, in name order. */
 		char **paths;

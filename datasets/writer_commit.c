@@ -60,12 +60,9 @@ static int commit_header(const struct shard_names *n, struct manifest *m,
 	int fd, r;
 
 	shard_names_path(n, k, 1, path, sizeof(path));
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		errf(err, errlen, "%s: %s", path, sluice_strerror(r));
-		return r;
-	}
+	fd = file_open_regular(path, O_RDWR, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
 	r = pread_full(fd, page, DLS_HEADER_SIZE, 0);
 	if (r == 0) {
 		memcpy(&h, page, sizeof(h));

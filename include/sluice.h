@@ -339,12 +339,17 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
 
 /* sluice_merge flags */
 #define SLUICE_MERGE_VERIFY 1u  /* check every block checksum first */
+#define SLUICE_MERGE_COPY 2u    /* copy every shard, never hard-link */
 
 /**
  * sluice_merge - join datasets written as parts (folders with a
  * dataset.json) into one new dataset at @out_dir, in the order given,
  * without rewriting block data: shards are hard-linked, or copied when
- * the link fails.  No source file is ever removed or written.
+ * the link fails (or always, with SLUICE_MERGE_COPY).  A hard link is
+ * the same file as its source: a source later edited in place changes
+ * the merged dataset too (its checks then refuse it); copy when the
+ * parts will be changed or must stay independent.  No source file is
+ * ever removed or written.
  * Every part is loaded and checked first (each shard's records, blocks,
  * size and identity against its dataset.json); with SLUICE_MERGE_VERIFY
  * every block's checksum and layout too, before anything is written.
@@ -353,7 +358,7 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
  * dataset id and records each shard's own (its part's) identity.
  * On failure, what the merge created in @out_dir is removed.
  * @parts, @out_dir: borrowed for the call.  @summary may be NULL.
- * @flags: 0 or SLUICE_MERGE_VERIFY.
+ * @flags: 0, or SLUICE_MERGE_VERIFY and/or SLUICE_MERGE_COPY.
  * @err, @errlen: receive a message on failure (may be NULL).
  * @return: 0; -EINVAL (no parts, @out_dir is a part, or the parts hold
  *	a shard twice); -ENOTEMPTY; -EBUSY (another writer holds

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "dlpack_shard.h"
 #include "sluice.h"
@@ -181,5 +182,24 @@ static inline void block_view_get(const struct shard_schema *s,
  */
 typedef void (*verify_report_fn)(void *ctx, const char *line);
 long dataset_verify(const char *path, verify_report_fn report, void *ctx);
+
+/* ------------------------------------------------------------------ */
+/* Files                                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * file_open_regular - open @path with @flags (O_RDONLY, O_RDWR; O_CLOEXEC
+ * is added) for a reader, never blocking: it opens with O_NONBLOCK, so
+ * that a FIFO without a writer cannot hang the open, refuses anything but
+ * a regular file, and hands back a blocking descriptor.
+ * @st: out, the file's stat (may be NULL).
+ * @return: a descriptor; -errno; -SLUICE_EFORMAT for a file that is not
+ *	regular, with "PATH: not a regular file (it is a FIFO)" in @err.
+ */
+int file_open_regular(const char *path, int flags, struct stat *st,
+		      char *err, size_t errlen);
+
+/* "a FIFO", "a directory", ...: what a file of @mode is, for messages. */
+const char *file_kind(mode_t mode);
 
 #endif /* SLUICE_TOOLS_H */

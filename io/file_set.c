@@ -72,16 +72,16 @@ int ring_file_handle(struct io_ring *r, uint32_t file)
 {
 	int32_t s = r->slot_of[file];
 	uint32_t old;
-	int fd, flags = O_RDONLY | O_CLOEXEC;
+	int fd, flags = O_RDONLY;
 
 	if (s < 0) {
 		s = pick_victim(r);
 		if (s < 0)
 			return -EBUSY;
 		flags |= r->file_direct[file] ? O_DIRECT : 0;
-		fd = open(r->paths[file], flags);
+		fd = ring_open_regular(r->paths[file], flags);
 		if (fd < 0)
-			return -errno;
+			return fd;
 		old = r->file_of[s];
 		/* Nothing of the old file is in the kernel (busy == 0), so
 		 * neither its descriptor nor its table entry is in use. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ring_private.h"
+#include "sluice.h"
 
 /* Alignment when the kernel does not say (no STATX_DIOALIGN). */
 #define DIO_ALIGN_DEFAULT 4096u
@@ -71,12 +72,40 @@ static uint32_t dio_alignment(int fd)
 		       : stx.stx_dio_mem_align;
 }
 
+/* open() of a FIFO blocks until a writer comes: open without blocking,
+ * refuse what is not a regular file, then make the descriptor blocking. */
+int ring_open_regular(const char *path, int flags)
+{
+	struct stat st;
+	int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC), fl, e;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0) {
+		e = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		e = S_ISDIR(st.st_mode) ? -EISDIR : -SLUICE_EFORMAT;
+		goto fail;
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		e = -errno;
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return e;
+}
+
 /* A buffered descriptor of @path when the page cache holds most of it,
  * else -1 (also when the kernel cannot say: O_DIRECT is then tried). */
 static int open_if_cached(const char *path)
 {
 	uint64_t cached, total;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ring_open_regular(path, O_RDONLY);
 
 	if (fd < 0)
 		return -1;
@@ -93,6 +122,7 @@ static int open_error(const char *path, int e, char *err, size_t errlen)
 
 	if (err && errlen)
 		snprintf(err, errlen, "cannot open %s: %s%s", path,
+			 e == SLUICE_EFORMAT ? "not a regular file" :
 			 strerror_r(e, eb, sizeof(eb)),
 			 e == EMFILE ? ring_nofile_hint(hint, sizeof(hint)) :
 				       "");
@@ -102,7 +132,7 @@ static int open_error(const char *path, int e, char *err, size_t errlen)
 int ring_open_files(struct io_ring *r, const char *const *paths,
 		    uint32_t nfiles, int direct, char *err, size_t errlen)
 {
-	const int flags = O_RDONLY | O_CLOEXEC;
+	const int flags = O_RDONLY;
 	uint32_t align = 0, refused = 0, cached = 0;
 	char first[200] = "";
 	int64_t max_open = ring_reserve_fds(r, nfiles, err, errlen);
@@ -145,9 +175,9 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 				cached++;
 		}
 		if (direct != 0 && fd < 0) {
-			fd = open(path, flags | O_DIRECT);
-			if (fd < 0 && errno != EINVAL)
-				return open_error(path, errno, err, errlen);
+			fd = ring_open_regular(path, flags | O_DIRECT);
+			if (fd < 0 && fd != -EINVAL)
+				return open_error(path, -fd, err, errlen);
 			if (fd >= 0) {
 				uint32_t a = dio_alignment(fd);
 
@@ -165,9 +195,9 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 			}
 		}
 		if (fd < 0) {
-			fd = open(path, flags);
+			fd = ring_open_regular(path, flags);
 			if (fd < 0)
-				return open_error(path, errno, err, errlen);
+				return open_error(path, -fd, err, errlen);
 			if (direct != 0) {
 				char fb[32];
 

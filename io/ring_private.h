@@ -113,7 +113,11 @@ struct ring_op *ring_queue_pop(struct ring_queue *q);
 int ring_fill(struct io_ring *r);
 int ring_enter(struct io_ring *r, unsigned wait_nr);
 
-/* files.c: open with O_DIRECT where allowed; register. */
+/* files.c: open with O_DIRECT where allowed; register.
+ * ring_open_regular: open(@path, @flags) that never blocks on a FIFO:
+ * a descriptor, -errno, -EISDIR, or -SLUICE_EFORMAT for a file that is
+ * not regular (a FIFO, socket or device). */
+int ring_open_regular(const char *path, int flags);
 int ring_open_files(struct io_ring *r, const char *const *paths,
 		    uint32_t nfiles, int direct, char *err, size_t errlen);
 void ring_register_files(struct io_ring *r);

@@ -181,6 +181,50 @@ static uint64_t largest_record_extra(const struct loader_core *c)
 	return extra;
 }
 
+/* "memory_bytes N" as the caller gave it (with what whole pages leave of
+ * it when that is less), or "the default memory_bytes N". */
+static const char *budget_words(const struct loader_core *c, uint64_t budget,
+				char *buf, size_t len)
+{
+	uint64_t asked = c->cfg.memory_bytes;
+
+	if (!asked)
+		snprintf(buf, len, "the default memory_bytes %llu",
+			 (unsigned long long)budget);
+	else if (asked != budget)
+		snprintf(buf, len, "memory_bytes %llu (%llu in whole %u-byte "
+			 "pages)", (unsigned long long)asked,
+			 (unsigned long long)budget, (unsigned)IO_ALIGN);
+	else
+		snprintf(buf, len, "memory_bytes %llu",
+			 (unsigned long long)asked);
+	return buf;
+}
+
+/* The largest single value any batch must hold (the headers'
+ * max_value_bytes, capped as largest_record_extra() caps them), and its
+ * field in *@field. */
+static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t big = 0;
+
+	*field = 0;
+	if (c->cfg.pad_length)
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t m = sc->fields[f].max_value_bytes;
+
+		if (m > c->ds->max_raw)
+			m = c->ds->max_raw;
+		if (sc->fields[f].variable && m > big) {
+			big = m;
+			*field = f;
+		}
+	}
+	return big;
+}
+
 /*
  * Size the arena and map it (device_open), then set up both pools.
  * @entries: cache entries (io pool allocations at most); @batch_fixed:
@@ -195,8 +239,10 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)
 {
 	uint64_t b = c->cfg.batch_size, budget, io_want, batch_want, per_batch;
-	uint64_t extra;
+	uint64_t extra, big;
 	uint64_t records = c->ds->record_count;
+	uint32_t big_field;
+	char words[128];
 	struct block_sizes z;
 	struct device_config dc;
 	size_t arena_len;
@@ -282,7 +328,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 							     &shard);
 
 		snprintf(err, errlen,
-			 "%s: block %llu (records %llu..%llu): reading and decoding it takes %llu bytes, more than memory_bytes %llu allows beside batch memory: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			 "%s: block %llu (records %llu..%llu): reading and decoding it takes %llu bytes, more than %s allows beside batch memory: raise memory_bytes (sluice --memory, Python memory_bytes=)",
 			 c->ds->shards[shard].path,
 			 (unsigned long long)(z.max_block -
 					      c->shard_block_base[shard]),
@@ -290,18 +336,33 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 (unsigned long long)(c->block_first[z.max_block] +
 					      blk->record_count - 1),
 			 (unsigned long long)z.io_max,
-			 (unsigned long long)budget);
+			 budget_words(c, budget, words, sizeof(words)));
 		return -ENOSPC;
 	}
 	if (c->batch_bytes < batch_fixed) {
 		snprintf(err, errlen,
-			 "memory_bytes %llu leaves %llu bytes for batches beside %llu of io memory (a batch can touch %llu blocks of up to %llu bytes, all in memory at once); one batch of %u records takes %llu bytes before any variable-length value: raise memory_bytes (sluice --memory, Python memory_bytes=), lower batch_size, or write smaller blocks (dlpack-shard --block-size)",
-			 (unsigned long long)budget,
+			 "%s leaves %llu bytes for batches beside %llu of io memory (a batch can touch %llu blocks of up to %llu bytes, all in memory at once); one batch of %u records takes %llu bytes before any variable-length value: raise memory_bytes (sluice --memory, Python memory_bytes=), lower batch_size, or write smaller blocks (dlpack-shard --block-size)",
+			 budget_words(c, budget, words, sizeof(words)),
 			 (unsigned long long)c->batch_bytes,
 			 (unsigned long long)c->io_bytes,
 			 (unsigned long long)c->need,
 			 (unsigned long long)z.io_max,
 			 c->cfg.batch_size, (unsigned long long)batch_fixed);
+		return -ENOSPC;
+	}
+	/* The batch that holds the largest value cannot fit: say so now,
+	 * before device_open() maps and faults in the arena, rather than
+	 * at that batch after the whole budget was made resident. */
+	big = largest_value(c, &big_field);
+	if (big && c->batch_bytes < add_sat(batch_fixed, big)) {
+		snprintf(err, errlen,
+			 "%s leaves %llu bytes for batches beside %llu of io memory; the batch holding the largest value of field %s (%llu bytes, as the shard headers say) needs at least %llu: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			 budget_words(c, budget, words, sizeof(words)),
+			 (unsigned long long)c->batch_bytes,
+			 (unsigned long long)c->io_bytes,
+			 c->ds->schema.fields[big_field].f.name,
+			 (unsigned long long)big,
+			 (unsigned long long)add_sat(batch_fixed, big));
 		return -ENOSPC;
 	}
 	if (c->chunks_possible && !c->chunked && c->io_bytes < z.io_top_need) {

@@ -94,6 +94,21 @@ SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 		      &part, &nbatches, &delivered);
 	if (st->batches_consumed > nbatches)
 		return state_refused(c, st, "more batches than the epoch has");
+	/* Records delivered count across epochs in 64 bits (stats, the
+	 * position a job reports): an epoch whose start is past that is
+	 * not one this dataset can reach. */
+	if (c->sampler.epoch_len &&
+	    st->epoch >= UINT64_MAX / c->sampler.epoch_len) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "epoch %llu is past the last epoch "
+			 "an epoch of %llu samples can reach (%llu)",
+			 (unsigned long long)st->epoch,
+			 (unsigned long long)c->sampler.epoch_len,
+			 (unsigned long long)(UINT64_MAX /
+					      c->sampler.epoch_len - 1));
+		return state_refused(c, st, why);
+	}
 
 	if (st->world_size == c->cfg.world_size &&
 	    st->batch_size == c->cfg.batch_size &&

@@ -158,4 +158,103 @@ done >"$T/labels"
 [ "$(tr '\n' ' ' <"$T/labels")" = "0 0 2 2 2 " ] ||
 	fail "labels $(cat "$T/labels")"
 
+# ---------------------------------------------------------- round 3
+# Issue 24: nothing pulled in or dropped silently.
+step "dir: links out of the tree, nested folders, special files"
+mkdir -p "$T/r3/cat/sub/deeper" "$T/r3/dog" "$T/outside"
+printf a >"$T/r3/cat/a.jpg"
+printf b >"$T/r3/cat/sub/b.jpg"
+printf c >"$T/r3/cat/sub/deeper/c.jpg"
+printf d >"$T/r3/dog/d.jpg"
+printf SECRET >"$T/outside/secret"
+ln -s "$T/outside/secret" "$T/r3/dog/evil.jpg"   # out of the tree
+ln -s ../cat/a.jpg "$T/r3/dog/inside.jpg"        # inside: followed
+ln -s nowhere "$T/r3/dog/dangling.jpg"
+ln -s .. "$T/r3/cat/loop"                        # a folder loop
+mkfifo "$T/r3/dog/fifo.jpg"
+printf x >"$T/r3/dog/.hidden.jpg"
+printf x >"$T/r3/README"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' \
+	"$T/r3/dog/sock.jpg" || fail "making a socket"
+timeout 60 "$DS" convert "$T/r3" --out "$T/r3o" >"$T/out" 2>"$T/err" ||
+	{ cat "$T/err"; fail "dir with skips"; }
+cat "$T/err"
+grep -q "skipped 7: 1 hidden entry, 1 symlink out of the source tree, 1 dangling symlink, 1 folder loop, 1 FIFO, 1 socket, 1 file outside the class folders; first: " "$T/err" ||
+	fail "skips not counted by kind"
+[ "$(grep -c "skipped" "$T/err")" = 1 ] || fail "one skip line expected"
+# cat: a, sub/b, sub/deeper/c (label 0); dog: d, inside (label 1)
+"$DS" info "$T/r3o" | grep -q "records: 5" ||
+	{ "$DS" info "$T/r3o"; fail "5 records expected"; }
+for i in 0 1 2 3 4; do
+	printf '%s:' "$("$DS" cat "$T/r3o" --index $i --field data)"
+	"$DS" cat "$T/r3o" --index $i --field label | od -An -t d8 | tr -d ' \n'
+	printf ' '
+done >"$T/got"
+[ "$(cat "$T/got")" = "a:0 b:0 c:0 d:1 a:1 " ] || fail "records: $(cat "$T/got")"
+"$DS" cat "$T/r3o" --hash | grep -q . || fail "cat --hash"
+! grep -rq SECRET "$T/r3o" || fail "a link out of the tree was imported"
+timeout 60 "$DS" convert "$T/r3" --out "$T/r3j" --quiet --json >"$T/out" \
+	2>"$T/err" || fail "--json"
+grep -q '"skipped": {"total": 7, "hidden": 1, "symlink_outside": 1, "symlink_dangling": 1, "folder_loop": 1, "fifo": 1, "socket": 1, "device": 0, "not_in_class": 1' "$T/out" ||
+	fail "--json skips: $(cat "$T/out")"
+
+step "dir: --strict makes a skip an error; --follow-symlinks follows"
+run_fails "(--strict: nothing is skipped)" \
+	"$DS" convert "$T/r3" --out "$T/r3s" --quiet --strict
+[ ! -e "$T/r3s/dataset.json" ] || fail "--strict left a dataset"
+rm "$T/r3/dog/fifo.jpg" "$T/r3/dog/sock.jpg" "$T/r3/dog/dangling.jpg" \
+	"$T/r3/dog/.hidden.jpg" "$T/r3/README" "$T/r3/cat/loop"
+run_fails "dog/evil.jpg: a symlink out of the source tree (--strict" \
+	"$DS" convert "$T/r3" --out "$T/r3s2" --quiet --strict
+timeout 60 "$DS" convert "$T/r3" --out "$T/r3f" --quiet --strict \
+	--follow-symlinks || fail "--follow-symlinks --strict"
+"$DS" cat "$T/r3f" --hash >/dev/null || fail "cat r3f"
+# dog: d, evil (the outside file), inside
+[ "$("$DS" cat "$T/r3f" --index 4 --field data)" = SECRET ] ||
+	fail "--follow-symlinks did not follow the link out of the tree"
+
+step "tar: a hard link holds its target's bytes; special members counted"
+python3 - "$T" <<'EOF2' || fail "making the tar"
+import io, sys, tarfile
+t = sys.argv[1]
+def add(tf, name, data):
+    ti = tarfile.TarInfo(name); ti.size = len(data)
+    tf.addfile(ti, io.BytesIO(data))
+for fmt, name in ((tarfile.GNU_FORMAT, "hl_gnu.tar"),
+                  (tarfile.PAX_FORMAT, "hl_pax.tar")):
+    with tarfile.open(t + "/" + name, "w", format=fmt) as tf:
+        add(tf, "s1.jpg", b"JPEG-ONE"); add(tf, "s1.cls", b"1")
+        ti = tarfile.TarInfo("s2.jpg"); ti.type = tarfile.LNKTYPE
+        # a long target name: GNU 'K' / pax linkpath
+        ti.linkname = "s1.jpg" if fmt == tarfile.GNU_FORMAT else "s1.jpg"
+        tf.addfile(ti)
+        add(tf, "s2.cls", b"2")
+        ti = tarfile.TarInfo("s3.jpg"); ti.type = tarfile.SYMTYPE
+        ti.linkname = "/etc/passwd"; tf.addfile(ti)
+    long = "d" * 120 + "/k1.jpg"
+    with tarfile.open(t + "/long_" + name, "w", format=fmt) as tf:
+        add(tf, long, b"LONG"); add(tf, "d" * 120 + "/k1.cls", b"1")
+        ti = tarfile.TarInfo("k2.jpg"); ti.type = tarfile.LNKTYPE
+        ti.linkname = long; tf.addfile(ti)
+        add(tf, "k2.cls", b"2")
+EOF2
+for f in hl_gnu hl_pax; do
+	timeout 60 "$DS" convert "$T/$f.tar" --out "$T/${f}_o" >"$T/out" \
+		2>"$T/err" || { cat "$T/err"; fail "$f: hard link"; }
+	[ "$("$DS" cat "$T/${f}_o" --index 1 --field jpg)" = JPEG-ONE ] ||
+		fail "$f: the hard link's record lacks its target's bytes"
+	grep -q "skipped 1: 1 tar entry that is not a file; first: .*: s3.jpg" \
+		"$T/err" || { cat "$T/err"; fail "$f: symlink member not counted"; }
+	timeout 60 "$DS" convert "$T/long_$f.tar" --out "$T/long_${f}_o" \
+		--quiet || fail "long_$f: hard link to a long name"
+	[ "$("$DS" cat "$T/long_${f}_o" --index 1 --field jpg)" = LONG ] ||
+		fail "long_$f: wrong bytes"
+done
+cat "$T/hl_gnu.tar" | timeout 60 "$DS" convert /dev/stdin --from tar \
+	--out "$T/hl_pipe" --quiet >"$T/out" 2>"$T/err"
+[ $? -eq 1 ] && grep -q "s2.jpg is a hard link to s1.jpg, whose bytes a pipe cannot read again" "$T/err" ||
+	{ cat "$T/err"; fail "hard link from a pipe: wrong reason"; }
+run_fails "s3.jpg: a tar entry that is not a file (--strict" \
+	"$DS" convert "$T/hl_gnu.tar" --out "$T/hl_strict" --quiet --strict
+
 echo "all hostile import cases handled"

@@ -76,12 +76,9 @@ static int hash_shard(const struct shard_schema *s,
 {
 	int fd, r = 0;
 
-	fd = open(sf->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", sf->path, strerror(-r));
-		return r;
-	}
+	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
 	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
 		struct block_view v;

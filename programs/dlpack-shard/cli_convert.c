@@ -22,6 +22,7 @@ struct convert_args {
 	enum source_kind kind;
 	int quiet, json;
 	int have_shard_size, have_records_per_shard;
+	struct import_skips skips;
 };
 
 /* A zstd-like progress line: rewritten in place, at most 5 times/s. */
@@ -195,7 +196,8 @@ static enum source_kind guess_kind(const char *src)
 enum {
 	OPT_FROM = 256, OPT_SHARD_SIZE, OPT_RECORDS_PER_SHARD, OPT_BLOCK_SIZE,
 	OPT_COMPRESSION, OPT_THREADS, OPT_PART, OPT_PREFIX, OPT_JSON,
-	OPT_RECORDS, OPT_FIELD, OPT_SEED, OPT_DROP_KEY,
+	OPT_RECORDS, OPT_FIELD, OPT_SEED, OPT_DROP_KEY, OPT_STRICT,
+	OPT_FOLLOW_SYMLINKS,
 };
 
 static const struct option convert_options[] = {
@@ -214,6 +216,8 @@ static const struct option convert_options[] = {
 	{ "field", required_argument, NULL, OPT_FIELD },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "drop-key", no_argument, NULL, OPT_DROP_KEY },
+	{ "strict", no_argument, NULL, OPT_STRICT },
+	{ "follow-symlinks", no_argument, NULL, OPT_FOLLOW_SYMLINKS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -306,6 +310,12 @@ static int parse_option(struct convert_args *a, int c, const char *arg)
 	case OPT_DROP_KEY:
 		o->tar_drop_key = 1;
 		return -1;
+	case OPT_STRICT:
+		o->strict = 1;
+		return -1;
+	case OPT_FOLLOW_SYMLINKS:
+		o->follow_symlinks = 1;
+		return -1;
 	case OPT_SEED:
 		if (cli_parse_u64(arg, &o->synth_seed) < 0)
 			return cli_usage_error("--seed: bad number '%s'", arg);
@@ -321,6 +331,7 @@ static int parse_args(struct convert_args *a, int argc, char **argv)
 
 	memset(a, 0, sizeof(*a));
 	sluice_writer_config_init(&a->o.wcfg);
+	a->o.skips = &a->skips;
 	a->o.part_count = 1;
 	opterr = 0;
 	optind = 1;
@@ -367,6 +378,54 @@ static int parse_args(struct convert_args *a, int argc, char **argv)
 	return -1;
 }
 
+/* JSON keys of the skip kinds (import.h). */
+static const char *const skip_keys[IMPORT_SKIP_KINDS] = {
+	[IMPORT_SKIP_HIDDEN] = "hidden",
+	[IMPORT_SKIP_OUTSIDE] = "symlink_outside",
+	[IMPORT_SKIP_DANGLING] = "symlink_dangling",
+	[IMPORT_SKIP_LOOP] = "folder_loop",
+	[IMPORT_SKIP_FIFO] = "fifo",
+	[IMPORT_SKIP_SOCKET] = "socket",
+	[IMPORT_SKIP_DEVICE] = "device",
+	[IMPORT_SKIP_NOT_IN_CLASS] = "not_in_class",
+	[IMPORT_SKIP_TAR_ENTRY] = "tar_not_a_file",
+};
+
+/* One line on stderr, even with --quiet (a skip is a warning, not part
+ * of the summary): the counts by kind and the first few paths. */
+static void print_skips(const struct import_skips *k)
+{
+	char line[3000];
+	size_t at = 0;
+	const char *sep = "";
+
+	if (!k->total)
+		return;
+#define ADD(...)                                                         \
+	do {                                                             \
+		if (at < sizeof(line))                                   \
+			at += (size_t)snprintf(line + at,                \
+					       sizeof(line) - at,        \
+					       __VA_ARGS__);             \
+	} while (0)
+	ADD("skipped %llu: ", (unsigned long long)k->total);
+	for (int i = 0; i < IMPORT_SKIP_KINDS; i++) {
+		if (!k->count[i])
+			continue;
+		ADD("%s%llu %s", sep, (unsigned long long)k->count[i],
+		    import_skip_name((enum import_skip_kind)i, k->count[i]));
+		sep = ", ";
+	}
+	ADD("; first: ");
+	for (uint64_t i = 0; i < k->total && i < IMPORT_SKIP_SHOWN; i++)
+		ADD("%s%s", i ? ", " : "", k->first[i]);
+	if (k->total > IMPORT_SKIP_SHOWN)
+		ADD(", ...");
+	ADD(" (--strict makes a skip an error)");
+#undef ADD
+	cli_error("%s", line);
+}
+
 static void print_summary(const struct convert_args *a,
 			  const struct sluice_writer_summary *s, double secs)
 {
@@ -379,11 +438,16 @@ static void print_summary(const struct convert_args *a,
 		printf("{\"records\": %llu, \"shards\": %u, \"blocks\": %llu, "
 		       "\"raw_bytes\": %llu, \"stored_bytes\": %llu, "
 		       "\"ratio\": %.4f, \"seconds\": %.3f, "
-		       "\"MB_per_s\": %.1f}\n",
+		       "\"MB_per_s\": %.1f, \"skipped\": {\"total\": %llu",
 		       (unsigned long long)s->records, s->shards,
 		       (unsigned long long)s->blocks,
 		       (unsigned long long)s->raw_bytes,
-		       (unsigned long long)s->stored_bytes, ratio, secs, mbps);
+		       (unsigned long long)s->stored_bytes, ratio, secs, mbps,
+		       (unsigned long long)a->skips.total);
+		for (int i = 0; i < IMPORT_SKIP_KINDS; i++)
+			printf(", \"%s\": %llu", skip_keys[i],
+			       (unsigned long long)a->skips.count[i]);
+		printf("}}\n");
 		fflush(stdout);
 	}
 	if (!a->quiet)
@@ -450,5 +514,6 @@ int cli_convert(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	print_summary(&a, &sum, (double)clock_ns() / 1e9 - start);
+	print_skips(&a.skips);
 	return 0;
 }

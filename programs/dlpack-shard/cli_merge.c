@@ -1,7 +1,7 @@
 /*
- * cli_merge.c - `dlpack-shard merge DIR... --out DIR [--verify]`: join
- * the parts written by `convert --part I/N`, in the order given, without
- * rewriting block data.  The checks (destination new or empty and not a
+ * cli_merge.c - `dlpack-shard merge DIR... --out DIR [--verify] [--copy]`:
+ * join the parts written by `convert --part I/N`, in the order given,
+ * without rewriting block data (hard links, or copies with --copy).  The checks (destination new or empty and not a
  * part, parts against their manifests) are the library's.
  */
 #include <stdlib.h>
@@ -38,6 +38,8 @@ int cli_merge(int argc, char **argv)
 			json = 1;
 		} else if (strcmp(a, "--verify") == 0) {
 			flags |= SLUICE_MERGE_VERIFY;
+		} else if (strcmp(a, "--copy") == 0) {
+			flags |= SLUICE_MERGE_COPY;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			free(parts);
 			cli_usage(stdout);

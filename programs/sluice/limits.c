@@ -111,23 +111,21 @@ struct disk_worker {
 static int open_file(struct disk_probe *p, uint32_t i)
 {
 	const char *path = p->s->d->shards[i].path;
-	int fd = open(path, O_RDONLY | O_CLOEXEC |
-			    (p->want_direct ? O_DIRECT : 0));
+	int fd = file_open_regular(path, O_RDONLY |
+				   (p->want_direct ? O_DIRECT : 0), NULL,
+				   p->err, p->errlen);
 
-	if (fd < 0 && errno == EINVAL && p->want_direct) {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -EINVAL && p->want_direct) {
+		fd = file_open_regular(path, O_RDONLY, NULL, p->err,
+				       p->errlen);
 		if (p->out->direct)
 			snprintf(p->out->note, sizeof(p->out->note),
 				 "O_DIRECT refused on %s: buffered reads (page cache may serve them)",
 				 path);
 		p->out->direct = 0;
 	}
-	if (fd < 0) {
-		int e = errno;
-
-		snprintf(p->err, p->errlen, "%s: %s", path, strerror(e));
-		return -e;
-	}
+	if (fd < 0)
+		return fd;
 	p->fds[i] = fd;
 	return 0;
 }
@@ -396,11 +394,11 @@ static int load_sample(const struct shard_set *s, struct sample_block **out,
 	for (uint32_t f = 0; f < s->d->nshards && !r && taken < CPU_SAMPLE_BYTES;
 	     f++) {
 		const struct shard_file *si = &s->d->shards[f];
-		int fd = open(si->path, O_RDONLY | O_CLOEXEC);
+		int fd = file_open_regular(si->path, O_RDONLY, NULL, err,
+					   errlen);
 
 		if (fd < 0) {
-			r = -errno;
-			snprintf(err, errlen, "%s: %s", si->path, strerror(-r));
+			r = fd;
 			break;
 		}
 		for (uint64_t b = 0; b < si->block_count && !r; b++, g++) {

@@ -5,6 +5,7 @@
  * what the consumer sees (next() waits, steps, CPU time, the counters).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -23,13 +24,18 @@ static double rusage_cpu_s(const struct rusage *ru)
 static int read_state(const char *path, struct sluice_state *st)
 {
 	char text[SLUICE_STATE_TEXT_MAX];
-	FILE *f = fopen(path, "r");
-	size_t n;
+	char err[512];
+	ssize_t n;
+	int fd = file_open_regular(path, O_RDONLY, NULL, err, sizeof(err));
 
-	if (!f)
+	if (fd < 0)
+		return cli_error("%s", err);
+	do
+		n = read(fd, text, sizeof(text) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0)
 		return cli_error("%s: %s", path, strerror(errno));
-	n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
 	text[n] = '\0';
 	/* The file holds one line; the parser wants it without the newline. */
 	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
@@ -254,6 +260,15 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 			if (r)
 				rc = loader_error_exit(ld, r);
 		}
+		/* --epochs counts from epoch 0: a state at or past it
+		 * would stream nothing and exit 0. */
+		if (!rc && st.epoch >= o->epochs)
+			rc = cli_error("%s: the state is at epoch %llu, and "
+				       "--epochs %llu stops before it: nothing "
+				       "to stream (raise --epochs)",
+				       o->state_in,
+				       (unsigned long long)st.epoch,
+				       (unsigned long long)o->epochs);
 	}
 	if (!rc)
 		rc = consume(ld, o, trace, fn, ctx, res, t0);

@@ -240,10 +240,15 @@ class ShardWriter:
             self.abort()
 
 
-def merge(parts, out_dir, verify=False):
+def merge(parts, out_dir, verify=False, copy=False):
     """Join datasets written as parts into out_dir, in the order given,
     without rewriting block data (hard links, else copies).  Returns the
     merged dataset's summary dict.
+
+    The merged shards are hard links to the parts' files where they can
+    be: the same files, so a part edited in place later changes the
+    merged dataset too (whose checks then refuse it).  copy=True copies
+    every shard instead, for parts that will change or go away.
 
     out_dir must be new or empty and not one of the parts; no part's file
     is ever removed or written.  Every part is checked against its
@@ -252,4 +257,4 @@ def merge(parts, out_dir, verify=False):
     exactly the part folders your tasks reported as finished: a glob of
     folders also picks up a retried task's earlier attempt."""
     return _sluice.merge([os.fspath(p) for p in parts], os.fspath(out_dir),
-                         bool(verify))
+                         bool(verify), bool(copy))

@@ -110,7 +110,8 @@ static PyObject *py_strerror(PyObject *self, PyObject *args)
 	return PyUnicode_FromString(sluice_strerror(code));
 }
 
-/* merge(parts: sequence of str, out_dir: str, verify: bool) -> dict */
+/* merge(parts: sequence of str, out_dir: str, verify: bool, copy: bool)
+ * -> dict */
 static PyObject *py_merge(PyObject *self, PyObject *args)
 {
 	PyObject *parts, *seq = NULL, *ret = NULL;
@@ -120,10 +121,10 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
 	struct sluice_writer_summary sum;
 	char err[1024] = "";
 	Py_ssize_t n, i;
-	int r, verify = 0;
+	int r, verify = 0, copy = 0;
 
 	(void)self;
-	if (!PyArg_ParseTuple(args, "Os|p", &parts, &out_dir, &verify))
+	if (!PyArg_ParseTuple(args, "Os|pp", &parts, &out_dir, &verify, &copy))
 		return NULL;
 	seq = PySequence_List(parts);
 	if (!seq)
@@ -150,7 +151,8 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
 	}
 	Py_BEGIN_ALLOW_THREADS
 	r = sluice_merge(paths, (int)n, out_dir,
-			 verify ? SLUICE_MERGE_VERIFY : 0u, &sum, err,
+			 (verify ? SLUICE_MERGE_VERIFY : 0u) |
+				 (copy ? SLUICE_MERGE_COPY : 0u), &sum, err,
 			 sizeof(err));
 	Py_END_ALLOW_THREADS
 	if (r < 0) {
@@ -177,7 +179,7 @@ static PyMethodDef module_methods[] = {
 	{ "strerror", py_strerror, METH_VARARGS,
 	  "strerror(code) -> the library's text for an error code." },
 	{ "merge", py_merge, METH_VARARGS,
-	  "merge(parts, out_dir, verify=False) -> summary dict; joins "
+	  "merge(parts, out_dir, verify=False, copy=False) -> summary dict; joins "
 	  "datasets written as parts without rewriting block data." },
 	{ NULL, NULL, 0, NULL },
 };

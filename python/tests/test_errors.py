@@ -32,6 +32,33 @@ def test_not_a_shard(tmp_path):
     assert "bad-00000.dls" in str(e.value)
 
 
+@pytest.mark.parametrize("where", ["shard", "manifest", "glob"])
+def test_fifo_refused_not_waited_on(tmp_path, where):
+    """A FIFO no writer opens, in place of a shard, of dataset.json or
+    matched by a glob, is refused with its path (issue 24: it hung)."""
+    path = tmp_path / "ds"
+    write_dataset(path, 300)
+    victim = path / ("dataset.json" if where == "manifest"
+                     else "data-00001.dls")
+    victim.unlink()
+    os.mkfifo(victim)
+    target = str(path / "*.dls") if where == "glob" else str(path)
+
+    def hung(signum, frame):
+        raise AssertionError("sluice blocked on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        with pytest.raises(sluice.CorruptDataError) as e:
+            sluice.Loader(target, batch_size=8, device="host")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert str(victim) in str(e.value)
+    assert "not a regular file (it is a FIFO)" in str(e.value)
+
+
 def test_truncated_shard(tmp_path):
     write_dataset(tmp_path / "ds", 100, compression_level=0)
     shard = tmp_path / "ds" / "data-00000.dls"

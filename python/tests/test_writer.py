@@ -180,6 +180,22 @@ def test_merge_parts_written_by_separate_processes(tmp_path):
     assert sorted(seen) == list(range(150))
 
 
+@pytest.mark.parametrize("copy", [False, True])
+def test_merge_links_or_copies(tmp_path, copy):
+    """Merged shards are hard links to the parts' (documented), or
+    independent copies with copy=True (issue 24)."""
+    write_dataset(tmp_path / "p0", 30, records_per_shard=10)
+    write_dataset(tmp_path / "p1", 30, start=30, records_per_shard=10)
+    sluice.merge([tmp_path / "p0", tmp_path / "p1"], tmp_path / "m",
+                 copy=copy)
+    src = os.stat(tmp_path / "p0" / "data-00000.dls")
+    dst = os.stat(tmp_path / "m" / "data-00000.dls")
+    assert (src.st_ino == dst.st_ino) == (not copy)
+    assert dst.st_nlink == (1 if copy else 2)
+    assert len(sluice.Dataset(tmp_path / "m")) == 60
+    assert "hard link" in sluice.merge.__doc__
+
+
 def test_merge_refuses_different_schemas(tmp_path):
     write_dataset(tmp_path / "a", 10)
     with sluice.ShardWriter(tmp_path / "b", [("other", "int8", ())]) as w:

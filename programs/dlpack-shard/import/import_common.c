@@ -251,3 +251,42 @@ out:
 	close(fd);
 	return r;
 }
+
+static const char *const skip_names[IMPORT_SKIP_KINDS][2] = {
+	[IMPORT_SKIP_HIDDEN] = { "hidden entry", "hidden entries" },
+	[IMPORT_SKIP_OUTSIDE] = { "symlink out of the source tree",
+				  "symlinks out of the source tree" },
+	[IMPORT_SKIP_DANGLING] = { "dangling symlink", "dangling symlinks" },
+	[IMPORT_SKIP_LOOP] = { "folder loop", "folder loops" },
+	[IMPORT_SKIP_FIFO] = { "FIFO", "FIFOs" },
+	[IMPORT_SKIP_SOCKET] = { "socket", "sockets" },
+	[IMPORT_SKIP_DEVICE] = { "device", "devices" },
+	[IMPORT_SKIP_NOT_IN_CLASS] = { "file outside the class folders",
+				       "files outside the class folders" },
+	[IMPORT_SKIP_TAR_ENTRY] = { "tar entry that is not a file",
+				    "tar entries that are not files" },
+};
+
+const char *import_skip_name(enum import_skip_kind k, uint64_t n)
+{
+	return skip_names[k][n != 1];
+}
+
+int import_skip(const struct import_options *o, enum import_skip_kind k,
+		const char *path, char *err, size_t errlen)
+{
+	struct import_skips *s = o->skips;
+
+	if (o->strict)
+		return import_fail(err, errlen, -SLUICE_EINPUT,
+				   "%s: a %s (--strict: nothing is skipped)",
+				   path, import_skip_name(k, 1));
+	if (!s)
+		return 0;
+	if (s->total < IMPORT_SKIP_SHOWN)
+		snprintf(s->first[s->total], sizeof(s->first[0]), "%s (%s)",
+			 path, import_skip_name(k, 1));
+	s->count[k]++;
+	s->total++;
+	return 0;
+}

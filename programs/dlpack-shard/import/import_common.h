@@ -71,6 +71,11 @@ int import_read_file(const char *path, struct import_buf *b);
 long long import_read_full(int fd, void *buf, size_t len);
 long long import_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
+/* Pass over @path, of kind @k: counted in o->skips (the first few paths
+ * kept), or, with o->strict, an error (-SLUICE_EINPUT) naming it. */
+int import_skip(const struct import_options *o, enum import_skip_kind k,
+		const char *path, char *err, size_t errlen);
+
 /* snprintf into @err (NULL-safe); returns @code so callers can
  * `return import_fail(...)`. */
 int import_fail(char *err, size_t errlen, int code, const char *fmt, ...)

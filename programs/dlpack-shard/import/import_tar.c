@@ -256,6 +256,24 @@ static int walk_tar(struct tar_walk *t, char *err, size_t errlen)
 		size_t key_len;
 		int f;
 
+		if (m.special) {
+			char *what = NULL;
+
+			/* counted once, in the converting pass */
+			if (!t->convert)
+				continue;
+			if (asprintf(&what, "%s: %s", t->path, m.path) < 0) {
+				r = import_fail(err, errlen, -ENOMEM,
+						"out of memory");
+				goto out;
+			}
+			r = import_skip(t->o, IMPORT_SKIP_TAR_ENTRY, what, err,
+					errlen);
+			free(what);
+			if (r < 0)
+				goto out;
+			continue;
+		}
 		if (!split_key(m.path, &key_len, &ext))
 			continue;
 		if (!t->key || strlen(t->key) != key_len ||

@@ -38,6 +38,8 @@
 #define H_CHKSUM 148
 #define H_CHKSUM_LEN 8
 #define H_TYPE 156
+#define H_LINKNAME 157
+#define H_LINKNAME_LEN 100
 #define H_MAGIC 257
 #define H_PREFIX 345
 #define H_PREFIX_LEN 155
@@ -92,6 +94,13 @@ void tar_close(struct tar_reader *r)
 	r->buf = NULL;
 	free(r->next_path);
 	r->next_path = NULL;
+	free(r->next_link);
+	r->next_link = NULL;
+	for (size_t i = 0; i < r->nseen; i++)
+		free(r->seen[i].name);
+	free(r->seen);
+	r->seen = NULL;
+	r->nseen = r->seen_cap = 0;
 	import_buf_free(&r->name);
 	import_buf_free(&r->meta);
 }
@@ -312,6 +321,55 @@ static int take_next_path(struct tar_reader *r, const char *p, size_t len)
 	return 0;
 }
 
+static int take_next_link(struct tar_reader *r, const char *p, size_t len)
+{
+	char *s;
+
+	if (memchr(p, '\0', len))
+		return -1;
+	s = strndup(p, len);
+	if (!s)
+		return -ENOMEM;
+	free(r->next_link);
+	r->next_link = s;
+	return 0;
+}
+
+/* Remember a regular member (seekable archives) for hard links to it. */
+static int remember(struct tar_reader *r, const char *name, uint64_t off,
+		    uint64_t size)
+{
+	if (!r->seekable)
+		return 0;
+	if (r->nseen == r->seen_cap) {
+		size_t cap = r->seen_cap ? 2 * r->seen_cap : 64;
+		struct tar_seen *v = realloc(r->seen, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		r->seen = v;
+		r->seen_cap = cap;
+	}
+	r->seen[r->nseen].name = strdup(name);
+	if (!r->seen[r->nseen].name)
+		return -ENOMEM;
+	r->seen[r->nseen].data_offset = off;
+	r->seen[r->nseen].size = size;
+	r->nseen++;
+	return 0;
+}
+
+/* The latest earlier member named @name (a later one of the same name
+ * replaces it, as tar extracts), or NULL. */
+static const struct tar_seen *find_seen(const struct tar_reader *r,
+					const char *name)
+{
+	for (size_t i = r->nseen; i-- > 0;)
+		if (strcmp(r->seen[i].name, name) == 0)
+			return &r->seen[i];
+	return NULL;
+}
+
 /* pax records: "LEN KEY=VALUE\n", LEN counting the whole record. */
 static int parse_pax(struct tar_reader *r, uint64_t at, char *err,
 		     size_t errlen)
@@ -349,6 +407,15 @@ static int parse_pax(struct tar_reader *r, uint64_t at, char *err,
 						   -SLUICE_EINPUT,
 						   "%s: offset %llu: bad pax "
 						   "path",
+						   r->path,
+						   (unsigned long long)at);
+		} else if (eq - key == 8 && memcmp(key, "linkpath", 8) == 0) {
+			if (take_next_link(r, val,
+					   (size_t)(rec + len - 1 - val)) < 0)
+				return import_fail(err, errlen,
+						   -SLUICE_EINPUT,
+						   "%s: offset %llu: bad pax "
+						   "linkpath",
 						   r->path,
 						   (unsigned long long)at);
 		} else if (eq - key == 4 && memcmp(key, "size", 4) == 0) {
@@ -399,6 +466,53 @@ static int skip_pending(struct tar_reader *r, char *err, size_t errlen)
 		return truncated(r, at + (uint64_t)n, "member data", err,
 				 errlen);
 	return 0;
+}
+
+/* A hard link (type '1') becomes its target's data: the latest earlier
+ * member of that name.  From a pipe the target's bytes are gone. */
+static int resolve_link(struct tar_reader *r, const uint8_t *h,
+			struct tar_member *m, uint64_t at, char *err,
+			size_t errlen)
+{
+	const struct tar_seen *t;
+	char *target = r->next_link;
+	char own[H_LINKNAME_LEN + 1];
+	int rc = 1;
+
+	r->next_link = NULL;
+	if (!target) {
+		size_t n = bounded_len(h + H_LINKNAME, H_LINKNAME_LEN);
+
+		memcpy(own, h + H_LINKNAME, n);
+		own[n] = '\0';
+	}
+	if (!r->seekable) {
+		rc = import_fail(err, errlen, -SLUICE_EINPUT,
+				 "%s: offset %llu: %s is a hard link to %s, "
+				 "whose bytes a pipe cannot read again "
+				 "(convert from the tar file)",
+				 r->path, (unsigned long long)at, m->path,
+				 target ? target : own);
+		goto out;
+	}
+	t = find_seen(r, target ? target : own);
+	if (!t) {
+		rc = import_fail(err, errlen, -SLUICE_EINPUT,
+				 "%s: offset %llu: %s is a hard link to %s, "
+				 "which is not an earlier file of the archive",
+				 r->path, (unsigned long long)at, m->path,
+				 target ? target : own);
+		goto out;
+	}
+	m->link = 1;
+	m->size = t->size;
+	m->data_offset = t->data_offset;
+	if (remember(r, m->path, m->data_offset, m->size) < 0)
+		rc = import_fail(err, errlen, -ENOMEM, "%s: out of memory",
+				 r->path);
+out:
+	free(target);
+	return rc;
 }
 
 int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
@@ -466,6 +580,18 @@ int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
 						   "%s: out of memory",
 						   r->path);
 			continue;
+		case 'K':
+			rc = read_meta(r, size, at, err, errlen);
+			if (rc < 0)
+				return rc;
+			r->pending = padded(size) - size;
+			if (take_next_link(r, (const char *)r->meta.p,
+					   bounded_len(r->meta.p,
+						       r->meta.len)) < 0)
+				return import_fail(err, errlen, -ENOMEM,
+						   "%s: out of memory",
+						   r->path);
+			continue;
 		case 'x':
 			rc = read_meta(r, size, at, err, errlen);
 			if (rc < 0)
@@ -485,14 +611,21 @@ int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
 		case '0':
 		case '\0':
 		case '7':
+		case '1':
+		case '2':
+		case '3':
+		case '4':
+		case '6':
 			break;
 		default:
-			/* Directories, links, devices, 'g', 'K': not data.
-			 * A name meant for this entry is used up. */
+			/* Directories, 'g' and unknown types: not data.  A
+			 * name meant for this entry is used up. */
 			r->pending = padded(size);
-			if (type != 'g' && type != 'K') {
+			if (type != 'g') {
 				free(r->next_path);
 				r->next_path = NULL;
+				free(r->next_link);
+				r->next_link = NULL;
 			}
 			continue;
 		}
@@ -520,6 +653,19 @@ int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
 		m->size = size;
 		m->header_offset = at;
 		m->data_offset = r->off;
+		m->link = 0;
+		m->special = 0;
+		if (type == '1')
+			return resolve_link(r, h, m, at, err, errlen);
+		free(r->next_link);
+		r->next_link = NULL;
+		if (type == '2' || type == '3' || type == '4' || type == '6') {
+			m->special = type;
+			return 1;
+		}
+		if (remember(r, m->path, m->data_offset, size) < 0)
+			return import_fail(err, errlen, -ENOMEM,
+					   "%s: out of memory", r->path);
 		return 1;
 	}
 }
@@ -531,6 +677,29 @@ int tar_read_data(struct tar_reader *r, const struct tar_member *m,
 	uint64_t got;
 	int rc;
 
+	if (m->link) {
+		/* The target's bytes, checked against the file when it
+		 * was read past (tar_next). */
+		if (m->size > SIZE_MAX - 1)
+			return import_fail(err, errlen, -ENOMEM,
+					   "%s: out of memory", r->path);
+		rc = import_buf_reserve(b, (size_t)m->size);
+		if (rc < 0)
+			return import_fail(err, errlen, rc, "%s: %s: out of "
+					   "memory for %llu bytes", r->path,
+					   m->path,
+					   (unsigned long long)m->size);
+		n = import_pread_full(r->fd, b->p, (size_t)m->size,
+				      m->data_offset);
+		if (n < 0)
+			return import_fail(err, errlen, (int)n, "%s: %s",
+					   r->path, strerror((int)-n));
+		if ((uint64_t)n < m->size)
+			return truncated(r, m->data_offset + (uint64_t)n,
+					 m->path, err, errlen);
+		b->len = (size_t)m->size;
+		return 0;
+	}
 	if (r->off != m->data_offset || r->pending != padded(m->size))
 		return import_fail(err, errlen, -EINVAL,
 				   "%s: member data already consumed", r->path);

@@ -22,17 +22,32 @@ struct tar_reader {
 	struct import_buf name;  /* the current member's path, NUL-ended */
 	struct import_buf meta;  /* GNU 'L' and pax 'x' payloads */
 	char *next_path;         /* from 'L' or pax path=, for the next header */
+	char *next_link;         /* from 'K' or pax linkpath= */
+	/* Regular members so far (seekable archives only), so that a hard
+	 * link reads its target's bytes; names held, data not. */
+	struct tar_seen *seen;
+	size_t nseen, seen_cap;
 	uint64_t next_size;      /* from pax size= */
 	int has_next_size;
 };
 
-/* One regular-file member.  @path is owned by the reader and valid until
- * the next tar_next(). */
+struct tar_seen {
+	char *name;
+	uint64_t data_offset, size;
+};
+
+/* One member with data: a regular file, or a hard link to an earlier
+ * one (@link: its data is the target's, at @data_offset), or an entry
+ * that has none (@special: its tar type, '2' symlink, '3'/'4' device,
+ * '6' FIFO; the importer counts it as skipped).  @path is owned by the
+ * reader and valid until the next tar_next(). */
 struct tar_member {
 	const char *path;
 	uint64_t size;
 	uint64_t header_offset;
 	uint64_t data_offset;
+	int link;
+	char special;
 };
 
 /* Open @path with a read-ahead buffer of @buf_size bytes. */
@@ -45,10 +60,12 @@ int tar_open_fd(struct tar_reader *r, int fd, const char *path,
 void tar_close(struct tar_reader *r);
 
 /*
- * tar_next - the next regular-file member (directories, links and other
- * entries are passed over; GNU long names and pax path=/size= apply to
- * the header that follows them).  Unread data of the previous member is
- * skipped first.
+ * tar_next - the next regular-file member, hard link (resolved to an
+ * earlier member: an error from a pipe, whose bytes are gone), or
+ * special entry (symlink, device, FIFO: m->special); directories and
+ * metadata entries are passed over (GNU long names and long link names,
+ * pax path=/linkpath=/size= apply to the header that follows them).
+ * Unread data of the previous member is skipped first.
  * @return: 1 with *@m filled; 0 at the end-of-archive marker; negative
  *	with a message naming the archive and byte offset.
  */

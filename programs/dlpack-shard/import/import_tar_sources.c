@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "import_common.h"
 #include "import_tar_sources.h"
+#include "sluice_tools.h"
 
 static int push(struct tar_sources *s, const char *path, size_t len,
 		char *err, size_t errlen)
@@ -57,9 +59,22 @@ static int add_path(struct tar_sources *s, const char *path, char *err,
 				   "%s: no file matches", path);
 	}
 	r = 0;
-	for (size_t i = 0; r == 0 && i < g.gl_pathc; i++)
+	for (size_t i = 0; r == 0 && i < g.gl_pathc; i++) {
+		struct stat st;
+
+		/* A pipe streams when named alone; one a glob happens to
+		 * match would wait for a writer that never comes. */
+		if (stat(g.gl_pathv[i], &st) == 0 && !S_ISREG(st.st_mode)) {
+			r = import_fail(err, errlen, -SLUICE_EINPUT,
+					"%s: matched by '%s' but not a regular "
+					"file (it is %s)",
+					g.gl_pathv[i], path,
+					file_kind(st.st_mode));
+			break;
+		}
 		r = push(s, g.gl_pathv[i], strlen(g.gl_pathv[i]), err,
 			 errlen);
+	}
 	globfree(&g);
 	return r;
 }
