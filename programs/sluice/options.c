@@ -374,5 +374,6 @@ int opts_parse(int argc, char **argv, enum cli_command cmd,
 	if (o->hash && o->cfg.device == SLUICE_DEVICE_AUTO)
 		o->cfg.device = SLUICE_DEVICE_HOST;
 	o->progress = isatty(2) && !o->hash;
+	o->say_fallbacks = cmd == CMD_STREAM;
 	return 0;
 }

@@ -43,6 +43,8 @@ struct cli_opts {
 	const char *trace_path;
 	int drop_cache;
 	int progress;             /* live line on stderr (a TTY) */
+	int say_fallbacks;        /* stream: the loader's fallbacks on stderr
+				     (bench reports them in its report) */
 };
 
 enum cli_command { CMD_STREAM, CMD_BENCH };
