@@ -3,6 +3,7 @@
  * directory (dataset.json), one shard, a comma-separated list or a glob;
  * and the public sluice_dataset_* functions.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -231,6 +232,58 @@ static int check_identities(const struct dataset *ds, const char *dir,
 	return problems ? -SLUICE_ECORRUPT : 0;
 }
 
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* What @dir holds: shard files, committed (*.dls) or not (.*.tmp), and
+ * WebDataset tars. */
+static void scan_dir(const char *dir, int *shards, int *tars)
+{
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	*shards = *tars = 0;
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		size_t n = strlen(e->d_name);
+
+		if (ends_with(e->d_name, n, ".dls") ||
+		    (e->d_name[0] == '.' && ends_with(e->d_name, n, ".tmp")))
+			*shards = 1;
+		else if (ends_with(e->d_name, n, ".tar"))
+			*tars = 1;
+	}
+	closedir(d);
+}
+
+/* A folder with neither dataset.json nor shards is the user's source
+ * data: say so and name the command that makes a dataset of it. */
+static void not_a_dataset(const char *dir, int tars, char *err,
+			  size_t errlen)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (tars)
+		errf(err, errlen,
+		     "%.*s is not a sluice dataset (no %s, no shards); to "
+		     "convert its WebDataset tars: dlpack-shard convert "
+		     "'%.*s/*.tar' --from tar --out %.*s-shards",
+		     (int)n, dir, DLS_MANIFEST_NAME, (int)n, dir, (int)n, dir);
+	else
+		errf(err, errlen,
+		     "%.*s is not a sluice dataset (no %s, no shards); to "
+		     "convert it (an ImageFolder tree: a folder per class): "
+		     "dlpack-shard convert %.*s --out %.*s-shards",
+		     (int)n, dir, DLS_MANIFEST_NAME, (int)n, dir, (int)n, dir);
+}
+
 static int load_dir(struct dataset *ds, const char *dir, char *err,
 		    size_t errlen)
 {
@@ -241,6 +294,13 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 	int r;
 
 	r = manifest_read(dir, &m, err, errlen);
+	if (r == -ENOENT) {
+		int shards, tars;
+
+		scan_dir(dir, &shards, &tars);
+		if (!shards)
+			not_a_dataset(dir, tars, err, errlen);
+	}
 	if (r < 0)
 		return r;
 	ds->schema = m.schema;

@@ -141,3 +141,16 @@ def test_warnings_point_at_the_callers_line(dataset, tmp_path):
     script = str(tmp_path / "user.py")
     assert [(f, line) for f, line, _ in got] == [(script, 6), (script, 7)]
     assert all("buffer registration off" in m for _, _, m in got)
+
+
+def test_unconverted_folder_names_the_convert_command(tmp_path):
+    photos = tmp_path / "photos"
+    (photos / "cat").mkdir(parents=True)
+    (photos / "cat" / "1.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    for make in (sluice.Loader, sluice.Dataset):
+        with pytest.raises(sluice.DatasetNotFoundError) as e:
+            make(str(photos))
+        msg = str(e.value)
+        assert "is not a sluice dataset" in msg, msg
+        assert ("dlpack-shard convert %s --out %s-shards" % (photos, photos)
+                in msg), msg
