@@ -6,6 +6,8 @@
 #   says "no NVIDIA driver", never "driver version is insufficient"
 # - an unconverted folder is "not a sluice dataset" and the message's
 #   convert command, run as printed, makes one that streams
+# - an ImageFolder's class names are kept (info, merge), and datasets
+#   without them still open
 # - `sluice stream --help` and `sluice bench --help` are each command's
 # - the summary line's GB/s is the delivered rate (records x bytes); a
 #   bench run too short to mean anything says so
@@ -87,6 +89,30 @@ if "$SHARD" "$@" --quiet && "$SLUICE" stream "$T/photos-shards" \
 else
 	fail "the printed command '$line' did not give a dataset: $(cat "$T/out")"
 fi
+# 4. the class names: kept in dataset.json, shown by info, kept by merge;
+# a dataset.json without them (older datasets) still opens.
+"$SHARD" info "$T/photos-shards" >"$T/out" 2>&1
+grep -q "classes (label = index): 0=cat 1=dog" "$T/out" &&
+	ok "info shows the class names" || fail "info: $(cat "$T/out")"
+"$SHARD" info "$T/photos-shards" --json | python3 -c '
+import json, sys
+sys.exit(json.load(sys.stdin).get("classes") != {"label": ["cat", "dog"]})' &&
+	ok "info --json has the class names" || fail "info --json lacks the class names"
+for i in 0 1; do
+	"$SHARD" convert "$T/photos" --out "$T/part$i" --part $i/2 --quiet ||
+		fail "convert --part $i/2"
+done
+"$SHARD" merge "$T/part0" "$T/part1" --out "$T/merged" >/dev/null &&
+	"$SHARD" info "$T/merged" | grep -q "0=cat 1=dog" &&
+	ok "merge keeps the class names" || fail "merge lost the class names"
+sed 's/"classes":{"label":\["cat","dog"\]},//' "$T/photos-shards/dataset.json" >"$T/dj" &&
+	cp "$T/dj" "$T/photos-shards/dataset.json"
+grep -q classes "$T/photos-shards/dataset.json" && fail "could not strip classes"
+"$SHARD" info "$T/photos-shards" >"$T/out" 2>&1 && ! grep -q classes "$T/out" &&
+	"$SLUICE" stream "$T/photos-shards" --device host >/dev/null 2>&1 &&
+	ok "a dataset.json without class names opens" ||
+	fail "a dataset.json without class names: $(cat "$T/out")"
+
 mkdir -p "$T/wds"
 touch "$T/wds/train-000.tar"
 "$SLUICE" stream "$T/wds" >/dev/null 2>"$T/err"
@@ -94,7 +120,7 @@ grep -q "dlpack-shard convert '$T/wds/\*.tar' --from tar --out $T/wds-shards" "$
 	ok "a folder of tars gets the tar convert command" ||
 	fail "a folder of tars: $(cat "$T/err")"
 
-# 4. per-command help.
+# 5. per-command help.
 "$SLUICE" stream --help >"$T/h.stream" || fail "stream --help failed"
 "$SLUICE" bench --help >"$T/h.bench" || fail "bench --help failed"
 if grep -q "^Usage: sluice stream" "$T/h.stream" &&
@@ -109,7 +135,7 @@ else
 	fail "per-command help: $(head -3 "$T/h.stream") / $(head -3 "$T/h.bench")"
 fi
 
-# 5. the delivered rate.
+# 6. the delivered rate.
 "$SLUICE" stream "$T/ds" --device host --epochs 20 >"$T/out" 2>/dev/null ||
 	fail "stream --epochs 20"
 if awk '{ for (i = 1; i < NF; i++) { if ($i == "records/s") r = $(i + 1)
@@ -127,7 +153,7 @@ grep -q "^note     the run took 0\.[0-9]* s: too short" "$T/out" &&
 	ok "bench of a tiny dataset says its figures mean little" ||
 	fail "bench of a tiny dataset gave no caveat: $(tail -3 "$T/out")"
 
-# 6. the README's CLI block and --help name the same flags.
+# 7. the README's CLI block and --help name the same flags.
 readme=README.md
 if [ -f "$readme" ]; then
 	sed -n '/^## The CLIs/,/^```$/p' "$readme" | sed '1,/^```sh$/d' >"$T/block"

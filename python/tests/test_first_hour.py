@@ -154,3 +154,25 @@ def test_unconverted_folder_names_the_convert_command(tmp_path):
         assert "is not a sluice dataset" in msg, msg
         assert ("dlpack-shard convert %s --out %s-shards" % (photos, photos)
                 in msg), msg
+
+
+def test_dataset_classes(tmp_path):
+    from conftest import write_dataset
+    path = tmp_path / "ds"
+    write_dataset(str(path), 20)
+    # written without class names (as every dataset before them)
+    assert sluice.Dataset(str(path)).classes is None
+    manifest = path / "dataset.json"
+    text = manifest.read_text()
+    assert '"classes"' not in text
+    # what `dlpack-shard convert` of an ImageFolder tree writes
+    manifest.write_text(text.replace(
+        ',\n"shards":', ',\n"classes":{"label":["cat","dog"]},\n"shards":'))
+    ds = sluice.Dataset(str(path))
+    assert ds.classes == ["cat", "dog"] and ds.label_field == "label"
+    assert "classes ['cat', 'dog']" in repr(ds)
+    # a name that is not an int64 scalar field is refused
+    manifest.write_text(text.replace(
+        ',\n"shards":', ',\n"classes":{"data":["cat"]},\n"shards":'))
+    with pytest.raises(sluice.CorruptDataError, match="not an int64"):
+        sluice.Dataset(str(path))
