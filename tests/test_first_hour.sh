@@ -173,5 +173,19 @@ if [ -f "$readme" ]; then
 		fail "README: --device should read host|cuda|auto"
 fi
 
+# 8. the README's first screen is for users; no link out of the repository.
+if [ -f README.md ]; then
+	head -n 45 README.md >"$T/first"
+	for want in "make demo" "make test" "sluice.torch.Loader" \
+		"dlpack-shard convert" "images/s"; do
+		grep -q "$want" "$T/first" || fail "README's first screen lacks '$want'"
+	done
+	grep -n "\.\./shared" README.md ARCHITECTURE.md &&
+		fail "README/ARCHITECTURE link a file outside the repository"
+	grep -q "ARCHITECTURE.md" "$T/first" ||
+		fail "README's first screen does not point to ARCHITECTURE.md"
+	ok "README's first screen: commands, the PyTorch swap, a measured figure"
+fi
+
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all first-hour CLI checks passed"
