@@ -3,6 +3,7 @@
  * directory (dataset.json), one shard, a comma-separated list or a glob;
  * and the public sluice_dataset_* functions.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -275,8 +276,77 @@ static int check_identities(const struct dataset *ds, const char *dir,
 	return problems ? -SLUICE_ECORRUPT : 0;
 }
 
-static int load_dir(struct dataset *ds, const char *dir, char *err,
-		    size_t errlen)
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* What @dir holds: shard files, committed (*.dls) or not (.*.tmp), and
+ * WebDataset tars. */
+static void scan_dir(const char *dir, int *shards, int *tars)
+{
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	*shards = *tars = 0;
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		size_t n = strlen(e->d_name);
+
+		if (ends_with(e->d_name, n, ".dls") ||
+		    (e->d_name[0] == '.' && ends_with(e->d_name, n, ".tmp")))
+			*shards = 1;
+		else if (ends_with(e->d_name, n, ".tar"))
+			*tars = 1;
+	}
+	closedir(d);
+}
+
+/* A folder with neither dataset.json nor shards is the user's source
+ * data: say so and name the command that makes a dataset of it. */
+static void not_a_dataset(const char *dir, int tars, char *err,
+			  size_t errlen)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (tars)
+		errf(err, errlen,
+		     "%.*s is not a sluice dataset (no %s, no shards); to "
+		     "convert its WebDataset tars: dlpack-shard convert "
+		     "'%.*s/*.tar' --from tar --out %.*s-shards",
+		     (int)n, dir, DLS_MANIFEST_NAME, (int)n, dir, (int)n, dir);
+	else
+		errf(err, errlen,
+		     "%.*s is not a sluice dataset (no %s, no shards); to "
+		     "convert it (an ImageFolder tree: a folder per class): "
+		     "dlpack-shard convert %.*s --out %.*s-shards",
+		     (int)n, dir, DLS_MANIFEST_NAME, (int)n, dir, (int)n, dir);
+}
+
+/* "classes" names an int64 scalar field of the schema. */
+static int check_classes(const struct dataset *ds, const struct manifest *m,
+			 const char *dir, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < ds->schema.nfields; i++) {
+		const struct sluice_field *f = &ds->schema.fields[i].f;
+
+		if (strcmp(f->name, m->classes.field) == 0 && f->ndim == 0 &&
+		    f->dtype.code == kDLInt && f->dtype.bits == 64 &&
+		    f->dtype.lanes == 1)
+			return 0;
+	}
+	errf(err, errlen, "%s/%s: \"classes\" names '%s', not an int64 "
+	     "scalar field", dir, DLS_MANIFEST_NAME, m->classes.field);
+	return -SLUICE_ECORRUPT;
+}
+
+static int load_dir(struct dataset *ds, const char *dir,
+		    struct dataset_classes *classes, char *err, size_t errlen)
 {
 	struct path_list l = { 0 };
 	struct manifest m;
@@ -285,6 +355,13 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 	int r;
 
 	r = manifest_read(dir, &m, err, errlen);
+	if (r == -ENOENT) {
+		int shards, tars;
+
+		scan_dir(dir, &shards, &tars);
+		if (!shards)
+			not_a_dataset(dir, tars, err, errlen);
+	}
 	if (r < 0)
 		return r;
 	/* A shard listed many times would be opened and parsed each time
@@ -350,6 +427,12 @@ static int load_dir(struct dataset *ds, const char *dir, char *err,
 	}
 	if (r == 0)
 		r = check_byte_totals(ds, &m, dir, err, errlen);
+	if (r == 0 && m.classes.n)
+		r = check_classes(ds, &m, dir, err, errlen);
+	if (r == 0 && classes) {
+		*classes = m.classes;         /* moved out of m */
+		memset(&m.classes, 0, sizeof(m.classes));
+	}
 out:
 	path_list_free(&l);
 	manifest_free(&m);
@@ -395,8 +478,19 @@ void dataset_free_paths(char **paths, size_t n)
 	path_list_free(&l);
 }
 
+static int load(const char *path, struct dataset *out,
+		struct dataset_classes *classes, char *err, size_t errlen);
+
 int dataset_load(const char *path, struct dataset *out, char *err,
 		 size_t errlen)
+{
+	return load(path, out, NULL, err, errlen);
+}
+
+/* dataset_load, and a directory's class names into @classes (NULL: not
+ * wanted). */
+static int load(const char *path, struct dataset *out,
+		struct dataset_classes *classes, char *err, size_t errlen)
 {
 	struct path_list l = { 0 };
 	struct stat st;
@@ -412,7 +506,7 @@ int dataset_load(const char *path, struct dataset *out, char *err,
 		return -EINVAL;
 	}
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		r = load_dir(out, path, err, errlen);
+		r = load_dir(out, path, classes, err, errlen);
 		goto out;
 	}
 	if (stat(path, &st) == 0)
@@ -520,7 +614,7 @@ SLUICE_API int sluice_dataset_open(const char *path, sluice_dataset **out)
 	if (!ds)
 		return -ENOMEM;
 	pthread_mutex_init(&ds->lock, NULL);
-	r = dataset_load(path, &ds->d, ds->err, sizeof(ds->err));
+	r = load(path, &ds->d, &ds->classes, ds->err, sizeof(ds->err));
 	if (r == 0)
 		ds->loaded = 1;
 	*out = ds;
@@ -532,6 +626,7 @@ SLUICE_API void sluice_dataset_close(sluice_dataset *ds)
 	if (!ds)
 		return;
 	dataset_free(&ds->d);
+	dataset_classes_free(&ds->classes);
 	pthread_mutex_destroy(&ds->lock);
 	free(ds);
 }
@@ -636,4 +731,22 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 const struct dataset *dataset_table(const sluice_dataset *ds)
 {
 	return ds && ds->loaded ? &ds->d : NULL;
+}
+
+SLUICE_API int64_t sluice_dataset_class_count(const sluice_dataset *ds,
+					      const char **field)
+{
+	if (!ds || !ds->loaded)
+		return -EINVAL;
+	if (field)
+		*field = ds->classes.n ? ds->classes.field : NULL;
+	return ds->classes.n;
+}
+
+SLUICE_API const char *sluice_dataset_class_name(const sluice_dataset *ds,
+						 uint32_t label)
+{
+	if (!ds || !ds->loaded || label >= ds->classes.n)
+		return NULL;
+	return ds->classes.names[label];
 }

@@ -57,7 +57,19 @@ static void put_manifest(FILE *f, const struct manifest *m)
 				(long long)fl->shape[d]);
 		fputs("]}", f);
 	}
-	fputs("],\n\"shards\":[", f);
+	fputc(']', f);
+	if (m->classes.n) {
+		fputs(",\n\"classes\":{", f);
+		put_json_string(f, m->classes.field);
+		fputs(":[", f);
+		for (uint32_t i = 0; i < m->classes.n; i++) {
+			if (i)
+				fputc(',', f);
+			put_json_string(f, m->classes.names[i]);
+		}
+		fputs("]}", f);
+	}
+	fputs(",\n\"shards\":[", f);
 	for (uint32_t i = 0; i < m->nshards; i++) {
 		const struct manifest_shard *s = &m->shards[i];
 
@@ -229,6 +241,89 @@ static int parse_shard_identity(const struct json_value *s,
 	return 0;
 }
 
+void dataset_classes_free(struct dataset_classes *c)
+{
+	for (uint32_t i = 0; i < c->n; i++)
+		free(c->names[i]);
+	free(c->names);
+	memset(c, 0, sizeof(*c));
+}
+
+int dataset_classes_set(struct dataset_classes *c, const char *field,
+			const char *const *names, uint32_t n)
+{
+	char **v = NULL;
+
+	if (strlen(field) >= sizeof(c->field) ||
+	    n > MANIFEST_MAX_CLASSES)
+		return -EINVAL;
+	if (n) {
+		v = calloc(n, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (strlen(names[i]) >= JSON_MAX_STRING ||
+		    !(v[i] = strdup(names[i]))) {
+			int r = v[i] || strlen(names[i]) >= JSON_MAX_STRING
+					? -EINVAL : -ENOMEM;
+
+			while (i--)
+				free(v[i]);
+			free(v);
+			return r;
+		}
+	}
+	dataset_classes_free(c);
+	strcpy(c->field, field);
+	c->names = v;
+	c->n = n;
+	return 0;
+}
+
+/* "classes": {"FIELD": ["name", ...]}, optional; the field must be an
+ * int64 scalar of the schema. */
+static int parse_classes(const struct json_value *v, struct manifest *m,
+			 char *err, size_t errlen)
+{
+	const struct json_value *names;
+	const char **list;
+	int r;
+
+	if (!v)
+		return 0;
+	if (v->type != JSON_OBJECT || v->count != 1 ||
+	    v->items[0].type != JSON_ARRAY ||
+	    v->items[0].count > MANIFEST_MAX_CLASSES) {
+		errf(err, errlen, "\"classes\": expected {\"FIELD\": [names]}");
+		return -SLUICE_ECORRUPT;
+	}
+	names = &v->items[0];
+	if (strlen(v->keys[0]) >= sizeof(m->classes.field)) {
+		errf(err, errlen, "\"classes\": field name too long");
+		return -SLUICE_ECORRUPT;
+	}
+	list = calloc(names->count ? names->count : 1, sizeof(*list));
+	if (!list) {
+		errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < names->count; i++) {
+		if (names->items[i].type != JSON_STRING) {
+			free(list);
+			errf(err, errlen, "\"classes\"[%zu]: not a string", i);
+			return -SLUICE_ECORRUPT;
+		}
+		list[i] = names->items[i].string;
+	}
+	r = dataset_classes_set(&m->classes, v->keys[0], list,
+				 (uint32_t)names->count);
+	free(list);
+	if (r < 0)
+		errf(err, errlen, "\"classes\": %s", sluice_strerror(r));
+	return r;
+}
+
 int manifest_parse(const char *text, size_t len, struct manifest *m,
 		   char *err, size_t errlen)
 {
@@ -262,6 +357,9 @@ int manifest_parse(const char *text, size_t len, struct manifest *m,
 		BAD("\"records\", \"raw_bytes\" or \"stored_bytes\" missing or "
 		    "not a count");
 	r = parse_fields(json_get(&root, "fields"), &m->schema, err, errlen);
+	if (r < 0)
+		goto fail;
+	r = parse_classes(json_get(&root, "classes"), m, err, errlen);
 	if (r < 0)
 		goto fail;
 	shards = json_get(&root, "shards");
@@ -362,5 +460,6 @@ void manifest_free(struct manifest *m)
 	if (!m)
 		return;
 	free(m->shards);
+	dataset_classes_free(&m->classes);
 	memset(m, 0, sizeof(*m));
 }

@@ -12,6 +12,7 @@
 
 #define MANIFEST_FILE_MAX 256
 #define MANIFEST_MAX_BYTES (64u << 20)
+#define MANIFEST_MAX_CLASSES (1u << 20)
 
 struct manifest_shard {
 	char file[MANIFEST_FILE_MAX];  /* a plain name inside the dataset */
@@ -29,6 +30,8 @@ struct manifest {
 	uint64_t raw_bytes;
 	uint64_t stored_bytes;
 	struct shard_schema schema;
+	struct dataset_classes classes;  /* "classes"; older manifests and
+					    readers: none, ignored */
 	uint32_t nshards;
 	struct manifest_shard *shards; /* owned */
 };
@@ -49,5 +52,11 @@ int manifest_read(const char *dir, struct manifest *m, char *err,
 		  size_t errlen);
 
 void manifest_free(struct manifest *m);
+
+/* Copy @n class names of field @field into @c (replacing any).
+ * @return: 0, -EINVAL (a name too long or @n too large), -ENOMEM. */
+int dataset_classes_set(struct dataset_classes *c, const char *field,
+			const char *const *names, uint32_t n);
+void dataset_classes_free(struct dataset_classes *c);
 
 #endif /* SLUICE_DATASETS_MANIFEST_H */

@@ -110,6 +110,19 @@ static void keep_first_line(void *ctx, const char *line)
 		snprintf(vf->line, sizeof(vf->line), "%s", line);
 }
 
+/* Parts of one conversion (an ImageFolder split with --part) have the
+ * same class names: they list every class folder, whatever their slice. */
+static int classes_equal(const struct dataset_classes *a,
+			 const struct dataset_classes *b)
+{
+	if (a->n != b->n || (a->n && strcmp(a->field, b->field)))
+		return 0;
+	for (uint32_t i = 0; i < a->n; i++)
+		if (strcmp(a->names[i], b->names[i]))
+			return 0;
+	return 1;
+}
+
 /* Load part @i fully (shards against its dataset.json: records, blocks,
  * sizes, identities), optionally verify every block, and read its
  * manifest into @m. */
@@ -215,6 +228,12 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 			     parts[0]);
 			goto out;
 		}
+		if (!classes_equal(&in[i].classes, &in[0].classes)) {
+			r = -SLUICE_ESCHEMA;
+			errf(err, errlen, "%s: class names differ from %s's",
+			     parts[i], parts[0]);
+			goto out;
+		}
 		total_shards += in[i].nshards;
 	}
 	if (total_shards > 99999u * 10) {
@@ -223,6 +242,11 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 		goto out;
 	}
 	out.schema = in[0].schema;
+	r = dataset_classes_set(&out.classes, in[0].classes.field,
+				(const char *const *)in[0].classes.names,
+				in[0].classes.n);
+	if (r < 0)
+		goto out;
 	out.bound = 1;
 	r = dataset_id_new(out.dataset_id);
 	if (r < 0) {

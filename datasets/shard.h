@@ -115,8 +115,17 @@ int dataset_locate(const struct dataset *ds, uint64_t index,
 		   uint32_t *shard, uint64_t *block, uint32_t *in_block);
 
 /* The struct behind the public sluice_dataset handle. */
+/* The names of an int64 label field's values: label i is names[i] (an
+ * ImageFolder's class folders).  n 0: none. */
+struct dataset_classes {
+	char field[SLUICE_NAME_MAX];
+	uint32_t n;
+	char **names;               /* owned */
+};
+
 struct sluice_dataset {
 	struct dataset d;
+	struct dataset_classes classes;  /* from dataset.json */
 	int loaded;
 	char err[512];
 	pthread_mutex_t lock;       /* guards err */

@@ -684,6 +684,23 @@ SLUICE_API int sluice_writer_error(const sluice_writer *w, char *buf,
 	return snprintf(buf, len, "%s", w ? w->err : "no writer");
 }
 
+SLUICE_API int sluice_writer_set_classes(sluice_writer *w, const char *field,
+					 const char *const *names, uint32_t n)
+{
+	if (!w || !field || (n && !names))
+		return -EINVAL;
+	for (uint32_t i = 0; i < w->schema.nfields; i++) {
+		const struct sluice_field *f = &w->schema.fields[i].f;
+
+		if (strcmp(f->name, field) == 0 && f->ndim == 0 &&
+		    f->dtype.code == kDLInt && f->dtype.bits == 64 &&
+		    f->dtype.lanes == 1)
+			return dataset_classes_set(&w->man.classes, field,
+						   names, n);
+	}
+	return -EINVAL;
+}
+
 SLUICE_API void sluice_writer_progress(const sluice_writer *w,
 				       uint64_t *records, uint64_t *raw_bytes,
 				       uint64_t *stored_bytes)

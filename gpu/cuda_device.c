@@ -18,9 +18,11 @@
  */
 #ifdef SLUICE_HAVE_CUDA
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -90,6 +92,76 @@ static int fail(struct cuda_device *cd, uint32_t i, const char *what,
 	return -SLUICE_ECUDA;
 }
 
+/*
+ * cudaGetDeviceCount says "CUDA driver version is insufficient" both when
+ * the driver is too old and when there is no driver at all (the static
+ * runtime finds no libcuda), so the machine itself is asked which.
+ */
+void cuda_no_gpu_explain(const struct cuda_no_gpu *f, char *why,
+			 size_t whylen)
+{
+	int need = f->runtime_version, have = f->driver_version;
+
+	if (!f->driver_lib && !f->device_nodes) {
+		device_set_err(why, whylen,
+			       "no NVIDIA driver (no libcuda.so.1, no "
+			       "/dev/nvidia*): install it to use a GPU");
+	} else if (!f->driver_lib) {
+		device_set_err(why, whylen,
+			       "/dev/nvidia* exist but libcuda.so.1 does not "
+			       "load (a container without the GPU runtime? "
+			       "docker run --gpus all)");
+	} else if (f->error == cudaErrorInsufficientDriver && have > 0) {
+		device_set_err(why, whylen,
+			       "the NVIDIA driver is too old: it supports CUDA "
+			       "%d.%d, this build needs %d.%d; update the "
+			       "driver", have / 1000, have % 1000 / 10,
+			       need / 1000, need % 1000 / 10);
+	} else if (f->error == cudaErrorInsufficientDriver) {
+		device_set_err(why, whylen,
+			       "the NVIDIA driver is too old for this build's "
+			       "CUDA %d.%d runtime; update the driver",
+			       need / 1000, need % 1000 / 10);
+	} else if (f->error == cudaErrorNoDevice && f->visible) {
+		device_set_err(why, whylen,
+			       "the NVIDIA driver sees no GPU with "
+			       "CUDA_VISIBLE_DEVICES='%s'", f->visible);
+	} else if (f->error == cudaErrorNoDevice) {
+		device_set_err(why, whylen,
+			       "the NVIDIA driver is installed but sees no GPU%s",
+			       f->device_nodes ? "" : " (no /dev/nvidia0)");
+	} else {
+		device_set_err(why, whylen, "the CUDA driver says: %s",
+			       f->error_text ? f->error_text : "?");
+	}
+}
+
+static int have_driver_lib(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+
+	if (!h)
+		return 0;
+	dlclose(h);
+	return 1;
+}
+
+void cuda_no_gpu_facts(int error, struct cuda_no_gpu *f)
+{
+	int v = 0;
+
+	memset(f, 0, sizeof(*f));
+	f->error = error;
+	f->error_text = cudaGetErrorString((cudaError_t)error);
+	f->driver_lib = have_driver_lib();
+	f->device_nodes = access("/dev/nvidiactl", F_OK) == 0 ||
+			  access("/dev/nvidia0", F_OK) == 0;
+	if (cudaDriverGetVersion(&v) == cudaSuccess)
+		f->driver_version = v;
+	f->runtime_version = CUDART_VERSION;
+	f->visible = getenv("CUDA_VISIBLE_DEVICES");
+}
+
 int cuda_device_probe(int id, char *why, size_t whylen)
 {
 	cudaError_t e;
@@ -97,9 +169,11 @@ int cuda_device_probe(int id, char *why, size_t whylen)
 
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) {
-		device_set_err(why, whylen, "the CUDA driver says: %s",
-			       cudaGetErrorString(e));
+		struct cuda_no_gpu f;
+
 		(void)cudaGetLastError();
+		cuda_no_gpu_facts((int)e, &f);
+		cuda_no_gpu_explain(&f, why, whylen);
 		return -SLUICE_ENODEVICE;
 	}
 	if (id >= n) {

@@ -94,10 +94,28 @@ void host_busy_wait(double ms);
 #ifdef SLUICE_HAVE_CUDA
 /*
  * cuda_device_probe - is CUDA device @id usable?  0, or -SLUICE_ENODEVICE
- * with the CUDA runtime's own words in @why (no driver, no device, @id
- * past the device count).
+ * with why in @why: no NVIDIA driver, a driver too old for the runtime, no
+ * device, @id past the device count (cuda_no_gpu_explain).
  */
 int cuda_device_probe(int id, char *why, size_t whylen);
+
+/* What the machine has when cudaGetDeviceCount fails: the runtime gives
+ * cudaErrorInsufficientDriver for "no driver" and "old driver" alike. */
+struct cuda_no_gpu {
+	int error;               /* cudaGetDeviceCount's cudaError_t */
+	const char *error_text;  /* cudaGetErrorString(error) */
+	int driver_lib;          /* libcuda.so.1 loads */
+	int device_nodes;        /* /dev/nvidiactl or /dev/nvidia0 exists */
+	int driver_version;      /* cudaDriverGetVersion: 12040 is 12.4; 0 */
+	int runtime_version;     /* CUDART_VERSION of this build */
+	const char *visible;     /* $CUDA_VISIBLE_DEVICES; NULL: unset */
+};
+
+/* Fill @f from this machine for cudaGetDeviceCount's @error. */
+void cuda_no_gpu_facts(int error, struct cuda_no_gpu *f);
+/* One sentence for the user: what is missing and what to do. */
+void cuda_no_gpu_explain(const struct cuda_no_gpu *f, char *why,
+			 size_t whylen);
 int cuda_device_open(const struct device_config *cfg, int id,
 		     struct device **out, char *err, size_t errlen);
 #endif

@@ -196,6 +196,22 @@ SLUICE_API int sluice_dataset_read(sluice_dataset *ds, uint64_t index,
 				   const char *field, void *buf, size_t cap,
 				   size_t *len);
 
+/**
+ * sluice_dataset_class_count - how many class names dataset.json keeps for
+ * a label field (an ImageFolder import's folders: label i is class i).
+ * @field: out, the label field's name (NULL when there are none); may be
+ *	NULL.  Datasets written before class names were kept, lists and
+ *	globs of shards have none.
+ * @return: the count (0: none); -EINVAL for a handle whose open failed.
+ * Thread-safety: any thread.
+ */
+SLUICE_API int64_t sluice_dataset_class_count(const sluice_dataset *ds,
+					      const char **field);
+/** sluice_dataset_class_name - the name of label @label; NULL past the
+ * count.  Owned by @ds, lives as long as it.  Thread-safety: any thread. */
+SLUICE_API const char *sluice_dataset_class_name(const sluice_dataset *ds,
+						 uint32_t label);
+
 /* ------------------------------------------------------------------ */
 /* Writing shards                                                      */
 /* ------------------------------------------------------------------ */
@@ -329,6 +345,17 @@ SLUICE_API void sluice_writer_abort(sluice_writer *w);
  * @return: its length, as snprintf.  Thread-safety: any thread. */
 SLUICE_API int sluice_writer_error(const sluice_writer *w, char *buf,
 				   size_t len);
+
+/**
+ * sluice_writer_set_classes - keep @n class names for the int64 scalar
+ * field @field in dataset.json (label i is @names[i]); copied, so
+ * @names may be freed on return.  Replaces names set before.
+ * @return: 0; -EINVAL (no such int64 scalar field, a name of 4096 bytes
+ *	or more, over 2^20 names); -ENOMEM.  @w is unchanged after an error.
+ * Thread-safety: not with other calls on @w.
+ */
+SLUICE_API int sluice_writer_set_classes(sluice_writer *w, const char *field,
+					 const char *const *names, uint32_t n);
 
 /** sluice_writer_progress - records, raw and stored bytes accepted so far
  * (for progress lines; any pointer may be NULL).

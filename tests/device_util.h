@@ -12,6 +12,7 @@
 
 #include "sluice.h"
 #include "device.h"
+#include "device_impl.h"
 #include "t.h"
 
 #ifdef SLUICE_HAVE_CUDA
@@ -75,20 +76,8 @@ static inline void check_arena(struct device *d, size_t want)
 static inline const char *no_gpu_reason(char *buf, size_t len)
 {
 #ifdef SLUICE_HAVE_CUDA
-	cudaError_t e;
-	int n = 0;
-
-	e = cudaGetDeviceCount(&n);
-	if (e != cudaSuccess) {
-		snprintf(buf, len, "the CUDA driver says: %s",
-			 cudaGetErrorString(e));
-		return buf;
-	}
-	if (n == 0) {
-		snprintf(buf, len, "0 CUDA devices");
-		return buf;
-	}
-	return NULL;
+	/* the library's own probe, so a skip says what the user is told */
+	return cuda_device_probe(0, buf, len) == 0 ? NULL : buf;
 #else
 	snprintf(buf, len, "built without CUDA");
 	return buf;

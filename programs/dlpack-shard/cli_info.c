@@ -20,9 +20,12 @@ static void print_shape(FILE *f, const struct sluice_field *fl)
 	fputc(']', f);
 }
 
-static void print_json(const char *path, const struct dataset *ds,
-		       const struct totals *t)
+static void print_json(const char *path, const sluice_dataset *h,
+		       const struct dataset *ds, const struct totals *t)
 {
+	const char *label = NULL;
+	int64_t nclasses = sluice_dataset_class_count(h, &label);
+
 	char buf[48];
 
 	fputs("{\"path\": ", stdout);
@@ -40,7 +43,19 @@ static void print_json(const char *path, const struct dataset *ds,
 		print_shape(stdout, fl);
 		fputc('}', stdout);
 	}
-	printf("], \"shards\": %u, \"records\": %llu, \"blocks\": %llu, "
+	fputc(']', stdout);
+	if (nclasses > 0) {
+		fputs(", \"classes\": {", stdout);
+		cli_json_string(stdout, label);
+		fputs(": [", stdout);
+		for (int64_t c = 0; c < nclasses; c++) {
+			fputs(c ? ", " : "", stdout);
+			cli_json_string(stdout, sluice_dataset_class_name(
+							h, (uint32_t)c));
+		}
+		fputs("]}", stdout);
+	}
+	printf(", \"shards\": %u, \"records\": %llu, \"blocks\": %llu, "
 	       "\"raw_bytes\": %llu, \"stored_bytes\": %llu, "
 	       "\"ratio\": %.4f}\n",
 	       ds->nshards, (unsigned long long)ds->record_count,
@@ -49,9 +64,11 @@ static void print_json(const char *path, const struct dataset *ds,
 	       t->stored ? (double)t->raw / (double)t->stored : 0.0);
 }
 
-static void print_text(const char *path, const struct dataset *ds,
-		       const struct totals *t)
+static void print_text(const char *path, const sluice_dataset *h,
+		       const struct dataset *ds, const struct totals *t)
 {
+	const char *label = NULL;
+	int64_t nclasses = sluice_dataset_class_count(h, &label);
 	char buf[48];
 
 	printf("%s\n  fields:\n", path);
@@ -61,6 +78,13 @@ static void print_text(const char *path, const struct dataset *ds,
 		printf("    %-20s %-9s ", fl->name,
 		       cli_dtype_name(fl->dtype, buf, sizeof(buf)));
 		print_shape(stdout, fl);
+		fputc('\n', stdout);
+	}
+	if (nclasses > 0) {
+		printf("  classes (%s = index):", label);
+		for (int64_t c = 0; c < nclasses; c++)
+			printf(" %lld=%s", (long long)c,
+			       sluice_dataset_class_name(h, (uint32_t)c));
 		fputc('\n', stdout);
 	}
 	printf("  shards: %u\n  records: %llu\n  blocks: %llu\n"
@@ -74,7 +98,8 @@ static void print_text(const char *path, const struct dataset *ds,
 int cli_info(int argc, char **argv)
 {
 	const char *path = NULL;
-	struct dataset ds;
+	const struct dataset *ds;
+	sluice_dataset *h = NULL;
 	struct totals t = { 0, 0 };
 	char err[1024] = "";
 	int json = 0, r;
@@ -97,20 +122,21 @@ int cli_info(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error("info needs a PATH");
-	memset(&ds, 0, sizeof(ds));
-	r = dataset_load(path, &ds, err, sizeof(err));
+	r = sluice_dataset_open(path, &h);
 	if (r < 0) {
-		dataset_free(&ds);
+		sluice_dataset_error(h, err, sizeof(err));
+		sluice_dataset_close(h);
 		return cli_error_code(err, r);
 	}
-	for (uint32_t s = 0; s < ds.nshards; s++) {
-		t.raw += ds.shards[s].raw_bytes;
-		t.stored += ds.shards[s].stored_bytes;
+	ds = dataset_table(h);
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		t.raw += ds->shards[s].raw_bytes;
+		t.stored += ds->shards[s].stored_bytes;
 	}
 	if (json)
-		print_json(path, &ds, &t);
+		print_json(path, h, ds, &t);
 	else
-		print_text(path, &ds, &t);
-	dataset_free(&ds);
+		print_text(path, h, ds, &t);
+	sluice_dataset_close(h);
 	return 0;
 }

@@ -164,6 +164,21 @@ static int hash_batch(void *ctx, sluice_batch *b)
 	return ferror(h->out) ? cli_error("write error on stdout") : 0;
 }
 
+/* The average record's bytes over the dataset, or over the mixture's
+ * datasets together. */
+static double record_bytes(sluice_dataset *ds, const struct cli_opts *o)
+{
+	struct shard_set s;
+	double bytes = 0, records = 0;
+
+	for (int i = 0; i < (o->nstreams ? o->nstreams : 1); i++) {
+		shards_summarize(o->nstreams ? o->streams[i].dataset : ds, &s);
+		bytes += (double)s.raw_bytes;
+		records += (double)s.records;
+	}
+	return records > 0 ? bytes / records : 0;
+}
+
 int cmd_stream(int argc, char **argv)
 {
 	struct cli_opts o;
@@ -200,7 +215,7 @@ int cmd_stream(int argc, char **argv)
 		rc = run_loader(ds, &o, NULL, o.hash ? hash_batch : NULL, &h,
 				&res);
 	if (!rc && !o.hash)
-		report_stream_line(stdout, &res);
+		report_stream_line(stdout, &res, record_bytes(ds, &o));
 	/* What --on-error skip left out goes to stderr: with --hash, stdout
 	 * is data. */
 	if (!rc && (res.stats.records_skipped || res.skipped_blocks > 0))

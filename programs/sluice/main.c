@@ -6,11 +6,7 @@
 
 #include "sluice_cli.h"
 
-void cli_usage(FILE *f)
-{
-	fputs(
-"Usage: " CLI_NAME " COMMAND PATH [options]\n"
-"\n"
+static const char stream_usage[] =
 "  stream PATH [loader options] [--hash] [--state-out FILE\n"
 "         --stop-after-batches K] [--state-in FILE]\n"
 "  stream PATH[:WEIGHT|@SAMPLES] PATH[:WEIGHT|@SAMPLES]... [options]\n"
@@ -20,13 +16,23 @@ void cli_usage(FILE *f)
 "      records end to end\n"
 "      --hash           'EPOCH INDEX FIELD XXH64' per delivered record and\n"
 "                       field, in delivery order (host batches only)\n"
-"      without --hash: one summary line\n"
+"      --state-out FILE --stop-after-batches K   stop after K batches and\n"
+"                       save the position; --state-in FILE resumes there\n"
+"      without --hash: one summary line (records/s, GB/s delivered);\n"
+"      fallbacks (no GPU for --device auto, ...) once on stderr\n";
+
+static const char bench_usage[] =
 "  bench PATH [loader options] [--compute-ms X] [--json] [--trace FILE]\n"
 "         [--drop-cache]\n"
 "      runs the loader, then measures the disk, decompression and copy\n"
 "      limits on the same shard files and names the binding one; with\n"
 "      --device cuda also the PCIe limit on the loader's own arena\n"
-"\n"
+"      --json           the report as one JSON object\n"
+"      --trace FILE     a Chrome trace (chrome://tracing, Perfetto)\n"
+"      --drop-cache     drop the page cache before the run and the\n"
+"                       disk probe (root)\n";
+
+static const char loader_options[] =
 "Loader options:\n"
 "  --batch-size B       records per batch (256)\n"
 "  --shuffle none|block|window|full  (window)\n"
@@ -37,7 +43,8 @@ void cli_usage(FILE *f)
 "  --prefetch N         batch slots (4)\n"
 "  --decode-threads N   (0: online CPUs, at most 8)\n"
 "  --queue-depth N      io_uring entries (64)\n"
-"  --device host|cuda|auto   (auto)\n"
+"  --device host|cuda|auto   (auto: the GPU when one is usable, else host\n"
+"                       batches, saying why once)\n"
 "  --pad L              variable fields padded to [B, L] + F.lengths\n"
 "  --drop-last          drop a short last batch\n"
 "  --no-verify          skip the per-block (and per-record) XXH3 check\n"
@@ -59,11 +66,33 @@ void cli_usage(FILE *f)
 "  --compute-ms X       a training step of X ms per batch before releasing\n"
 "                       it: a kernel on the GPU (cuda), a busy loop (host)\n"
 "  --plain-reads        no io_uring registered buffers (forced fallback)\n"
-"  --pageable           no cudaHostRegister: pageable copies (fallback)\n"
+"  --pageable           no cudaHostRegister: pageable copies (fallback)\n";
+
+static const char footer[] =
 "\n"
-"PATH is a dataset directory, a shard file, a comma-separated list of\n"
-"shards or a glob.  Exit status: 0 ok, 1 error, 2 usage error.\n",
-	      f);
+"PATH is a dataset directory (made by `dlpack-shard convert`), a shard\n"
+"file, a comma-separated list of shards or a glob.  Exit status: 0 ok,\n"
+"1 error, 2 usage error.\n";
+
+void cli_usage(FILE *f)
+{
+	fputs("Usage: " CLI_NAME " COMMAND PATH [options]\n\n", f);
+	fputs(stream_usage, f);
+	fputs(bench_usage, f);
+	fputs("\n", f);
+	fputs(loader_options, f);
+	fputs(footer, f);
+	fputs("'" CLI_NAME " COMMAND --help' shows one command's options.\n", f);
+}
+
+void cli_command_usage(FILE *f, enum cli_command cmd)
+{
+	fprintf(f, "Usage: " CLI_NAME " %s PATH [options]\n\n",
+		cmd == CMD_STREAM ? "stream" : "bench");
+	fputs(cmd == CMD_STREAM ? stream_usage : bench_usage, f);
+	fputs("\n", f);
+	fputs(loader_options, f);
+	fputs(footer, f);
 }
 
 void busy_wait_ns(uint64_t ns)

@@ -340,7 +340,7 @@ int opts_parse(int argc, char **argv, enum cli_command cmd,
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
 		if (c == 'h' || c == OPT_HELP) {
-			cli_usage(stdout);
+			cli_command_usage(stdout, cmd);
 			return -1;
 		}
 		if (c == '?' || c == ':')
@@ -374,5 +374,6 @@ int opts_parse(int argc, char **argv, enum cli_command cmd,
 	if (o->hash && o->cfg.device == SLUICE_DEVICE_AUTO)
 		o->cfg.device = SLUICE_DEVICE_HOST;
 	o->progress = isatty(2) && !o->hash;
+	o->say_fallbacks = cmd == CMD_STREAM;
 	return 0;
 }

@@ -15,6 +15,9 @@
 #include "sluice_cli.h"
 
 #define GB 1e9
+/* Under this, start-up and the first reads dominate what is measured
+ * (the demo's 3 MB: a 1 ms run). */
+#define SHORT_RUN_S 0.5
 
 struct limit {
 	const char *name;        /* NULL: not applicable */
@@ -170,16 +173,20 @@ static void derive(const struct bench_report *r, struct figures *x)
 	derive_limits(r, x);
 }
 
-void report_stream_line(FILE *f, const struct run_result *run)
+void report_stream_line(FILE *f, const struct run_result *run,
+			double record_bytes)
 {
 	const struct sluice_stats *st = &run->stats;
 	double s = (double)run->wall_ns / 1e9;
 
+	/* GB/s is what the consumer got (records x their bytes); decoded
+	 * also counts blocks read for records of other batches and ranks. */
 	fprintf(f,
-		"records %llu  batches %llu  seconds %.3f  records/s %.0f  GB/s %.3f (decoded)  consumer wait %.1f%%\n",
+		"records %llu  batches %llu  seconds %.3f  records/s %.0f  GB/s %.3f delivered (%.3f decoded)  consumer wait %.1f%%\n",
 		(unsigned long long)st->records,
 		(unsigned long long)st->batches, s,
 		div0((double)st->records, s),
+		div0((double)st->records * record_bytes, s) / GB,
 		div0((double)st->decode.bytes, s) / GB,
 		100 * div0((double)st->consumer_wait_ns, (double)run->wall_ns));
 }
@@ -329,6 +336,9 @@ void report_text(FILE *f, const struct bench_report *r)
 	if (x.achieved > 1 && st->block_cache_hits)
 		fprintf(f, "         above the limit: the block cache served %llu block uses without reading (the data fits in it)\n",
 			(unsigned long long)st->block_cache_hits);
+	if (x.wall_s < SHORT_RUN_S)
+		fprintf(f, "note     the run took %.3f s: too short for these rates, percentages and ratios to mean much (start-up and the first reads dominate); bench a dataset of a GB or more, or more --epochs\n",
+			x.wall_s);
 	if (r->o->trace_path)
 		fprintf(f, "trace    %s (%llu events)\n", r->o->trace_path,
 			(unsigned long long)r->trace_events);

@@ -216,6 +216,17 @@ static void measure_h2d(sluice_loader *ld, struct run_result *res)
 		sluice_loader_error(ld, res->h2d_note, sizeof(res->h2d_note));
 }
 
+/* Every fallback the loader took at open (no GPU under --device auto, no
+ * O_DIRECT, unpinned memory, ...), said once on stderr, as Python's
+ * RuntimeWarning and bench's report do: stdout may be --hash data. */
+static void say_fallbacks(const sluice_loader *ld)
+{
+	struct sluice_stats st;
+
+	if (sluice_loader_stats(ld, &st) == 0 && st.fallbacks[0])
+		fprintf(stderr, CLI_NAME ": note: %s\n", st.fallbacks);
+}
+
 int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	       struct trace *trace, run_batch_fn fn, void *ctx,
 	       struct run_result *res)
@@ -250,6 +261,8 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	getrusage(RUSAGE_SELF, &ru0);
 	t0 = clock_ns();
 	res->device = sluice_loader_device(ld);
+	if (o->say_fallbacks)
+		say_fallbacks(ld);
 	res->batches_per_epoch = sluice_loader_batches(ld);
 	if (o->state_in) {
 		struct sluice_state st;

@@ -43,6 +43,8 @@ struct cli_opts {
 	const char *trace_path;
 	int drop_cache;
 	int progress;             /* live line on stderr (a TTY) */
+	int say_fallbacks;        /* stream: the loader's fallbacks on stderr
+				     (bench reports them in its report) */
 };
 
 enum cli_command { CMD_STREAM, CMD_BENCH };
@@ -61,6 +63,8 @@ const char *device_name(int device);
 
 void busy_wait_ns(uint64_t ns);      /* spin: a stand-in for compute */
 void cli_usage(FILE *f);
+/* One command's usage and the loader options (COMMAND --help). */
+void cli_command_usage(FILE *f, enum cli_command cmd);
 /* Print the loader's (or dataset's) message for @code; @return: 1. */
 int loader_error_exit(const sluice_loader *ld, int code);
 int dataset_error_exit(const sluice_dataset *ds, int code);
@@ -196,7 +200,9 @@ struct bench_report {
 
 void report_text(FILE *f, const struct bench_report *r);
 void report_json(FILE *f, const struct bench_report *r);
-/* The one-line summary of `sluice stream`. */
-void report_stream_line(FILE *f, const struct run_result *run);
+/* The one-line summary of `sluice stream`; @record_bytes: the average
+ * record's bytes (delivered = records x that, as bench counts it). */
+void report_stream_line(FILE *f, const struct run_result *run,
+			double record_bytes);
 
 #endif /* SLUICE_BENCH_CLI_H */

@@ -1,5 +1,13 @@
 """sluice: stream sharded record datasets into GPU (or host) memory.
 
+From a torch DataLoader loop, batches as dicts of torch tensors:
+
+    import sluice
+    loader = sluice.torch.Loader("data/train", batch_size=256)
+
+sluice.torch is imported on first use, so `import sluice` alone never
+imports torch.  Without torch, batches of DLPack tensors:
+
     import sluice
     loader = sluice.Loader("data/train", batch_size=256, shuffle="window",
                            seed=0, device="auto", prefetch=4)
@@ -35,6 +43,19 @@ from .writer import ShardWriter, merge
 _abc.Mapping.register(Batch)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # sluice.torch on first use (PEP 562): numpy users never import torch.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'sluice' has no attribute %r" % (name,))
+
+
+def __dir__():
+    return sorted(set(globals()) | {"torch"})
+
 
 __all__ = [
     "Loader", "Stream", "Batch", "Tensor", "Dataset", "ShardWriter", "merge",

@@ -4,6 +4,9 @@ The extension builds them through make_error(code, message); code is the
 library's negative return value (-errno or -SLUICE_E*).
 """
 import errno as _errno
+import os as _os
+import sys as _sys
+import warnings as _warnings
 
 from . import _sluice
 
@@ -74,3 +77,19 @@ def make_error(code, message):
 
 
 _sluice._set_error_factory(make_error)
+
+
+_PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__)) + _os.sep
+
+
+def warn(message, category=RuntimeWarning):
+    """warnings.warn pointing at the first frame outside this package:
+    the user's line, however many sluice frames (sluice.torch.Loader
+    over sluice.Loader, ...) lie between it and the warning."""
+    level = 2                   # 1 is this function
+    frame = _sys._getframe(1)
+    while frame is not None and _os.path.abspath(
+            frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    _warnings.warn(message, category, stacklevel=level)

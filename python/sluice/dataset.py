@@ -10,7 +10,12 @@ Field = collections.namedtuple("Field", "name dtype shape")
 
 class Dataset:
     """Dataset(path): a dataset directory, a shard file, a comma-separated
-    list of shards, or a glob."""
+    list of shards, or a glob.
+
+    fields: [Field(name, dtype, shape)]; records, shards, blocks: counts;
+    classes: the class names of label_field's values (label i is
+    classes[i]; `dlpack-shard convert` of an ImageFolder tree keeps the
+    folder names), or None."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -21,6 +26,10 @@ class Dataset:
         self.blocks = counts["blocks"]
         self.fields = [Field(*f) for f in self._ds.fields()]
         self._names = {f.name for f in self.fields}
+        # An ImageFolder import's class folders: label i is classes[i].
+        # None for datasets written without them (older ones too).
+        kept = self._ds.classes()
+        self.label_field, self.classes = kept if kept else (None, None)
 
     def __len__(self):
         return self.records
@@ -51,6 +60,7 @@ class Dataset:
         self.close()
 
     def __repr__(self):
-        return "<sluice.Dataset %r: %d records, %d shards, fields %s>" % (
+        return "<sluice.Dataset %r: %d records, %d shards, fields %s%s>" % (
             self.path, self.records, self.shards,
-            [tuple(f) for f in self.fields])
+            [tuple(f) for f in self.fields],
+            ", classes %s" % (self.classes,) if self.classes else "")

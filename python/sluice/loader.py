@@ -1,7 +1,6 @@
 """Loader: iterate a dataset's batches as mappings of DLPack tensors."""
-import warnings
-
 from . import _sluice
+from ._errors import warn as _warn
 from .dataset import Dataset
 from .stream import Stream
 
@@ -171,8 +170,7 @@ class Loader:
         fallbacks = self._ld.stats()["fallbacks"]
         if fallbacks:
             # e.g. device="auto" without a GPU: say so, once.
-            warnings.warn("sluice: " + fallbacks, RuntimeWarning,
-                          stacklevel=2)
+            _warn("sluice: " + fallbacks)
 
     def __iter__(self):
         """Start a pass, as a torch DataLoader does: the current epoch

@@ -13,8 +13,8 @@ import os
 import shutil
 import time
 import uuid
-import warnings
 
+from ._errors import warn as _warn
 from .writer import ShardWriter, merge
 
 STAGING_SUFFIX = ".parts"
@@ -111,5 +111,5 @@ def remove_staging(staging, tries=5):
         if not os.path.exists(staging):
             return
         time.sleep(0.05 * (i + 1))
-    warnings.warn("could not remove %s (an attempt still writing?); remove "
-                  "it by hand" % staging)
+    _warn("could not remove %s (an attempt still writing?); remove it by "
+          "hand" % staging, UserWarning)

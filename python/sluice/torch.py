@@ -13,15 +13,26 @@ on the current CUDA stream, which waits for the batch's copy).  A slot
 returns to the loader when the batch's tensors are freed; clone what you
 keep for long, or the loader has to take more memory.
 """
-import torch as _torch
+import inspect as _inspect
+
+try:
+    import torch as _torch
+except ImportError as e:
+    raise ImportError(
+        "sluice.torch needs PyTorch (%s); install it (pip install torch), "
+        "or use sluice.Loader, whose batches numpy.from_dlpack takes" % (e,)
+    ) from e
 
 from . import loader as _loader
 
 
 class Loader:
-    """Same arguments as sluice.Loader; iterating yields dicts of torch
-    tensors.  Also len(), set_epoch(), state_dict(), load_state_dict(),
-    and batch_size / dataset attributes, as a DataLoader loop expects."""
+    """Batches as dicts of torch tensors, for code that used a torch
+    DataLoader.  Also len(), set_epoch(), state_dict(),
+    load_state_dict(), and batch_size / dataset attributes, as a
+    DataLoader loop expects.  The arguments are sluice.Loader's:
+
+    """
 
     def __init__(self, path, *args, **kwargs):
         self._loader = _loader.Loader(path, *args, **kwargs)
@@ -88,3 +99,10 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# help() and inspect.signature() show sluice.Loader's real parameters and
+# their documentation, not (path, *args, **kwargs): one list, kept there.
+Loader.__init__.__signature__ = _inspect.signature(_loader.Loader.__init__)
+Loader.__doc__ = (_inspect.cleandoc(Loader.__doc__) + "\n\n" +
+                  _inspect.cleandoc(_loader.Loader.__doc__))

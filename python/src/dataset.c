@@ -129,6 +129,39 @@ static PyObject *dataset_counts(PyObject *o, PyObject *unused)
 		(unsigned long long)sluice_dataset_blocks(self->ds));
 }
 
+/* classes() -> (label field, [names]) from dataset.json, or None. */
+static PyObject *dataset_classes(PyObject *o, PyObject *unused)
+{
+	PySluiceDataset *self = (PySluiceDataset *)o;
+	const char *field = NULL;
+	PyObject *names;
+	int64_t n;
+
+	(void)unused;
+	if (need_open(self))
+		return NULL;
+	n = sluice_dataset_class_count(self->ds, &field);
+	if (n <= 0)
+		Py_RETURN_NONE;
+	names = PyList_New((Py_ssize_t)n);
+	if (!names)
+		return NULL;
+	for (int64_t i = 0; i < n; i++) {
+		PyObject *s = PyUnicode_DecodeUTF8(
+			sluice_dataset_class_name(self->ds, (uint32_t)i),
+			(Py_ssize_t)strlen(sluice_dataset_class_name(
+				self->ds, (uint32_t)i)),
+			"surrogateescape");
+
+		if (!s) {
+			Py_DECREF(names);
+			return NULL;
+		}
+		PyList_SetItem(names, (Py_ssize_t)i, s);
+	}
+	return Py_BuildValue("(sN)", field, names);
+}
+
 /* read(index, field) -> bytes, checksum-verified (slow path). */
 static PyObject *dataset_read(PyObject *o, PyObject *args)
 {
@@ -195,6 +228,8 @@ static PyMethodDef dataset_methods[] = {
 	  "fields() -> [(name, dtype, shape)]" },
 	{ "counts", dataset_counts, METH_NOARGS,
 	  "counts() -> {'records', 'shards', 'blocks'}" },
+	{ "classes", dataset_classes, METH_NOARGS,
+	  "classes() -> (label field, [class names]) or None" },
 	{ "read", dataset_read, METH_VARARGS,
 	  "read(index, field) -> bytes of one record's field" },
 	{ "close", dataset_close, METH_NOARGS, "close the dataset" },

@@ -1,7 +1,8 @@
 /*
  * import_dir.c - an ImageFolder tree SRC/<class>/<file> becomes records
  * {data: uint8[-1] (the file's bytes), label: int64 (the class's index in
- * sorted class-name order)}, in (class, file name) strcmp order.
+ * sorted class-name order)}, in (class, file name) strcmp order; the
+ * class names go into dataset.json ("classes").
  *
  * Every non-hidden directory under SRC is a class, even an empty one, so
  * labels do not shift when a class happens to have no files.  Files in
@@ -373,6 +374,15 @@ int import_dir(const struct import_options *o,
 	r = import_sink_open(&sink, o, fields, 2, hi - lo, err, errlen);
 	if (r < 0)
 		goto out;
+	/* label i is class folder i: dataset.json keeps the names */
+	r = sluice_writer_set_classes(sink.w, "label",
+				      (const char *const *)tree.classes.v,
+				      (uint32_t)tree.classes.n);
+	if (r < 0) {
+		import_fail(err, errlen, r, "%s: cannot keep %zu class names: %s",
+			    o->src, tree.classes.n, sluice_strerror(r));
+		goto out;
+	}
 	for (size_t c = 0; c < tree.classes.n && index < hi; c++) {
 		int64_t label = (int64_t)c;
 
