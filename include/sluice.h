@@ -462,7 +462,9 @@ struct sluice_loader_config {
 	int world_size;            /* -1: $WORLD_SIZE, else 1 */
 	uint32_t prefetch_depth;   /* batches in flight (memory: see
 				      memory_bytes); 4 */
-	uint32_t decode_threads;   /* 0: online CPUs, at most 8 */
+	uint32_t decode_threads;   /* 0: the CPUs this process may use,
+				      divided among $LOCAL_WORLD_SIZE
+				      ranks, at most 32 */
 	uint32_t queue_depth;      /* io_uring entries; 64 */
 	enum sluice_device_kind device; /* AUTO */
 	int device_id;             /* -1: $LOCAL_RANK, else 0 */
