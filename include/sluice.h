@@ -420,8 +420,10 @@ enum sluice_range_reads {
 
 /* Where a CUDA loader assembles batches (sluice_loader_config.device_gather). */
 enum sluice_device_gather {
-	SLUICE_DEVICE_GATHER_AUTO = 0, /* on a GPU, for raw datasets whose
-					  fields are all fixed-shape */
+	SLUICE_DEVICE_GATHER_AUTO = 0, /* on a GPU, for datasets whose
+					  fields are all fixed-shape; zstd
+					  ones unless their blocks go whole
+					  into batches (decompressed there) */
 	SLUICE_DEVICE_GATHER_ON,   /* for every fixed-shape dataset (zstd:
 				      its decoded blocks are uploaded), also
 				      on the host device (test/diagnostic);
@@ -543,9 +545,11 @@ struct sluice_loader_config {
 	 * and copied: raw data then crosses the CPU's memory only by the
 	 * disk's DMA.  Batches whose records were read by range, and
 	 * datasets with variable-length fields, are still assembled on the
-	 * CPU.  AUTO (default): on a GPU, for raw datasets of fixed-shape
-	 * fields; ON: also for zstd datasets (their blocks are not then
-	 * decompressed into the batch) and, as a test and diagnostic mode,
+	 * CPU.  AUTO (default): on a GPU, for datasets of fixed-shape
+	 * fields, zstd ones too unless one field's blocks go whole and in
+	 * order into batches (shuffle none or block, a block no larger than
+	 * a batch: they decompress straight into the batch); ON: also for
+	 * those zstd datasets and, as a test and diagnostic mode,
 	 * on the host device (a memcpy per run: what the CPU assembly
 	 * costs); OFF: never.  sluice_stats.batches_gathered says which
 	 * batches went this way.

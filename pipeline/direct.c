@@ -19,13 +19,27 @@
 
 #include "loader.h"
 
-void direct_init(struct loader_core *c)
+/* Could a batch take a zstd block whole: one fixed field, no skips (and
+ * for direct_likely, records in order and blocks no larger than a
+ * batch). */
+static int direct_possible(const struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	c->direct = c->has_zstd && sc->nfields == 1 &&
-		    !sc->fields[0].variable &&
-		    c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
+	return c->has_zstd && sc->nfields == 1 && !sc->fields[0].variable &&
+	       c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
+}
+
+int direct_likely(const struct loader_core *c)
+{
+	return direct_possible(c) && c->cfg.shuffle <= SLUICE_SHUFFLE_BLOCK &&
+	       c->nblocks &&
+	       c->ds->record_count / c->nblocks <= c->cfg.batch_size;
+}
+
+void direct_init(struct loader_core *c)
+{
+	c->direct = direct_possible(c);
 	if (c->direct) {
 		/* without it, no direct decoding: nothing fails */
 		c->ahead_recs = malloc(c->cfg.batch_size *

@@ -45,9 +45,13 @@ static int gather_suits(const struct loader_core *c)
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
 			return 0;
-	/* AUTO keeps zstd batches on the CPU, where a block that goes whole
-	 * into one batch decompresses straight into it (direct.c). */
-	return c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON || !c->has_zstd;
+	/* AUTO keeps zstd batches on the CPU where blocks go whole into one
+	 * batch and decompress straight into it (direct.c); elsewhere a
+	 * decoded block is uploaded once like a raw one, and no CPU copies
+	 * it into batches (on the H100 host, zstd batches assembled on the
+	 * CPU kept 3.9 threads copying). */
+	return c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON ||
+	       !c->has_zstd || !direct_likely(c);
 }
 
 /* Before the device opens: does this loader ask for an io mirror?

@@ -454,6 +454,8 @@ void slot_unview_locked(struct loader_core *c, struct slot *s);
 
 /* direct.c */
 void direct_init(struct loader_core *c);
+/* Would most zstd blocks decompress straight into their batch? */
+int direct_likely(const struct loader_core *c);
 void direct_plan_locked(struct loader_core *c, struct slot *s);
 int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 		      uint64_t g);
