@@ -530,9 +530,14 @@ static int make_slot(struct cuda_slot *s)
 	int k;
 
 	pthread_mutex_init(&s->lock, NULL);
-	e = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
+	/* Host threads that wait on them sleep rather than spin: a
+	 * spinning wait takes a core from the page-cache copies and the
+	 * checksums, which bound the rate on a GPU host. */
+	e = cudaEventCreateWithFlags(&s->ready, cudaEventBlockingSync |
+						 cudaEventDisableTiming);
 	for (k = 0; k < SLOT_STREAMS && e == cudaSuccess; k++)
 		e = cudaEventCreateWithFlags(&s->release[k],
+					     cudaEventBlockingSync |
 					     cudaEventDisableTiming);
 	return e;
 }
