@@ -256,8 +256,7 @@ def main():
         rows += [("memory-4G", s + ["--memory", "4G"]),
                  ("memory-2G-prefetch-16", s + ["--memory", "2G",
                                                 "--prefetch", "16"]),
-                 ("decode-threads-all", s + ["--decode-threads",
-                                             str(threads)]),
+                 ("decode-threads-8", s + ["--decode-threads", "8"]),
                  ("queue-depth-256", s + ["--queue-depth", "256"]),
                  ("gather-off", s + ["--device-gather", "off"]),
                  ("no-verify", s + ["--no-verify"])]
@@ -271,9 +270,9 @@ def main():
         zst = os.path.join(a.data, "zstd")
         make_dataset(shard, zst, int(a.zstd_gb * 1e9 / (1 << 20)), "zstd")
         for name, args in [("zstd-defaults", base + ["--shuffle", "none"]),
-                           ("zstd-decode-threads-all",
-                            base + ["--shuffle", "none", "--decode-threads",
-                                    str(threads)])]:
+                           ("zstd-gather-off",
+                            base + ["--shuffle", "none", "--device-gather",
+                                    "off"])]:
             out["rows"].append(row(sluice, name, zst, args, a.runs,
                                    a.timeout))
     if "cold" in groups and a.disk:
