@@ -62,7 +62,11 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 {
 	const struct shard_set *s = r->shards;
 	const struct cpu_limit *c = r->cpu;
+	const struct sluice_stats *st = &r->run->stats;
 	double recs = s ? (double)s->records : 0;
+	/* Batches gathered on the device cost the CPU no copy: its limit
+	 * is then the checksums (and zstd) alone. */
+	int gathered = st->batches && st->batches_gathered == st->batches;
 
 	x->disk.name = "disk";
 	x->disk.unit = "stored";
@@ -74,10 +78,12 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 		x->disk.records_s = div0(x->disk.gbps * GB * recs,
 					 (double)s->file_bytes);
 	}
-	x->cpu.name = s && s->zstd_blocks ? "decompression" : "copy";
+	x->cpu.name = s && s->zstd_blocks ? "decompression"
+		    : gathered ? "verify" : "copy";
 	x->cpu.unit = "decoded";
 	if (c && s && c->sample_raw) {
-		double per_thread = c->decompress_s + c->copy_s +
+		double per_thread = c->decompress_s +
+				    (gathered ? 0 : c->copy_s) +
 				    (r->o->cfg.verify ? c->verify_s : 0);
 		double raw = (double)c->sample_raw;
 
