@@ -23,9 +23,12 @@ void direct_init(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
+	/* When the cache holds every block, decoding a block into its
+	 * batch would cost a read and a decompression of it every epoch
+	 * instead of a copy (cache.c). */
 	c->direct = c->has_zstd && sc->nfields == 1 &&
 		    !sc->fields[0].variable &&
-		    c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
+		    c->cfg.on_error != SLUICE_ON_ERROR_SKIP && !c->cache_all;
 	if (c->direct) {
 		/* without it, no direct decoding: nothing fails */
 		c->ahead_recs = malloc(c->cfg.batch_size *
