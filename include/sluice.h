@@ -482,7 +482,13 @@ struct sluice_loader_config {
 				      true lengths (values past L are cut
 				      and counted: values_truncated) */
 	uint64_t cache_bytes;      /* decoded-block cache (within
-				      memory_bytes); 0: automatic */
+				      memory_bytes): io memory for blocks
+				      as read and decoded; 0: automatic.
+				      When it holds every block, each is
+				      read once: batches then copy from
+				      the cache rather than view or decode
+				      into their blocks, which would read
+				      them again each epoch */
 	/*
 	 * The memory budget: the bytes of the loader's one arena, which
 	 * holds every io buffer, decode buffer and host batch (on CUDA the
@@ -534,7 +540,9 @@ struct sluice_loader_config {
 	 * 64 MiB in all and for datasets of at most 65536 blocks, so that a
 	 * record costs one read.  This memory is outside memory_bytes; the
 	 * reads' io memory is inside.  AUTO (default): for shuffle FULL
-	 * only; ON: in every shuffle mode; OFF: never.
+	 * only, and not when cache_bytes holds every block (the cache
+	 * then reads each block once, range reads every epoch); ON: in
+	 * every shuffle mode; OFF: never.
 	 */
 	enum sluice_range_reads range_reads;
 	/*

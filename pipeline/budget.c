@@ -44,10 +44,18 @@ uint64_t block_io_bytes(const struct shard_block *blk)
 	return n;
 }
 
+#ifdef SLUICE_TESTING
+uint64_t budget_test_default_cap;
+#endif
+
 /* An eighth of the memory this process may use: the machine's, or its
  * control group's limit when smaller (a container). */
 static uint64_t default_budget(void)
 {
+#ifdef SLUICE_TESTING
+	if (budget_test_default_cap)
+		return budget_test_default_cap;
+#endif
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t ram = pages > 0 && page > 0
 		? (uint64_t)pages * (uint64_t)page : UINT64_MAX;

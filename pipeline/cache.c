@@ -255,6 +255,36 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	return 1;
 }
 
+/* io memory every block of the dataset takes at once (budget.c's
+ * block_io_bytes, summed). */
+uint64_t cache_dataset_bytes(const struct loader_core *c)
+{
+	uint64_t sum = 0;
+
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		uint32_t shard;
+
+		sum += block_io_bytes(loader_block(c, g, &shard));
+	}
+	return sum;
+}
+
+/*
+ * Whether the cache holds every block at once (budget and entries set):
+ * then each block is read once in the loader's life, and every later
+ * epoch is served from the cache, as long as nothing makes a block
+ * unusable for a later pass.  Views and direct decodes do (a consumer
+ * may write into a viewed block; a block decoded into its batch leaves
+ * with it): they save a copy per batch but cost a read (and a
+ * decompression) of their block every epoch, so such a loader makes
+ * neither (view.c, direct.c).
+ */
+int cache_holds_dataset(const struct loader_core *c)
+{
+	return c->nentries >= c->nblocks &&
+	       c->io_bytes >= cache_dataset_bytes(c) + c->ranges_io_want;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -39,7 +39,10 @@ int direct_likely(const struct loader_core *c)
 
 void direct_init(struct loader_core *c)
 {
-	c->direct = direct_possible(c);
+	/* When the cache holds every block, decoding a block into its
+	 * batch would cost a read and a decompression of it every epoch
+	 * instead of a copy (cache.c). */
+	c->direct = direct_possible(c) && !c->cache_all;
 	if (c->direct) {
 		/* without it, no direct decoding: nothing fails */
 		c->ahead_recs = malloc(c->cfg.batch_size *

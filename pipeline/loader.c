@@ -340,14 +340,15 @@ static uint64_t cache_entries(const struct loader_core *c, uint64_t need)
 	uint64_t entries = 2 * need + 2 * c->ahead_max;
 
 	if (c->cfg.cache_bytes && c->nblocks) {
-		/* as many entries as blocks of the average size fit */
-		uint64_t stored = 0;
+		/* as many entries as blocks of the average size fit, in the
+		 * io memory a block takes (its stored bytes aligned, and
+		 * its decoded bytes when zstd: budget.c), which is what
+		 * cache_bytes gives; not its stored bytes, which counted
+		 * more entries than the io memory holds */
+		uint64_t avg = cache_dataset_bytes(c) / c->nblocks;
 
-		for (uint32_t s = 0; s < c->ds->nshards; s++)
-			stored += c->ds->shards[s].stored_bytes;
-		stored = stored / c->nblocks + 4096;
-		if (c->cfg.cache_bytes / stored > entries)
-			entries = c->cfg.cache_bytes / stored;
+		if (avg && c->cfg.cache_bytes / avg > entries)
+			entries = c->cfg.cache_bytes / avg;
 	}
 	if (entries > c->nblocks)
 		entries = c->nblocks;
@@ -414,6 +415,12 @@ static int open_core(struct loader_core *c,
 	c->fresh_batches = c->sampler.nbatches;
 	c->epoch_batches = c->sampler.nbatches;
 
+	/* Range reads read a full shuffle's records again every epoch; a
+	 * cache_bytes that holds every block reads each block once, so
+	 * it takes them off unless asked for (issue 22). */
+	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
+	    c->cfg.cache_bytes && c->cfg.cache_bytes >= cache_dataset_bytes(c))
+		c->cfg.range_reads = SLUICE_RANGE_READS_OFF;
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
 	r = ranges_open(c, err, errlen);
@@ -453,6 +460,8 @@ static int open_core(struct loader_core *c,
 	}
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
+	if (!r)
+		c->cache_all = cache_holds_dataset(c);
 	views_init(c);
 	direct_init(c);
 	gather_init(c);

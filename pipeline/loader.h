@@ -245,6 +245,8 @@ struct loader_core {
 				       take: the need largest blocks' */
 
 	/* block cache [mu] */
+	int cache_all;              /* it holds every block at once: no
+				       views, no direct decodes (cache.c) */
 	struct cache_entry *entries;
 	uint32_t nentries;
 	int32_t *block_entry;       /* global block -> entry, -1 */
@@ -413,6 +415,8 @@ uint64_t cache_reclaimable(const struct loader_core *c);
 int cache_usable(const struct loader_core *c, const struct cache_entry *e);
 void cache_evict_all(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
+uint64_t cache_dataset_bytes(const struct loader_core *c);
+int cache_holds_dataset(const struct loader_core *c);
 
 /* io_thread.c */
 void *io_thread_main(void *arg);

@@ -33,7 +33,9 @@ void views_init(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	c->views = !(c->dev_info.caps & DEVICE_CAP_MIRROR);
+	/* A cache that holds every block keeps them clean for the next
+	 * epochs: a viewed block would be read again each pass (cache.c). */
+	c->views = !(c->dev_info.caps & DEVICE_CAP_MIRROR) && !c->cache_all;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
 			c->views = 0;
