@@ -328,6 +328,16 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			    : floor > half ? floor : half;
 		if (c->io_bytes >= budget)
 			c->io_bytes = z.io_max > half ? z.io_max : half;
+		/* An explicit cache_bytes is honoured (it fits beside one
+		 * batch: checked above), never cut to half the budget. */
+		if (c->cfg.memory_bytes && c->cfg.cache_bytes &&
+		    c->io_bytes < c->cfg.cache_bytes) {
+			uint64_t most = (budget - batch_fixed) &
+					~(uint64_t)(IO_ALIGN - 1);
+			uint64_t want = align_up(c->cfg.cache_bytes, IO_ALIGN);
+
+			c->io_bytes = want < most ? want : most;
+		}
 		c->batch_bytes = c->io_bytes < budget ? budget - c->io_bytes : 0;
 	}
 	if (c->nblocks && (z.io_max > c->io_bytes || c->batch_bytes == 0)) {

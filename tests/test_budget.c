@@ -811,6 +811,70 @@ static void check_variable_images(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* An explicit cache_bytes is honoured beside an explicit memory_bytes
+ * (the io memory holds it, not half the budget), and refused at open
+ * with a message when it cannot fit beside one batch. */
+static void check_explicit_cache(const char *dir)
+{
+	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
+					16384);
+	struct sluice_writer_config wc;
+	struct sluice_loader_config cfg;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	struct sluice_stats st;
+	static uint8_t rec[16384];
+	char msg[512];
+
+	/* 256 records of 16 KiB in 64 KiB blocks: 4 MiB */
+	sluice_writer_config_init(&wc);
+	wc.block_size = 64 << 10;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < 256; i++) {
+		const void *v[1] = { rec };
+		uint64_t len[1] = { sizeof(rec) };
+
+		memset(rec, (int)i, sizeof(rec));
+		T_OK(sluice_writer_add(w, v, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.batch_size = 16;
+	cfg.memory_bytes = 4 * MIB;
+	cfg.cache_bytes = 3 * MIB;      /* more than half the budget */
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.memory_bytes, 4 * MIB);
+	if (st.io_memory_bytes < 3 * MIB)
+		T_FAIL_AT("cache_bytes %llu cut to %llu of io memory",
+			  (unsigned long long)cfg.cache_bytes,
+			  (unsigned long long)st.io_memory_bytes);
+	for (uint32_t got = 0;;) {
+		sluice_batch *b;
+		int r = sluice_loader_next(ld, &b);
+
+		if (r == SLUICE_EOF) {
+			T_EQ(got, 256);
+			break;
+		}
+		T_OK(r);
+		got += sluice_batch_size(b);
+		sluice_batch_release(b);
+	}
+	sluice_loader_close(ld);
+
+	cfg.cache_bytes = 4 * MIB;      /* no room for a batch beside it */
+	ld = NULL;
+	T_EQ(sluice_loader_open(ds, &cfg, &ld), -ENOSPC);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "cache_bytes 4194304 does not fit in memory_bytes");
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 /* Stream @n datasets to their end (no shuffle, batches of 10, blocks
  * verified when @verify); the loader must fail as corrupt, naming
  * @file's block 0 at offset 4096. */
@@ -1025,6 +1089,8 @@ int main(void)
 	check_shard_bound(dir);
 	snprintf(path, sizeof(path), "%s/images", dir);
 	check_variable_images(path);
+	snprintf(path, sizeof(path), "%s/cached", dir);
+	check_explicit_cache(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
