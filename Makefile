@@ -239,7 +239,7 @@ install: all
 	install -m 644 include/sluice.h include/sluice_dlpack.h \
 		include/dlpack_shard.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(DLPACK_SHARD) $(SLUICE) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.2.0|' \
 		-e 's|@LIBS@|$(filter-out $(CUDA_HOME)/%,$(LIBS))|' \
 		tools/sluice.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sluice.pc
 
