@@ -214,7 +214,7 @@ demo: deps
 
 # The extension links libsluice.a in (no libsluice.so at run time): `make
 # python`, then PYTHONPATH=python python3 -c 'import sluice'.
-python: $(STATIC)
+python: $(STATIC) $(DLPACK_SHARD) $(SLUICE)
 	cd python && SLUICE_BUILD=$(abspath $(BUILD)) python3 setup.py -q build_ext --inplace
 
 # The link line libsluice.a needs, for python/setup.py.
