@@ -214,7 +214,7 @@ demo: deps
 
 # The extension links libsluice.a in (no libsluice.so at run time): `make
 # python`, then PYTHONPATH=python python3 -c 'import sluice'.
-python: $(STATIC)
+python: $(STATIC) $(DLPACK_SHARD) $(SLUICE)
 	cd python && SLUICE_BUILD=$(abspath $(BUILD)) python3 setup.py -q build_ext --inplace
 
 # The link line libsluice.a needs, for python/setup.py.
@@ -239,7 +239,7 @@ install: all
 	install -m 644 include/sluice.h include/sluice_dlpack.h \
 		include/dlpack_shard.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(DLPACK_SHARD) $(SLUICE) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.2.0|' \
 		-e 's|@LIBS@|$(filter-out $(CUDA_HOME)/%,$(LIBS))|' \
 		tools/sluice.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sluice.pc
 

@@ -191,6 +191,7 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 			    struct sluice_writer_summary *summary, char *err,
 			    size_t errlen)
 {
+	struct sluice_writer_summary all = { .size = sizeof(all) };
 	struct manifest out = { 0 }, *in = NULL;
 	struct timespec t0, t1;
 	char src[MERGE_PATH_CAP], dst[MERGE_PATH_CAP], tmp[MERGE_PATH_CAP];
@@ -201,8 +202,12 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 	uint32_t made = 0;          /* files created in out_dir */
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (summary && summary->size == 0) {
+		errf(err, errlen, "merge: the summary's size field is 0 (set it to sizeof(struct sluice_writer_summary))");
+		return -EINVAL;
+	}
 	if (summary)
-		memset(summary, 0, sizeof(*summary));
+		writer_summary_copy(summary, &all);
 	if (!parts || nparts < 1 || !out_dir || !*out_dir ||
 	    strlen(out_dir) > 4000 || (flags & ~(SLUICE_MERGE_VERIFY | SLUICE_MERGE_COPY))) {
 		errf(err, errlen, "merge: no parts or no output directory");
@@ -323,13 +328,14 @@ SLUICE_API int sluice_merge(const char *const *parts, int nparts,
 	}
 	if (summary) {
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		summary->records = out.records;
-		summary->blocks = blocks;
-		summary->shards = out.nshards;
-		summary->raw_bytes = out.raw_bytes;
-		summary->stored_bytes = out.stored_bytes;
-		summary->seconds = (double)(t1.tv_sec - t0.tv_sec) +
-				   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		all.records = out.records;
+		all.blocks = blocks;
+		all.shards = out.nshards;
+		all.raw_bytes = out.raw_bytes;
+		all.stored_bytes = out.stored_bytes;
+		all.seconds = (double)(t1.tv_sec - t0.tv_sec) +
+			      (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		writer_summary_copy(summary, &all);
 	}
 out:
 	/* A failed merge leaves no partial dataset: only names it made in

@@ -132,6 +132,12 @@ struct sluice_dataset {
 };
 
 /* Record an error message on a dataset handle (thread-safe). */
+/* Copy @all (every field the library knows) into the caller's @out: at
+ * most out->size bytes, the rest of out->size zeroed; out->size becomes
+ * the bytes filled (sluice.h: statistics grow at the end). */
+void writer_summary_copy(struct sluice_writer_summary *out,
+			 const struct sluice_writer_summary *all);
+
 void dataset_set_error(struct sluice_dataset *ds, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

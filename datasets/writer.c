@@ -625,15 +625,32 @@ static void writer_free(struct sluice_writer *w)
 	free(w);
 }
 
+void writer_summary_copy(struct sluice_writer_summary *out,
+			 const struct sluice_writer_summary *all)
+{
+	size_t n = out->size < sizeof(*all) ? out->size : sizeof(*all);
+	struct sluice_writer_summary tmp = *all;
+
+	tmp.size = (uint32_t)n;
+	if (out->size > n)
+		memset((char *)out + n, 0, out->size - n);
+	memcpy(out, &tmp, n);
+}
+
 SLUICE_API int sluice_writer_close(sluice_writer *w,
 				   struct sluice_writer_summary *summary)
 {
+	struct sluice_writer_summary all = { .size = sizeof(all) };
 	struct timespec end;
 	char what[512];
 	int r = 0, dfd;
 
+	if (summary && summary->size == 0) {
+		sluice_writer_abort(w);   /* close frees @w in every case */
+		return -EINVAL;
+	}
 	if (summary)
-		memset(summary, 0, sizeof(*summary));
+		writer_summary_copy(summary, &all);
 	if (!w)
 		return -EINVAL;
 	if (!w->failed && (r = close_block(w, 0, NULL, 0, 0)) == 0 &&
@@ -658,14 +675,14 @@ SLUICE_API int sluice_writer_close(sluice_writer *w,
 		w->committed = 1;
 	if (r == 0 && summary) {
 		clock_gettime(CLOCK_MONOTONIC, &end);
-		summary->records = w->man.records;
-		summary->blocks = w->blocks;
-		summary->shards = w->man.nshards;
-		summary->raw_bytes = w->man.raw_bytes;
-		summary->stored_bytes = w->man.stored_bytes;
-		summary->seconds = (double)(end.tv_sec - w->start.tv_sec) +
-				   (double)(end.tv_nsec - w->start.tv_nsec) /
-					   1e9;
+		all.records = w->man.records;
+		all.blocks = w->blocks;
+		all.shards = w->man.nshards;
+		all.raw_bytes = w->man.raw_bytes;
+		all.stored_bytes = w->man.stored_bytes;
+		all.seconds = (double)(end.tv_sec - w->start.tv_sec) +
+			      (double)(end.tv_nsec - w->start.tv_nsec) / 1e9;
+		writer_summary_copy(summary, &all);
 	}
 out:
 	writer_free(w);

@@ -9,9 +9,20 @@
  *   offset), copied out with sluice_*_error(handle, buf, len);
  * - create/destroy come in pairs and every destroy accepts NULL.
  *
- * - structs the library fills or reads (configs, stats) end in reserved
- *   space, so fields can be added without breaking libsluice.so.0: start
- *   from the *_config_init() defaults, never from a struct of your own.
+ * - structs can grow without breaking libsluice.so.0:
+ *   - configs (the structs the library reads) end in reserved space:
+ *     start from the *_config_init() defaults, never from a struct of
+ *     your own;
+ *   - statistics (the structs the library fills: sluice_stats,
+ *     sluice_writer_summary) begin with a size field that the caller
+ *     sets to sizeof the struct it was compiled with; the library fills
+ *     that many bytes at most and sets size to how many it filled, so a
+ *     program built against an older header gets the fields it knows;
+ * - every tri-state ("auto, on or off") has AUTO = 0, ON = 1, OFF = 2, so
+ *   a zeroed field means automatic;
+ * - test and benchmark instruments (forced fallbacks, forced ON modes,
+ *   probes) are not part of this API: they are in sluice_tools.h, which
+ *   is not installed.
  *
  * Typical use (one epoch; tests/test_header_example.c compiles and runs
  * exactly this text):
@@ -62,7 +73,7 @@ extern "C" {
 #endif
 
 #define SLUICE_VERSION_MAJOR 0
-#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_MINOR 2
 #define SLUICE_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------ */
@@ -314,8 +325,10 @@ SLUICE_API int sluice_writer_add_columns(sluice_writer *w, uint64_t n,
 					 const struct sluice_column *cols,
 					 int ncols);
 
-/* Totals of a finished (or merged) dataset. */
+/* Totals of a finished (or merged) dataset.  Set size to sizeof(struct
+ * sluice_writer_summary) before the call (see the top of this file). */
 struct sluice_writer_summary {
+	uint32_t size;             /* in: sizeof; out: the bytes filled */
 	uint64_t records;
 	uint64_t blocks;
 	uint32_t shards;
@@ -328,7 +341,8 @@ struct sluice_writer_summary {
  * sluice_writer_close - flush, finish the last shard, commit the shards
  * (see sluice_writer_open), write dataset.json and free @w (in every
  * case: @w is invalid afterwards).
- * @summary: filled on success; may be NULL.
+ * @summary: filled on success; may be NULL; its size field set by the
+ *	caller (a size of 0 fails with -EINVAL, before anything is written).
  * @return: 0, or a negative code (every shard of this writer is then
  *	removed: nothing of a dataset that did not complete remains).
  * Thread-safety: no other call on @w may run or follow.
@@ -384,11 +398,12 @@ SLUICE_API void sluice_writer_progress(const sluice_writer *w,
  * locked as a writer locks it.  The merged dataset.json gets a new
  * dataset id and records each shard's own (its part's) identity.
  * On failure, what the merge created in @out_dir is removed.
- * @parts, @out_dir: borrowed for the call.  @summary may be NULL.
+ * @parts, @out_dir: borrowed for the call.  @summary may be NULL; its
+ *	size field set by the caller.
  * @flags: 0, or SLUICE_MERGE_VERIFY and/or SLUICE_MERGE_COPY.
  * @err, @errlen: receive a message on failure (may be NULL).
- * @return: 0; -EINVAL (no parts, @out_dir is a part, or the parts hold
- *	a shard twice); -ENOTEMPTY; -EBUSY (another writer holds
+ * @return: 0; -EINVAL (no parts, @out_dir is a part, the parts hold
+ *	a shard twice, or @summary's size is 0); -ENOTEMPTY; -EBUSY (another writer holds
  *	@out_dir); -SLUICE_ESCHEMA (schemas differ); -SLUICE_ECORRUPT (a
  *	part fails its checks); -errno.
  * Thread-safety: any thread (no shared state); parts are only read.
@@ -412,10 +427,27 @@ enum sluice_shuffle {
 	SLUICE_SHUFFLE_FULL,       /* a random permutation of records */
 };
 
+/*
+ * The tri-states.  AUTO is 0 and OFF is 2 in every one, so a zeroed field
+ * means automatic.  ON is 1 where the public API has it; where it is a
+ * test and benchmark instrument, value 1 is a placeholder that
+ * sluice_tools.h names (as zstd.h's ZSTD_c_experimentalParam*): do not
+ * use it.
+ */
+enum sluice_direct_io {
+	SLUICE_DIRECT_IO_AUTO = 0, /* buffered for shards the page cache
+				      mostly holds (cachestat, else
+				      mincore), O_DIRECT for the others
+				      where the filesystem allows */
+	SLUICE_DIRECT_IO_ON = 1,   /* O_DIRECT wherever the fs allows */
+	SLUICE_DIRECT_IO_OFF = 2,  /* buffered reads */
+};
+
+/* Whether a loader reads record ranges (sluice_loader_config.range_reads). */
 enum sluice_range_reads {
-	SLUICE_RANGE_READS_AUTO = 0, /* on for shuffle FULL */
-	SLUICE_RANGE_READS_ON,
-	SLUICE_RANGE_READS_OFF,
+	SLUICE_RANGE_READS_AUTO = 0, /* for shuffle FULL */
+	SLUICE_RANGE_READS_RESERVED1 = 1, /* sluice_tools.h; do not use */
+	SLUICE_RANGE_READS_OFF = 2,  /* always whole blocks */
 };
 
 /* Where a CUDA loader assembles batches (sluice_loader_config.device_gather). */
@@ -424,13 +456,8 @@ enum sluice_device_gather {
 					  fields are all fixed-shape; zstd
 					  ones unless their blocks go whole
 					  into batches (decompressed there) */
-	SLUICE_DEVICE_GATHER_ON,   /* for every fixed-shape dataset (zstd:
-				      its decoded blocks are uploaded), also
-				      on the host device (test/diagnostic);
-				      not when a batch's blocks do not fit
-				      memory_bytes at once (stats.fallbacks
-				      says so) */
-	SLUICE_DEVICE_GATHER_OFF,  /* batches assembled on the CPU */
+	SLUICE_DEVICE_GATHER_RESERVED1 = 1, /* sluice_tools.h; do not use */
+	SLUICE_DEVICE_GATHER_OFF = 2,  /* batches assembled on the CPU */
 };
 
 /* The most record checksums a loader loads for range reads (bytes). */
@@ -472,10 +499,8 @@ struct sluice_loader_config {
 	int device_id;             /* -1: $LOCAL_RANK, else 0 */
 	int verify;                /* check each block's XXH3; 1 */
 	enum sluice_on_error on_error; /* FAIL */
-	int direct_io;             /* -1 auto: buffered for shards the page
-				      cache mostly holds (cachestat, else
-				      mincore), O_DIRECT for the others
-				      where the fs allows; 0 off; 1 on */
+	enum sluice_direct_io direct_io; /* AUTO (-1, the value before
+				      0.2, still means AUTO) */
 	int sqpoll;                /* IORING_SETUP_SQPOLL; 0 */
 	uint32_t pad_length;       /* 0: variable fields as values+offsets;
 				      L: padded [B, L] + F.lengths, the
@@ -511,11 +536,6 @@ struct sluice_loader_config {
 	 * CUDA.  Metadata (indices, slot bookkeeping) is not counted.
 	 */
 	uint64_t memory_bytes;
-	/* Force the fallbacks (tests, benchmarks); both stay correct, only
-	 * slower, and sluice_stats.fallbacks says they are on. */
-	int plain_reads;           /* 1: no io_uring registered buffers; 0 */
-	int pageable_copies;       /* 1: no cudaHostRegister of the arena:
-				      copies from pageable memory; 0 */
 	/*
 	 * Optional tracing: called once per unit of work after it ends, on
 	 * the pipeline thread that did it (so it must be thread-safe and
@@ -541,8 +561,7 @@ struct sluice_loader_config {
 	 * record costs one read.  This memory is outside memory_bytes; the
 	 * reads' io memory is inside.  AUTO (default): for shuffle FULL
 	 * only, and not when cache_bytes holds every block (the cache
-	 * then reads each block once, range reads every epoch); ON: in
-	 * every shuffle mode; OFF: never.
+	 * then reads each block once, range reads every epoch); OFF: never.
 	 */
 	enum sluice_range_reads range_reads;
 	/*
@@ -556,14 +575,12 @@ struct sluice_loader_config {
 	 * CPU.  AUTO (default): on a GPU, for datasets of fixed-shape
 	 * fields, zstd ones too unless one field's blocks go whole and in
 	 * order into batches (shuffle none or block, a block no larger than
-	 * a batch: they decompress straight into the batch); ON: also for
-	 * those zstd datasets and, as a test and diagnostic mode,
-	 * on the host device (a memcpy per run: what the CPU assembly
-	 * costs); OFF: never.  sluice_stats.batches_gathered says which
+	 * a batch: they decompress straight into the batch); OFF: never.
+	 * sluice_stats.batches_gathered says which
 	 * batches went this way.
 	 */
 	enum sluice_device_gather device_gather;
-	uint64_t reserved[7];      /* zero (config_init): room to grow */
+	uint64_t reserved[8];      /* zero (config_init): room to grow */
 };
 
 /** sluice_loader_config_init - fill @cfg with the defaults above (every
@@ -781,7 +798,13 @@ struct sluice_stage_stats {
 	uint64_t wait_ns;
 };
 
+/*
+ * The loader's counters.  Set size before the call:
+ *	struct sluice_stats st = { .size = sizeof(st) };
+ * Fields are only ever added at the end.
+ */
 struct sluice_stats {
+	uint32_t size;                     /* in: sizeof; out: bytes filled */
 	struct sluice_stage_stats read;    /* stored bytes read from disk */
 	struct sluice_stage_stats decode;  /* raw bytes decoded/verified */
 	struct sluice_stage_stats assemble;/* bytes copied into batch slots
@@ -819,7 +842,7 @@ struct sluice_stats {
 	uint64_t blocks_direct;            /* zstd blocks decompressed
 					      straight into their batch */
 	uint64_t values_truncated;         /* values past pad_length, cut */
-	uint64_t cached_shards;            /* direct_io=-1: shards read
+	uint64_t cached_shards;            /* direct_io AUTO: shards read
 					      buffered, found cached */
 	uint64_t arena_resident_ns;        /* of the open: making the arena
 					      resident (host: mlock, or its
@@ -839,57 +862,17 @@ struct sluice_stats {
 	uint64_t device_memory_bytes;      /* GPU memory the loader holds:
 					      batch mirror, io mirror with
 					      device_gather, run tables */
-	uint64_t reserved[1];              /* zero: room to grow */
 };
 
 /**
  * sluice_loader_stats - copy the counters (all monotonic since open) into
- * @st.
- * @return: 0 or -EINVAL.
+ * @st: its first st->size bytes at most (st->size set by the caller to
+ * sizeof(*st)); st->size then says how many bytes were filled.
+ * @return: 0 or -EINVAL (no loader, NULL @st, st->size 0).
  * Thread-safety: any thread, also while another drives the loader.
  */
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 				   struct sluice_stats *st);
-
-/* ------------------------------------------------------------------ */
-/* Benchmark probes                                                    */
-/* ------------------------------------------------------------------ */
-
-/**
- * sluice_loader_measure_h2d - the PCIe limit as this loader sees it:
- * @iters cudaMemcpyAsync calls of @bytes each from the loader's own host
- * arena (its batch slots: pinned, unless sluice_stats.device_pinned says
- * otherwise) to the loader's GPU, on the loader's copy stream, timed with
- * CUDA events.  @bytes is capped at the arena's size.  The destination
- * is a scratch allocation made and freed by this call (the device slots
- * may hold batches still in use), so nothing the loader delivers is
- * touched.  Copies the loader has in flight share the link: call it when
- * the loader is idle (after the last batch wanted) for a clean figure.
- * @bytes_per_s: out; 0 on failure.
- * @return: 0; -SLUICE_ENODEVICE when the loader's batches stay on the
- *	host (no link to measure); -SLUICE_ECUDA (message in
- *	sluice_loader_error()); -EINVAL (@bytes 0, @iters < 1, no loader).
- * Thread-safety: the consumer thread.
- */
-SLUICE_API int sluice_loader_measure_h2d(sluice_loader *ld, uint64_t bytes,
-					 int iters, double *bytes_per_s);
-
-/**
- * sluice_loader_compute - stand in for a training step of @ms
- * milliseconds.  On a GPU loader: enqueue on @stream (the consumer's
- * cudaStream_t as an integer; 0 the legacy default stream) a kernel that
- * keeps every SM busy for @ms of wall time, then wait until @stream has
- * finished everything queued on it, like a step ending in loss.item().
- * With @ms 0 only the wait.  Work on @stream is ordered after the copies
- * of the batches whose tensors were exported to it, so a step that
- * starts late shows the loader's delay.  On a host loader: spin the
- * calling thread for @ms.
- * @return: 0; -SLUICE_ECUDA; -EINVAL (@ms negative or over an hour,
- *	@stream below 0, no loader).
- * Thread-safety: any thread.
- */
-SLUICE_API int sluice_loader_compute(sluice_loader *ld, int64_t stream,
-				     double ms);
 
 /* ------------------------------------------------------------------ */
 /* Batches                                                             */

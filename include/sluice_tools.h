@@ -1,7 +1,9 @@
 /*
  * sluice_tools.h - the internal interface that the programs (programs/)
  * and the tests may use beyond the public API: the block table of a
- * dataset as the loader sees it, and the one way to read a block.
+ * dataset as the loader sees it, the one way to read a block, and the
+ * loader's test and benchmark instruments (forced fallbacks, forced ON
+ * modes, the PCIe and compute probes).
  *
  * Internal: not installed, no API or ABI promise (zstd's
  * ZSTD_STATIC_LINKING_ONLY section is the model).  Only libsluice.a users
@@ -201,5 +203,90 @@ int file_open_regular(const char *path, int flags, struct stat *st,
 
 /* "a FIFO", "a directory", ...: what a file of @mode is, for messages. */
 const char *file_kind(mode_t mode);
+
+/* ------------------------------------------------------------------ */
+/* Loader instruments (tests, benchmarks)                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The forced ON modes of two public tri-states (sluice.h names only AUTO
+ * and OFF):
+ * - range_reads ON: record-range reads in every shuffle mode, not only
+ *   FULL;
+ * - device_gather ON: also for zstd datasets (their blocks are then
+ *   uploaded, not decompressed into the batch) and on the host device (a
+ *   memcpy per run: what the CPU assembly costs); not when a batch's
+ *   blocks do not fit memory_bytes at once (stats.fallbacks says so).
+ */
+#define SLUICE_RANGE_READS_ON SLUICE_RANGE_READS_RESERVED1
+#define SLUICE_DEVICE_GATHER_ON SLUICE_DEVICE_GATHER_RESERVED1
+
+/*
+ * Forced fallbacks: both stay correct, only slower, and
+ * sluice_stats.fallbacks says they are on.
+ */
+enum sluice_force {
+	SLUICE_FORCE_PLAIN_READS = 1u << 0,     /* no io_uring registered
+						   buffers */
+	SLUICE_FORCE_PAGEABLE_COPIES = 1u << 1, /* no cudaHostRegister of
+						   the arena: copies from
+						   pageable memory */
+};
+
+/*
+ * The forced fallbacks live in the last word of the config's reserved
+ * space, which sluice.h documents as zero, so that the public struct does
+ * not name them.  Call after sluice_loader_config_init().
+ */
+#define SLUICE_CONFIG_FORCE_WORD(cfg) \
+	((cfg)->reserved[sizeof((cfg)->reserved) / sizeof((cfg)->reserved[0]) - 1])
+
+static inline void sluice_loader_config_force(struct sluice_loader_config *cfg,
+					      unsigned flags)
+{
+	SLUICE_CONFIG_FORCE_WORD(cfg) |= flags;
+}
+
+/* The fallbacks @cfg forces (SLUICE_FORCE_* bits). */
+static inline unsigned
+sluice_loader_config_forced(const struct sluice_loader_config *cfg)
+{
+	return (unsigned)SLUICE_CONFIG_FORCE_WORD(cfg);
+}
+
+/**
+ * sluice_loader_measure_h2d - the PCIe limit as this loader sees it:
+ * @iters cudaMemcpyAsync calls of @bytes each from the loader's own host
+ * arena (its batch slots: pinned, unless sluice_stats.device_pinned says
+ * otherwise) to the loader's GPU, on the loader's copy stream, timed with
+ * CUDA events.  @bytes is capped at the arena's size.  The destination
+ * is a scratch allocation made and freed by this call (the device slots
+ * may hold batches still in use), so nothing the loader delivers is
+ * touched.  Copies the loader has in flight share the link: call it when
+ * the loader is idle (after the last batch wanted) for a clean figure.
+ * @bytes_per_s: out; 0 on failure.
+ * @return: 0; -SLUICE_ENODEVICE when the loader's batches stay on the
+ *	host (no link to measure); -SLUICE_ECUDA (message in
+ *	sluice_loader_error()); -EINVAL (@bytes 0, @iters < 1, no loader).
+ * Thread-safety: the consumer thread.
+ */
+int sluice_loader_measure_h2d(sluice_loader *ld, uint64_t bytes, int iters,
+			      double *bytes_per_s);
+
+/**
+ * sluice_loader_compute - stand in for a training step of @ms
+ * milliseconds.  On a GPU loader: enqueue on @stream (the consumer's
+ * cudaStream_t as an integer; 0 the legacy default stream) a kernel that
+ * keeps every SM busy for @ms of wall time, then wait until @stream has
+ * finished everything queued on it, like a step ending in loss.item().
+ * With @ms 0 only the wait.  Work on @stream is ordered after the copies
+ * of the batches whose tensors were exported to it, so a step that
+ * starts late shows the loader's delay.  On a host loader: spin the
+ * calling thread for @ms.
+ * @return: 0; -SLUICE_ECUDA; -EINVAL (@ms negative or over an hour,
+ *	@stream below 0, no loader).
+ * Thread-safety: any thread.
+ */
+int sluice_loader_compute(sluice_loader *ld, int64_t stream, double ms);
 
 #endif /* SLUICE_TOOLS_H */

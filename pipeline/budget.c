@@ -404,7 +404,8 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		.slots = c->cfg.prefetch_depth,
 		.mirror_offset = c->io_bytes,
 		.mirror_bytes = c->batch_bytes,
-		.pageable = c->cfg.pageable_copies,
+		.pageable = !!(sluice_loader_config_forced(&c->cfg) &
+			       SLUICE_FORCE_PAGEABLE_COPIES),
 		/* device gather: the io part mirrored too (gather.c) */
 		.io_mirror_bytes = gather_wanted(c) ? c->io_bytes : 0,
 		.gather_runs_max = gather_runs_max(c),

@@ -103,7 +103,7 @@ SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg)
 	cfg->device = SLUICE_DEVICE_AUTO;
 	cfg->device_id = -1;
 	cfg->verify = 1;
-	cfg->direct_io = -1;
+	cfg->direct_io = SLUICE_DIRECT_IO_AUTO;
 }
 
 /* Every CPU this process may run on, shared with the other ranks of this
@@ -243,9 +243,11 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 	const char **paths = malloc(ds->nshards * sizeof(*paths));
 	struct io_ring_config rc = {
 		.queue_depth = c->cfg.queue_depth,
-		.direct = c->cfg.direct_io,
+		.direct = c->cfg.direct_io == SLUICE_DIRECT_IO_ON ? 1
+			  : c->cfg.direct_io == SLUICE_DIRECT_IO_OFF ? 0 : -1,
 		.sqpoll = c->cfg.sqpoll,
-		.plain_reads = c->cfg.plain_reads,
+		.plain_reads = !!(sluice_loader_config_forced(&c->cfg) &
+				  SLUICE_FORCE_PLAIN_READS),
 	};
 	int r;
 
@@ -278,6 +280,8 @@ static int check_config(struct sluice_loader_config *cfg, char *err,
 		cfg->world_size = 1;
 	if (cfg->device_id < 0)
 		cfg->device_id = env_int("LOCAL_RANK", 0);
+	if ((int)cfg->direct_io == -1)   /* AUTO before 0.2 */
+		cfg->direct_io = SLUICE_DIRECT_IO_AUTO;
 	if (cfg->decode_threads == 0)
 		cfg->decode_threads = default_decode_threads();
 	if (cfg->batch_size == 0 || cfg->batch_size > (1u << 24) ||
@@ -288,11 +292,16 @@ static int check_config(struct sluice_loader_config *cfg, char *err,
 	    (cfg->shuffle == SLUICE_SHUFFLE_WINDOW && cfg->window_blocks == 0) ||
 	    cfg->rank >= cfg->world_size ||
 	    cfg->device_gather < SLUICE_DEVICE_GATHER_AUTO ||
-	    cfg->device_gather > SLUICE_DEVICE_GATHER_OFF) {
-		snprintf(err, errlen, "invalid loader configuration (batch_size %u, prefetch %u, decode_threads %u, shuffle %d, rank %d of %d, device_gather %d)",
+	    cfg->device_gather > SLUICE_DEVICE_GATHER_OFF ||
+	    cfg->range_reads < SLUICE_RANGE_READS_AUTO ||
+	    cfg->range_reads > SLUICE_RANGE_READS_OFF ||
+	    cfg->direct_io < SLUICE_DIRECT_IO_AUTO ||
+	    cfg->direct_io > SLUICE_DIRECT_IO_OFF) {
+		snprintf(err, errlen, "invalid loader configuration (batch_size %u, prefetch %u, decode_threads %u, shuffle %d, rank %d of %d, device_gather %d, range_reads %d, direct_io %d)",
 			 cfg->batch_size, cfg->prefetch_depth,
 			 cfg->decode_threads, cfg->shuffle, cfg->rank,
-			 cfg->world_size, (int)cfg->device_gather);
+			 cfg->world_size, (int)cfg->device_gather,
+			 (int)cfg->range_reads, (int)cfg->direct_io);
 		return -EINVAL;
 	}
 	if (cfg->queue_depth == 0)
@@ -770,12 +779,18 @@ static void fallbacks_append(char *dst, size_t cap, const char *what)
 }
 
 SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
-				   struct sluice_stats *st)
+				   struct sluice_stats *out)
 {
 	const struct loader_core *c = ld ? ld->core : NULL;
+	struct sluice_stats all, *st = &all;
+	size_t n;
 
-	if (!c || !st)
+	if (!c || !out || out->size == 0)
 		return -EINVAL;
+	/* Fill all we know, then give the caller the part its struct has
+	 * room for: a caller built against an older header passes a
+	 * smaller size (sluice.h: statistics grow at the end). */
+	n = out->size < sizeof(all) ? out->size : sizeof(all);
 	memset(st, 0, sizeof(*st));
 	stage_get(&c->st_read, &st->read);
 	stage_get(&c->st_decode, &st->decode);
@@ -822,5 +837,9 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 				 c->gather_lost_to_chunks
 				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device"
 				 : "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time");
+	all.size = (uint32_t)n;
+	if (out->size > n)   /* a newer caller: fields we do not know */
+		memset((char *)out + n, 0, out->size - n);
+	memcpy(out, &all, n);
 	return 0;
 }

@@ -1,8 +1,8 @@
 /*
- * probe.c - the loader's benchmark probes: the PCIe limit measured on the
- * loader's own arena, and a stand-in training step on the consumer's
- * stream.  Both pass through to gpu/; the device's message becomes the
- * loader's.
+ * probe.c - the loader's benchmark probes (sluice_tools.h; libsluice.so
+ * does not export them): the PCIe limit measured on the loader's own
+ * arena, and a stand-in training step on the consumer's stream.  Both
+ * pass through to gpu/; the device's message becomes the loader's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,8 +25,8 @@ static int probe_result(struct loader_core *c, int r)
 	return r;
 }
 
-SLUICE_API int sluice_loader_measure_h2d(sluice_loader *ld, uint64_t bytes,
-					 int iters, double *bytes_per_s)
+int sluice_loader_measure_h2d(sluice_loader *ld, uint64_t bytes, int iters,
+			      double *bytes_per_s)
 {
 	if (bytes_per_s)
 		*bytes_per_s = 0;
@@ -39,8 +39,7 @@ SLUICE_API int sluice_loader_measure_h2d(sluice_loader *ld, uint64_t bytes,
 					       iters, bytes_per_s));
 }
 
-SLUICE_API int sluice_loader_compute(sluice_loader *ld, int64_t stream,
-				     double ms)
+int sluice_loader_compute(sluice_loader *ld, int64_t stream, double ms)
 {
 	if (!ld || !ld->core)
 		return -EINVAL;

@@ -11,6 +11,12 @@ temporary directory (make's dependency files rebuild what changed) and the
 extension is relinked every time, so a stale build is never reused.
 `make python` and the tests pass SLUICE_BUILD=<make's build dir> to link
 the libsluice.a that make just built (sanitizer builds included).
+
+The two CLIs, `dlpack-shard` and `sluice`, are built by the same make run
+and shipped in the package (sluice/bin/); console entry points of the same
+names (sluice/_cli.py) run them, so `pip install ./python` puts both on
+the venv's PATH, and `dlpack-shard convert --from parquet` runs the
+venv's own python.
 """
 import os
 import shlex
@@ -24,7 +30,10 @@ from setuptools.command.sdist import sdist
 here = os.path.dirname(os.path.abspath(__file__))
 # What libsluice is built from: the checkout around python/, or the copy
 # an sdist carries (see SdistWithLibrary).
-LIBRARY_PARTS = ["Makefile", "include", "datasets", "io", "pipeline", "gpu"]
+LIBRARY_PARTS = ["Makefile", "include", "datasets", "io", "pipeline", "gpu",
+                 "programs"]
+# The CLIs shipped in the package (sluice/bin/), run by sluice/_cli.py.
+PROGRAMS = ["dlpack-shard", "sluice"]
 BUNDLED = os.path.join(here, "libsluice")
 
 
@@ -57,11 +66,20 @@ class BuildWithLibrary(build_ext):
                                                  "libsluice"))
             jobs = str(os.cpu_count() or 1)
             make(root, "-j" + jobs, "BUILD=" + build,
-                 os.path.join(build, "libsluice.a"))
+                 os.path.join(build, "libsluice.a"),
+                 *[os.path.join(build, p) for p in PROGRAMS])
         static = os.path.join(build, "libsluice.a")
-        if not os.path.isfile(static):
-            raise SystemExit("sluice: %s is missing (run make first)" %
-                             static)
+        for need in [static] + [os.path.join(build, p) for p in PROGRAMS]:
+            if not os.path.isfile(need):
+                raise SystemExit("sluice: %s is missing (run make first)"
+                                 % need)
+        # The CLIs go beside the extension (in place too: make python).
+        bindir = os.path.join(os.path.dirname(
+            self.get_ext_fullpath("sluice._sluice")), "bin")
+        os.makedirs(bindir, exist_ok=True)
+        for p in PROGRAMS:
+            shutil.copy2(os.path.join(build, p), os.path.join(bindir, p))
+            os.chmod(os.path.join(bindir, p), 0o755)
         # The link line libsluice.a needs (-luring -lzstd ..., cudart).
         libs = shlex.split(make(root, "-s", "BUILD=" + build,
                                 "print-libs"))
@@ -121,6 +139,10 @@ setup(
     packages=["sluice"],
     ext_modules=[ext],
     cmdclass={"build_ext": BuildWithLibrary, "sdist": SdistWithLibrary},
+    entry_points={"console_scripts": [
+        "dlpack-shard = sluice._cli:dlpack_shard",
+        "sluice = sluice._cli:sluice",
+    ]},
     python_requires=">=3.8",
     options={"bdist_wheel": {"py_limited_api": "cp38"}},
 )

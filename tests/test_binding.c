@@ -351,7 +351,7 @@ static void test_merge(const char *root)
 {
 	char a[1024], b[1024], out[1024], err[1024], p[1100];
 	const char *parts[2] = { a, b };
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	FILE *f;
 
 	TU_FMT(a, "%s", sub(root, "pa"));

@@ -99,7 +99,7 @@ static void run_epoch_once(sluice_loader *ld, uint64_t n)
 static void check_outlier(const char *dir)
 {
 	sluice_dataset *ds = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
@@ -123,7 +123,7 @@ static void check_outlier(const char *dir)
 static void check_tight_budget(const char *dir)
 {
 	sluice_dataset *ds = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
@@ -149,7 +149,7 @@ static void check_tight_budget(const char *dir)
 static void check_hold_previous(const char *dir)
 {
 	sluice_dataset *ds = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	for (int setup = 0; setup < 4; setup++) {
@@ -253,7 +253,7 @@ static void check_hoarding(const char *dir)
 	sluice_loader *ld;
 	sluice_batch *held[n / batch + 1];
 	uint32_t seen[n] = { 0 };
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	uint64_t got = 0, k = 0, over;
 	int r;
 
@@ -459,7 +459,7 @@ static void check_release_races_next(const char *dir)
 	sluice_loader *ld = NULL;
 	sluice_batch *held[most], *b;
 	struct race_release rr = { held, 0 };
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
@@ -725,7 +725,7 @@ static void check_lying_header(const char *dir)
 	uint8_t page[DLS_HEADER_SIZE];
 	uint64_t claim = 8ull << 30, sum;
 	sluice_dataset *ds = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_loader *ld;
 	char path[600];
 	int fd;

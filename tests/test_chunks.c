@@ -12,6 +12,7 @@
  * pin all their blocks at once, and the same budget is refused.
  */
 #include "t.h"
+#include "sluice_tools.h"
 #include "t_field.h"
 
 #include <errno.h>
@@ -125,7 +126,7 @@ static void check_epochs(sluice_dataset *ds)
 {
 	sluice_loader *ld = NULL;
 	uint32_t *seen = calloc(N, sizeof(*seen));
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	char msg[512];
 	int r;
 
@@ -179,7 +180,7 @@ static void check_tightest_budget(const char *dir, int level)
 	struct sluice_loader_config cfg;
 	sluice_loader *ld = NULL;
 	uint32_t *seen = calloc(N, sizeof(*seen));
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	char msg[512];
 	int r = -ENOSPC;
 

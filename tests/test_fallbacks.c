@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "loader_fixture.h"
+#include "sluice_tools.h"
 
 #define N 2000
 #define B 64
@@ -22,7 +23,8 @@ static sluice_loader *open_host(sluice_dataset *ds, int plain_reads)
 	cfg.seed = 11;
 	cfg.decode_threads = 2;
 	cfg.device = SLUICE_DEVICE_HOST;
-	cfg.plain_reads = plain_reads;
+	if (plain_reads)
+		sluice_loader_config_force(&cfg, SLUICE_FORCE_PLAIN_READS);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	return ld;
 }
@@ -32,7 +34,7 @@ static void check_plain_reads(sluice_dataset *ds)
 {
 	sluice_loader *fixed = open_host(ds, 0), *plain = open_host(ds, 1);
 	static uint32_t seen[N];
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_batch *a, *b;
 	int ra;
 
@@ -67,7 +69,7 @@ static void check_plain_reads(sluice_dataset *ds)
 static void check_pageable_on_host(sluice_dataset *ds)
 {
 	struct sluice_loader_config cfg;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_loader *ld = NULL;
 	sluice_batch *b;
 	uint32_t n = 0;
@@ -76,7 +78,7 @@ static void check_pageable_on_host(sluice_dataset *ds)
 	sluice_loader_config_init(&cfg);
 	cfg.batch_size = B;
 	cfg.device = SLUICE_DEVICE_HOST;
-	cfg.pageable_copies = 1;
+	sluice_loader_config_force(&cfg, SLUICE_FORCE_PAGEABLE_COPIES);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	while ((r = sluice_loader_next(ld, &b)) == 0) {
 		n += fx_check_batch(b, NULL);

@@ -118,7 +118,7 @@ static void test_basics(void)
 static void test_round_trip(const char *root, int level, const char *name)
 {
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	uint64_t nraw, nzstd;
 	const char *dir;
 	char d[1024];
@@ -195,7 +195,7 @@ static void test_read_errors(const char *dir)
 static void test_one_and_zero(const char *root)
 {
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	sluice_dataset *ds;
 	char d[1024];
 
@@ -273,7 +273,7 @@ static void test_big_record(const char *root)
 static void test_shards(const char *root)
 {
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	sluice_dataset *ds;
 	char d[1024];
 
@@ -320,7 +320,8 @@ static void test_shards(const char *root)
 static void test_threads_identical(const char *root)
 {
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary s1, s4;
+	struct sluice_writer_summary s1 = { .size = sizeof(s1) },
+		s4 = { .size = sizeof(s4) };
 	char d1[1024], d4[1024], p1[1100], p4[1100];
 
 	sluice_writer_config_init(&cfg);
@@ -400,7 +401,7 @@ static void test_incompressible(const char *root)
 static void test_merge(const char *root)
 {
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	char a[1024], b[1024], out[1024], other[1024];
 	const char *parts[2] = { a, b };
 	struct sluice_field f;

@@ -143,7 +143,8 @@ static uint64_t run_pair(sluice_dataset *ds, const struct setup *su,
 	sluice_loader *off = open_loader(ds, su, SLUICE_DEVICE_GATHER_OFF);
 	struct held *h = calloc(hold, sizeof(*h));
 	uint64_t rng = 0x9e3779b97f4a7c15ull, taken = 0, records = 0;
-	struct sluice_stats st, st_off;
+	struct sluice_stats st = { .size = sizeof(st) },
+		st_off = { .size = sizeof(st_off) };
 	int r;
 
 	T_ASSERT(h != NULL);

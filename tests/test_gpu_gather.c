@@ -18,6 +18,7 @@
  * where that is a failure.
  */
 #include "gather_fixture.h"
+#include "sluice_tools.h"
 
 #include <stdlib.h>
 
@@ -176,7 +177,7 @@ static void check_equal(sluice_dataset *ds, int shuffle)
 				      SLUICE_DEVICE_GATHER_OFF);
 	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, shuffle, 0,
 				     SLUICE_DEVICE_GATHER_ON);
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_batch *hb, *gb;
 	int rh;
 
@@ -265,7 +266,7 @@ static void check_ordering(sluice_dataset *ds, int shuffle)
 	sluice_loader *ld = open_on(ds, SLUICE_DEVICE_CUDA, shuffle, budget,
 				    SLUICE_DEVICE_GATHER_ON);
 	struct pending p[3];
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	cudaStream_t stream;
 	uint64_t k = 0;
 	sluice_batch *b;

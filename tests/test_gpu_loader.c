@@ -14,6 +14,7 @@
  * where that is a failure.
  */
 #include "loader_fixture.h"
+#include "sluice_tools.h"
 
 #ifndef SLUICE_HAVE_CUDA
 int main(void)
@@ -48,8 +49,10 @@ static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth,
 	cfg.decode_threads = 2;
 	cfg.device = device;
 	cfg.device_id = 0;
-	cfg.pageable_copies = fallback == FB_PAGEABLE;
-	cfg.plain_reads = fallback == FB_PLAIN_READS;
+	if (fallback == FB_PAGEABLE)
+		sluice_loader_config_force(&cfg, SLUICE_FORCE_PAGEABLE_COPIES);
+	if (fallback == FB_PLAIN_READS)
+		sluice_loader_config_force(&cfg, SLUICE_FORCE_PLAIN_READS);
 	r = sluice_loader_open(ds, &cfg, &ld);
 	if (r == -SLUICE_ENODEVICE) {
 		char msg[512];
@@ -92,7 +95,7 @@ static void check_content(sluice_dataset *ds, int fallback)
 	static const char *names[] = { "x", "v", "v.offsets" };
 	sluice_loader *host = open_on(ds, SLUICE_DEVICE_HOST, 3, 0);
 	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 3, fallback);
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_batch *hb, *gb;
 	int rh, rg;
 

@@ -213,7 +213,7 @@ static void check_padding(const char *dir)
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
 	sluice_batch *b;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	uint64_t cut = 0;
 
 	T_OK(sluice_dataset_open(dir, &ds));

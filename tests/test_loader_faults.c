@@ -138,7 +138,7 @@ static void check_corrupt(const char *dir)
 {
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	char msg[512];
 	uint64_t n;
 

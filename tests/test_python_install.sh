@@ -33,7 +33,7 @@ trap 'rm -rf "$tmp"' EXIT
 # A clean copy of the checkout: what pip sees is only what is committed to
 # the tree, never a build left in python/build or python/sluice/*.so.
 mkdir "$tmp/src"
-for p in Makefile include datasets io pipeline gpu python; do
+for p in Makefile include datasets io pipeline gpu programs python; do
 	cp -r "$root/$p" "$tmp/src/" || fail "copying $p"
 done
 rm -rf "$tmp/src/python/build" "$tmp/src/python/"*.egg-info

@@ -136,6 +136,7 @@ static void stream(const char *path, const struct sluice_loader_config *cfg,
 		sluice_loader_error(ld, out->err, sizeof(out->err));
 		if (state_out)
 			T_OK(sluice_loader_state_get(ld, state_out));
+		out->st.size = sizeof(out->st);
 		sluice_loader_stats(ld, &out->st);
 	}
 	sluice_loader_close(ld);
@@ -595,7 +596,7 @@ static void check_mixture(const char *three)
 	static uint32_t seen[2 * NREC];
 	struct sluice_loader_config cfg;
 	struct sluice_stream st[2];
-	struct sluice_stats stats;
+	struct sluice_stats stats = { .size = sizeof(stats) };
 	sluice_dataset *ds[2] = { NULL, NULL };
 	sluice_loader *ld = NULL;
 	sluice_batch *b;

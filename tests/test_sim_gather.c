@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #include "gather_fixture.h"
+#include "sluice_tools.h"
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
 #include "sim_util.h"
 
@@ -61,7 +62,7 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 			    uint64_t budget, unsigned kernel_us, uint32_t depth)
 {
 	struct sluice_loader_config cfg;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	struct sim_consumer c;
 	sluice_loader *ld = NULL;
 	uint32_t *seen = calloc(N, sizeof(*seen));

@@ -79,7 +79,7 @@ static sluice_loader *open_sim(sluice_dataset *ds, int shuffle,
 			       uint32_t depth)
 {
 	struct sluice_loader_config cfg;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_loader *ld = NULL;
 	char msg[256];
 	int r;

@@ -202,7 +202,7 @@ static uint64_t run_holding(sluice_dataset *ds, int shuffle, uint32_t hold)
 	struct held *h = calloc(hold, sizeof(*h));
 	uint32_t *seen = calloc(N, sizeof(*seen));
 	uint64_t rng = 0x9e3779b97f4a7c15ull, taken = 0;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	T_ASSERT(h && seen);
 	for (int epoch = 0; epoch < 2; epoch++) {
@@ -257,7 +257,7 @@ static void check_writes_do_not_leak(sluice_dataset *ds, int shuffle)
 {
 	sluice_loader *ld = open_loader(ds, shuffle, cache_all_but_two(ds));
 	uint32_t *seen = calloc(N, sizeof(*seen));
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	T_ASSERT(seen);
 	for (int epoch = 0; epoch < 3; epoch++) {
@@ -299,7 +299,7 @@ static void check_block_read_once_per_pass(sluice_dataset *ds)
 	sluice_loader *ld = NULL;
 	uint32_t *seen = calloc(N, sizeof(*seen));
 	uint64_t blocks = sluice_dataset_blocks(ds);
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_batch *b;
 	struct held h;
 	int r;
@@ -520,7 +520,8 @@ static void check_held_across_epochs(const char *dir)
 	ld = open_loader(ds, SLUICE_SHUFFLE_BLOCK, cache_all_but_two(ds));
 	for (int epoch = 0; epoch < 60; epoch++) {
 		struct held prev = last;
-		struct sluice_stats st0, st1;
+		struct sluice_stats st0 = { .size = sizeof(st0) },
+			st1 = { .size = sizeof(st1) };
 		sluice_batch *b;
 		int r;
 
@@ -573,7 +574,7 @@ static void check_restarts(sluice_dataset *ds)
 	uint32_t *seen = calloc(N, sizeof(*seen));
 	struct held h[3];
 	struct sluice_state st;
-	struct sluice_stats stats;
+	struct sluice_stats stats = { .size = sizeof(stats) };
 	sluice_batch *b;
 	uint64_t from;
 	int r;
@@ -633,7 +634,7 @@ static void check_views_leave_room_random(sluice_dataset *ds)
 		struct sluice_loader_config cfg;
 		sluice_loader *ld = NULL;
 		sluice_batch **held = calloc(N, sizeof(*held));
-		struct sluice_stats st;
+		struct sluice_stats st = { .size = sizeof(st) };
 		uint64_t nh = 0, k = 0;
 		uint32_t every;
 		sluice_batch *b;
@@ -697,7 +698,7 @@ static void check_views_leave_room(const char *dir)
 	struct sluice_loader_config cfg;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	uint64_t k = 0, nheld = 0;
 	sluice_batch *b;
 	int r;
@@ -806,7 +807,7 @@ static uint64_t run_tokens(sluice_dataset *ds, int shuffle, uint32_t batch)
 	sluice_loader *ld = NULL;
 	struct held_tokens h[6] = { { 0 } };
 	uint32_t *seen = calloc(N, sizeof(*seen));
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	uint64_t k = 0;
 
 	T_ASSERT(seen);
@@ -863,7 +864,7 @@ static void check_tokens_repeat(sluice_dataset *ds)
 	struct sluice_loader_config cfg;
 	sluice_loader *ld = NULL;
 	struct held_tokens first;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_batch *b;
 	uint64_t got = 0;
 	int r;

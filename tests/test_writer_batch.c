@@ -100,7 +100,7 @@ static void write_pieces(const char *dir, const struct columns *c,
 {
 	struct sluice_field f[NFIELDS];
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	sluice_writer *w;
 	uint32_t first = 0;
 

@@ -482,6 +482,7 @@ int cli_convert(int argc, char **argv)
 		a.o.progress_ctx = &prog;
 	}
 	memset(&sum, 0, sizeof(sum));
+	sum.size = sizeof(sum);
 	switch (a.kind) {
 	case SRC_DIR:
 		r = import_dir(&a.o, &sum, err, sizeof(err));

@@ -56,6 +56,7 @@ int cli_merge(int argc, char **argv)
 		return cli_usage_error("merge needs DIR... and --out DIR");
 	}
 	memset(&sum, 0, sizeof(sum));
+	sum.size = sizeof(sum);
 	r = sluice_merge(parts, nparts, out, flags, &sum, err, sizeof(err));
 	free(parts);
 	if (r < 0)

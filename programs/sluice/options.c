@@ -168,11 +168,11 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 		break;
 	case OPT_DIRECT:
 		if (strcmp(arg, "on") == 0)
-			cfg->direct_io = 1;
+			cfg->direct_io = SLUICE_DIRECT_IO_ON;
 		else if (strcmp(arg, "off") == 0)
-			cfg->direct_io = 0;
+			cfg->direct_io = SLUICE_DIRECT_IO_OFF;
 		else if (strcmp(arg, "auto") == 0)
-			cfg->direct_io = -1;
+			cfg->direct_io = SLUICE_DIRECT_IO_AUTO;
 		else
 			return cli_usage_error("--direct: want on, off or auto, not '%s'", arg);
 		break;
@@ -200,10 +200,10 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 		cfg->sqpoll = 1;
 		break;
 	case OPT_PLAIN_READS:
-		cfg->plain_reads = 1;
+		sluice_loader_config_force(cfg, SLUICE_FORCE_PLAIN_READS);
 		break;
 	case OPT_PAGEABLE:
-		cfg->pageable_copies = 1;
+		sluice_loader_config_force(cfg, SLUICE_FORCE_PAGEABLE_COPIES);
 		break;
 	case OPT_CACHE:
 		r = num_arg("cache-bytes", arg, UINT64_MAX, &cfg->cache_bytes);

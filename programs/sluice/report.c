@@ -421,8 +421,10 @@ static void json_config(FILE *f, const struct bench_report *r)
 	jint(f, "queue_depth", c->queue_depth, 0);
 	fputs("\"device\":", f);
 	cli_json_string(f, r->run->device.device_type == kDLCPU ? "host" : "cuda");
-	fprintf(f, ",\"verify\":%d,\"on_error\":\"%s\",\"direct_io\":%d,\"sqpoll\":%d,",
-		c->verify, c->on_error ? "skip" : "fail", c->direct_io,
+	fprintf(f, ",\"verify\":%d,\"on_error\":\"%s\",\"direct_io\":\"%s\",\"sqpoll\":%d,",
+		c->verify, c->on_error ? "skip" : "fail",
+		c->direct_io == SLUICE_DIRECT_IO_ON ? "on"
+		: c->direct_io == SLUICE_DIRECT_IO_OFF ? "off" : "auto",
 		c->sqpoll);
 	jint(f, "pad_length", c->pad_length, 0);
 	jnum(f, "compute_ms", r->o->compute_ms, 0);

@@ -71,7 +71,7 @@ static void progress_line(const struct run_result *res, uint64_t epoch,
 			  uint64_t epochs, const sluice_loader *ld,
 			  uint64_t t0)
 {
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	double s = (double)(clock_ns() - t0) / 1e9;
 
 	if (sluice_loader_stats(ld, &st) || s <= 0)
@@ -93,7 +93,7 @@ static void trace_stats(struct trace *t, const sluice_loader *ld,
 	static const char *const busy_keys[] = { "read", "decode",
 						 "assemble", "copy" };
 	static const char *const ready_key[] = { "ready" };
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	uint64_t now = clock_ns();
 	double dt = (double)(now - *prev_ns), busy[4], ready;
 
@@ -221,7 +221,7 @@ static void measure_h2d(sluice_loader *ld, struct run_result *res)
  * RuntimeWarning and bench's report do: stdout may be --hash data. */
 static void say_fallbacks(const sluice_loader *ld)
 {
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 
 	if (sluice_loader_stats(ld, &st) == 0 && st.fallbacks[0])
 		fprintf(stderr, CLI_NAME ": note: %s\n", st.fallbacks);
@@ -288,6 +288,7 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	res->wall_ns = clock_ns() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
 	res->cpu_s = rusage_cpu_s(&ru1) - rusage_cpu_s(&ru0);
+	res->stats.size = sizeof(res->stats);
 	sluice_loader_stats(ld, &res->stats);
 	res->skipped_blocks = sluice_loader_skipped(ld, res->skip_first,
 						    sizeof(res->skip_first));

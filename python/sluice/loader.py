@@ -30,11 +30,12 @@ def _parse_device(device):
 
 
 def _direct_io(value):
-    """"auto"/None -> -1, True -> 1, False -> 0."""
+    """"auto"/None -> 0, True -> 1, False -> 2 (the library's tri-state:
+    AUTO 0, ON 1, OFF 2)."""
     if value is None or value == "auto":
-        return -1
+        return 0
     if isinstance(value, (bool, int)) and value in (0, 1):
-        return int(value)
+        return 1 if value else 2
     raise ValueError("direct_io must be 'auto', True or False, not %r"
                      % (value,))
 
@@ -96,11 +97,13 @@ class Loader:
         upload each decoded block once and gather batches on the device:
         no CPU copy of the bytes; costs io_memory_bytes more GPU memory,
         stats()["device_memory_bytes"]), "on" (zstd datasets too, and on
-        the CPU as a memcpy: a test mode) or "off" (batches assembled on
+        the CPU as a memcpy: a test and benchmark mode) or "off" (batches assembled on
         the CPU, then copied); stats()["batches_gathered"].
-    plain_reads, pageable_copies: force the fallbacks (no io_uring
-        registered buffers; no cudaHostRegister, so pageable copies to
-        the GPU); slower, same data; stats()["fallbacks"] says so.
+    plain_reads, pageable_copies: test and benchmark instruments that
+        force the fallbacks (no io_uring registered buffers; no
+        cudaHostRegister, so pageable copies to the GPU); slower, same
+        data; stats()["fallbacks"] says so.  (In C they are in the
+        internal sluice_tools.h, not in sluice.h.)
     state: a state_dict() to resume from; the next batch is the one the
         uninterrupted run would have given.
 

@@ -1,6 +1,10 @@
 """Parquet files into a sluice dataset, with pyarrow: numeric columns
 become fixed fields, list and binary/string columns variable fields
 (sluice.columns.fields_from_arrow), written by ShardWriter.write_batch.
+A list column whose every row has the same length L (an embedding,
+list<float32> of 128 in every row: Spark and most writers have no
+fixed-size list type) becomes a fixed field [L] (infer_fixed, one pass
+over those columns first); schema= / --field give fields explicitly.
 
     sluice.parquet.convert("part-*.parquet", "data/train")
     python3 -m sluice.parquet SRC --out DIR [options]   # what
@@ -101,13 +105,79 @@ def batch_rows_for(pf, names, target=BATCH_BYTES):
     return max(64, min(65536, target * rows // nbytes))
 
 
+def list_lengths(files, names, open_file):
+    """{name: L} for the list columns @names whose every row, in every
+    file, holds exactly L >= 1 items and no row is null: one pass over
+    those columns only."""
+    import pyarrow.compute as pc
+
+    lo, hi, bad = {}, {}, set()
+    for path in files:
+        pf = open_file(path)
+        for batch in pf.iter_batches(batch_size=65536, columns=names):
+            for name in names:
+                if name in bad:
+                    continue
+                col = batch.column(name)
+                if col.null_count:
+                    bad.add(name)
+                    continue
+                if len(col) == 0:
+                    continue
+                mm = pc.min_max(pc.list_value_length(col)).as_py()
+                lo[name] = min(lo.get(name, mm["min"]), mm["min"])
+                hi[name] = max(hi.get(name, mm["max"]), mm["max"])
+                if lo[name] != hi[name]:
+                    bad.add(name)
+    return {n: lo[n] for n in names
+            if n not in bad and n in lo and lo[n] == hi[n] and lo[n] >= 1}
+
+
+def infer_fields(files, arrow, open_file, infer_fixed=True):
+    """The schema of Arrow schema @arrow (fields_from_arrow), with list
+    columns of one length in every row made fixed (see list_lengths)."""
+    import pyarrow as pa
+    from .columns import fields_from_arrow
+
+    fields = fields_from_arrow(arrow)
+    lists = [f.name for f in arrow
+             if pa.types.is_list(f.type) or pa.types.is_large_list(f.type)]
+    if not infer_fixed or not lists:
+        return fields
+    fixed = list_lengths(files, lists, open_file)
+    return [(n, d, (fixed[n],) + tuple(s[1:])) if n in fixed else (n, d, s)
+            for n, d, s in fields]
+
+
+def parse_field(spec):
+    """NAME:DTYPE[:SHAPE], SHAPE as dlpack-shard's synth fields: 128,
+    3x224x224, -1, -1x4, or scalar (the default)."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise ValueError("--field %r: want NAME:DTYPE[:SHAPE]" % spec)
+    shape = ()
+    if len(parts) == 3 and parts[2] not in ("", "scalar"):
+        try:
+            shape = tuple(int(x) for x in parts[2].split("x"))
+        except ValueError:
+            raise ValueError("--field %r: SHAPE is like 128, 3x224x224, "
+                             "-1 or -1x4" % spec) from None
+    return (parts[0], parts[1], shape)
+
+
 def convert(src, out, schema=None, *, columns=None, batch_rows=None,
-            progress=None, **writer_options):
+            progress=None, infer_fixed=True, fields=None,
+            **writer_options):
     """Convert @src (see source_files) into the dataset folder @out.
-    schema: None infers it from the first file; columns: the columns to
-    keep (default: all, or the schema's).  batch_rows: rows per batch
-    (default: about BATCH_BYTES of each file's columns).  progress(records)
-    is called after each batch.  Returns the writer's summary."""
+    schema: None infers it from the first file (with infer_fixed, list
+    columns of one length in every row of every file become fixed fields:
+    one extra pass over those columns); columns: the columns to keep
+    (default: all, or the schema's).  fields: [(name, dtype, shape)] that
+    replace the inferred fields of those names (each row's length is still
+    checked against a fixed shape).  batch_rows: rows per batch (default:
+    about BATCH_BYTES of each file's columns).  progress(records) is called
+    after each batch.  Returns the writer's summary."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     def open_file(path):
@@ -123,12 +193,22 @@ def convert(src, out, schema=None, *, columns=None, batch_rows=None,
 
     files = source_files(src)
     first = open_file(files[0])
+    given = normalize_schema(fields) if fields else []
     if schema is None:
-        from .columns import fields_from_arrow
         arrow = first.schema_arrow
         if columns:
-            arrow = arrow.__class__([arrow.field(c) for c in columns])
-        fields = fields_from_arrow(arrow)
+            arrow = pa.schema([arrow.field(c) for c in columns])
+        known = set(arrow.names)
+        for g in given:
+            if g[0] not in known:
+                raise KeyError("field %r: no such column in %s" % (
+                    g[0], files[0]))
+        named = {g[0] for g in given}
+        rest = pa.schema([f for f in arrow if f.name not in named])
+        inferred = dict((f[0], f) for f in infer_fields(
+            files, rest, open_file, infer_fixed)) if len(rest) else {}
+        by_name = dict((g[0], g) for g in given)
+        fields = [by_name.get(n) or inferred[n] for n in arrow.names]
     else:
         fields = normalize_schema(schema)
     names = [f[0] for f in fields]
@@ -163,6 +243,13 @@ def main(argv=None):
     p.add_argument("src", help="a parquet file, a folder of them, or a glob")
     p.add_argument("--out", "-o", required=True)
     p.add_argument("--columns", help="comma-separated columns to keep")
+    p.add_argument("--field", action="append", default=[],
+                   metavar="NAME:DTYPE[:SHAPE]",
+                   help="give a column's field (repeatable), e.g. "
+                   "emb:float32:128; the others are inferred")
+    p.add_argument("--no-infer-fixed", action="store_true",
+                   help="keep list columns variable even when every row "
+                   "has the same length (skips the pass that checks)")
     p.add_argument("--batch-rows", type=int,
                    help="rows per batch (default: about %d MiB)" % (
                        BATCH_BYTES >> 20))
@@ -188,6 +275,8 @@ def main(argv=None):
     try:
         summary = convert(a.src, a.out,
                           columns=a.columns.split(",") if a.columns else None,
+                          fields=[parse_field(f) for f in a.field] or None,
+                          infer_fixed=not a.no_infer_fixed,
                           batch_rows=a.batch_rows,
                           progress=None if a.quiet else progress, **opts)
     except ImportError as e:

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "pysluice.h"
+#include "sluice_tools.h"   /* the forced fallbacks (test knobs) */
 
 PyTypeObject *pysluice_loader_type;
 
@@ -41,7 +42,9 @@ typedef struct {
 	int cut_warned;                /* pad_length cuts reported once */
 } PySluiceLoader;
 
-enum opt_kind { OPT_U32, OPT_INT, OPT_U64 };
+/* OPT_FORCE: a forced fallback of sluice_tools.h, its SLUICE_FORCE_* bit
+ * in the offset column. */
+enum opt_kind { OPT_U32, OPT_INT, OPT_U64, OPT_FORCE };
 
 static const struct {
 	const char *name;
@@ -59,9 +62,10 @@ static const struct {
 	OPT(direct_io, OPT_INT),      OPT(sqpoll, OPT_INT),
 	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
 	OPT(memory_bytes, OPT_U64),
-	OPT(plain_reads, OPT_INT),    OPT(pageable_copies, OPT_INT),
 	OPT(range_reads, OPT_INT),    OPT(device_gather, OPT_INT),
 #undef OPT
+	{ "plain_reads", SLUICE_FORCE_PLAIN_READS, OPT_FORCE },
+	{ "pageable_copies", SLUICE_FORCE_PAGEABLE_COPIES, OPT_FORCE },
 };
 
 static int set_option(struct sluice_loader_config *cfg, PyObject *key,
@@ -89,7 +93,11 @@ static int set_option(struct sluice_loader_config *cfg, PyObject *key,
 		v = PyLong_AsLongLong(value);
 		if (v == -1 && PyErr_Occurred())
 			return -1;
-		if (options[i].kind == OPT_U32) {
+		if (options[i].kind == OPT_FORCE) {
+			if (v)
+				sluice_loader_config_force(
+					cfg, (unsigned)options[i].offset);
+		} else if (options[i].kind == OPT_U32) {
 			if (v < 0 || v > UINT32_MAX)
 				goto range;
 			memcpy(p + options[i].offset, &(uint32_t){ (uint32_t)v },
@@ -329,7 +337,7 @@ static int rollover(PySluiceLoader *self)
  */
 static int warn_losses(PySluiceLoader *self)
 {
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	char msg[512];
 	int skip = self->cfg.on_error == SLUICE_ON_ERROR_SKIP &&
 		   !self->skip_warned;
@@ -684,7 +692,7 @@ static PyObject *stage_dict(const struct sluice_stage_stats *s)
 static PyObject *loader_stats(PyObject *o, PyObject *unused)
 {
 	PySluiceLoader *self = (PySluiceLoader *)o;
-	struct sluice_stats s;
+	struct sluice_stats s = { .size = sizeof(s) };
 	int r;
 
 	(void)unused;

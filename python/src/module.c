@@ -118,7 +118,7 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
 	PyObject **encoded = NULL;
 	const char **paths = NULL;
 	const char *out_dir;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	char err[1024] = "";
 	Py_ssize_t n, i;
 	int r, verify = 0, copy = 0;

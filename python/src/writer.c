@@ -308,7 +308,7 @@ static PyObject *writer_write_columns(PyObject *o, PyObject *args)
 static PyObject *writer_close(PyObject *o, PyObject *unused)
 {
 	PySluiceWriter *self = (PySluiceWriter *)o;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	sluice_writer *w = self->w;
 	char msg[1024];
 	int r;

@@ -34,6 +34,7 @@ static double summary_number(const char *json, const char *key)
 static void parse_summary(const char *json, struct sluice_writer_summary *s)
 {
 	memset(s, 0, sizeof(*s));
+	s->size = sizeof(*s);
 	s->records = (uint64_t)summary_number(json, "records");
 	s->blocks = (uint64_t)summary_number(json, "blocks");
 	s->shards = (uint32_t)summary_number(json, "shards");
