@@ -823,7 +823,7 @@ static void check_explicit_cache(const char *dir)
 	sluice_writer *w = NULL;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	static uint8_t rec[16384];
 	char msg[512];
 

@@ -163,7 +163,7 @@ static struct sluice_stats run(sluice_dataset *ds, enum layout l,
 			       const struct sluice_loader_config *cfg)
 {
 	sluice_loader *ld = NULL;
-	struct sluice_stats st;
+	struct sluice_stats st = { .size = sizeof(st) };
 	uint32_t seen[N];
 	char msg[512];
 	int r;
@@ -250,7 +250,7 @@ int main(void)
 		for (int sh = SLUICE_SHUFFLE_NONE; sh <= SLUICE_SHUFFLE_FULL;
 		     sh++) {
 			struct sluice_loader_config cfg;
-			struct sluice_stats st;
+			struct sluice_stats st = { .size = sizeof(st) };
 
 			/* The issue's case: --memory 3G --cache-bytes 2G
 			 * for 1.1 GB. */
@@ -302,7 +302,7 @@ int main(void)
 		 * stored bytes gave this cache every block. */
 		{
 			struct sluice_loader_config cfg;
-			struct sluice_stats st;
+			struct sluice_stats st = { .size = sizeof(st) };
 
 			config(&cfg, SLUICE_SHUFFLE_NONE);
 			cfg.decode_threads = 1;
