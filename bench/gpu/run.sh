@@ -229,8 +229,8 @@ if [ -z "$stopped" ]; then
 	fi
 fi
 if [ -z "$stopped" ]; then
-	step streaming 300 streaming
 	step test-gpu 200 test_gpu
+	step streaming 300 streaming
 	step bench 160 benchmarks
 	step tutorial 200 tutorial
 fi

@@ -195,6 +195,12 @@ def fmt_row(r):
                 "  ERROR " + r["error"] if "error" in r else ""))
 
 
+def save(out, path):
+    """Written after every row: a run cut by its time limit keeps them."""
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -265,6 +271,7 @@ def main():
         # defaults?): one run each
         runs = a.runs if name.startswith(("defaults", "host")) else 1
         out["rows"].append(row(sluice, name, raw, args, runs, a.timeout))
+        save(out, a.json)
 
     if "zstd" in groups:
         zst = os.path.join(a.data, "zstd")
@@ -275,6 +282,7 @@ def main():
                                     "off"])]:
             out["rows"].append(row(sluice, name, zst, args, a.runs,
                                    a.timeout))
+            save(out, a.json)
     if "cold" in groups and a.disk:
         cold = os.path.join(a.disk, "raw")
         make_dataset(shard, cold, records, "none")
@@ -290,8 +298,7 @@ def main():
             if out.get(k):
                 out["defaults_over_" + k.replace("_gbps", "")] = \
                     d["delivered_gbps"] / out[k]
-    with open(a.json, "w") as f:
-        json.dump(out, f, indent=1)
+    save(out, a.json)
     log("streaming: defaults %s GB/s; kvikio %s; pcie %s; read limit %s" % (
         d and d.get("delivered_gbps"), out.get("kvikio_gbps"),
         out.get("pcie_gbps"), out.get("read_limit_gbps")))
