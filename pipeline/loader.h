@@ -535,6 +535,12 @@ static inline void range_field(const struct loader_core *c,
 				    s->rec_in_block[r];
 
 		*len = o[1] - o[0];
+		if (*len == 0) {
+			/* not read: no place in range_buf (which may be
+			 * NULL); any valid pointer for 0 bytes */
+			*ptr = (const uint8_t *)(const void *)o;
+			return;
+		}
 	} else {
 		*len = fd->record_bytes;
 	}

@@ -475,6 +475,10 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 	return total;
 }
 
+static int record_bad(const struct loader_core *c, const struct slot *s,
+		      uint32_t r);
+static void ranges_report_locked(struct loader_core *c, struct slot *s);
+
 /*
  * The slot's records are assigned (rec_entry RANGE_ENTRY for those read
  * by range, rec_block set): plan their reads into io memory and append
@@ -499,6 +503,19 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	qsort(c->range_pieces, npieces, sizeof(*c->range_pieces),
 	      by_file_offset);
 	len = build_reads(c, s, npieces);
+	if (s->nrreads == 0) {
+		/* Every value empty, every other field kept since open:
+		 * nothing to read, and no completion to wait for.  Check
+		 * the records now (their bytes are few). */
+		memset(s->rec_bad, 0, c->cfg.batch_size);
+		s->verify_in_copy = 0;
+		for (uint32_t r = 0; r < s->count; r++)
+			if (s->rec_entry[r] == RANGE_ENTRY)
+				s->rec_bad[r] = (uint8_t)record_bad(c, s, r);
+		ranges_report_locked(c, s);
+		atomic_fetch_add(&c->range_records, s->nranged);
+		return 1;
+	}
 	if (cache_alloc_io(c, len, &s->range_off)) {
 		if (c->inflight == 0 && c->ahead_inflight == 0) {
 			loader_fail_locked(c, -ENOSPC,
@@ -541,9 +558,16 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s)
 static void report_bad_locked(struct loader_core *c, const struct slot *s,
 			      uint32_t r);
 
-/* Every range is checked: report the bad records, then the slot goes on
- * like one whose blocks are all decoded. */
+/* Every range is checked: count the records' bytes, report the bad ones,
+ * then the slot goes on like one whose blocks are all decoded. */
 static void ranges_checked_locked(struct loader_core *c, struct slot *s)
+{
+	ranges_report_locked(c, s);
+	if (--s->pending == 0)
+		slot_assemble_locked(c, s);
+}
+
+static void ranges_report_locked(struct loader_core *c, struct slot *s)
 {
 	uint64_t bytes = 0;
 
@@ -563,8 +587,6 @@ static void ranges_checked_locked(struct loader_core *c, struct slot *s)
 	for (uint32_t r = 0; r < s->count; r++)
 		if (s->rec_entry[r] == RANGE_ENTRY && s->rec_bad[r])
 			report_bad_locked(c, s, r);
-	if (--s->pending == 0)
-		slot_assemble_locked(c, s);
 }
 
 /* Record @r failed its checksum or its read: say which, where. */
