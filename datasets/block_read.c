@@ -107,8 +107,9 @@ void block_reader_free(struct block_reader *br)
 }
 
 int shard_read_field(const struct shard_schema *s,
-		     const struct shard_file *sf, uint32_t f, uint8_t *out,
-		     char *err, size_t errlen)
+		     const struct shard_file *sf, uint32_t f,
+		     const uint64_t *sec, uint8_t *out, char *err,
+		     size_t errlen)
 {
 	uint64_t rb = s->fields[f].record_bytes;
 	int fd, r = 0;
@@ -118,11 +119,15 @@ int shard_read_field(const struct shard_schema *s,
 		return fd;
 	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
-		uint64_t off = blk->offset +
-			       block_field_offset(s, blk->record_count, f);
+		const uint64_t *bsec = sec ? sec + b * s->nfields : NULL;
+		uint64_t off;
 
-		if (blk->codec != DLS_CODEC_RAW)
+		if (blk->codec != DLS_CODEC_RAW ||
+		    (bsec && bsec[0] == UINT64_MAX))
 			continue;
+		off = blk->offset +
+		      (bsec ? bsec[f] : block_field_offset(s, blk->record_count,
+							   f));
 		r = pread_full(fd, out + blk->first_record * rb,
 			       (size_t)(blk->record_count * rb), off);
 		if (r < 0)

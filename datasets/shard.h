@@ -55,13 +55,33 @@ uint64_t block_field_offset(const struct shard_schema *s, uint32_t n,
  * shard_read_field - fixed field @f of every record in @sf's raw blocks,
  * record after record, into @out (record_count * record_bytes bytes;
  * records of zstd blocks are left as they are).  Read with pread, not
- * verified: the record checksums cover these bytes.  All fields must be
- * fixed-shape.  On failure writes "PATH: block B: offset O: what".
+ * verified: the record checksums cover these bytes.  @sec: the blocks'
+ * section starts from shard_read_layout() (blocks it marked are left as
+ * they are too); NULL when every field is fixed-shape (computed).  On
+ * failure writes "PATH: block B: offset O: what".
  * @return: 0, -errno, -SLUICE_ECORRUPT (short file).
  */
 int shard_read_field(const struct shard_schema *s,
-		     const struct shard_file *sf, uint32_t f, uint8_t *out,
-		     char *err, size_t errlen);
+		     const struct shard_file *sf, uint32_t f,
+		     const uint64_t *sec, uint8_t *out, char *err,
+		     size_t errlen);
+
+/*
+ * shard_read_layout - where each record's bytes lie in @sf's raw blocks,
+ * without reading their variable values (block_layout.c): for block b,
+ * @sec[b * nfields + f] is where field f's bytes start in the block (a
+ * variable field's values: after its offsets table), and the block's
+ * offsets table of variable field f (n + 1 entries) goes to @offs[f] +
+ * first_record + b (the caller sizes each record_count + block_count;
+ * NULL for fixed fields).  Checked as block_view_init() checks a decoded
+ * block; a zstd block, or one whose layout is bad or cut short, gets
+ * @sec[b * nfields] = UINT64_MAX: to be read whole, which reports it.
+ * On failure writes "PATH: block B: offset O: what".
+ * @return: 0, -errno (open, read).
+ */
+int shard_read_layout(const struct shard_schema *s,
+		      const struct shard_file *sf, uint64_t *sec,
+		      uint64_t *const *offs, char *err, size_t errlen);
 
 /*
  * block_view_init - check a decoded block's layout (@n records of the

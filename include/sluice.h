@@ -549,12 +549,16 @@ struct sluice_loader_config {
 	/*
 	 * Record-range reads: read only the byte ranges of a batch's
 	 * records instead of their whole blocks (one io_uring submission
-	 * per batch, neighbours coalesced), for raw blocks of datasets
-	 * whose fields are all fixed-shape.  With verify on, only shards of
-	 * format v3 qualify (each record has its checksum, checked before
-	 * it goes into the batch; a mismatch is a corrupt record, skipped
-	 * with on_error=skip); their checksums are loaded at open, 8 bytes
-	 * per record, up to SLUICE_RANGE_SUMS_MAX bytes in all: shards past
+	 * per batch, neighbours coalesced), for raw blocks.  A variable
+	 * field's values are found through its blocks' offsets tables,
+	 * read at open with every section's start (8 bytes per record and
+	 * variable field, up to SLUICE_RANGE_SUMS_MAX bytes, for datasets of
+	 * at most 65536 blocks: past that, by block).  With verify on,
+	 * only shards of format v3 qualify (each record has its checksum,
+	 * checked before it goes into the batch; a mismatch is a corrupt
+	 * record, skipped with on_error=skip); their checksums are loaded
+	 * at open, 8 bytes per record, up to SLUICE_RANGE_SUMS_MAX bytes in
+	 * all: shards past
 	 * that, and older shards, are read by block.  Small fields (at most
 	 * 64 bytes per record, such as labels) are read at open too, up to
 	 * 64 MiB in all and for datasets of at most 65536 blocks, so that a

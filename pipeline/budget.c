@@ -235,7 +235,7 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
 
 /*
  * Size the arena and map it (device_open), then set up both pools.
- * @entries: cache entries (io pool allocations at most); @batch_fixed:
+ * @entries: cache entries (each one io pool allocation); @batch_fixed:
  * what a full batch takes besides variable values (slot_layout()).
  * Default budget: what the index says prefetch_depth + 1 typical batches
  * (one more with variable values) and the cache need, plus the largest
@@ -254,6 +254,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	struct block_sizes z;
 	struct device_config dc;
 	size_t arena_len;
+	uint32_t io_allocs;
 	int r;
 
 	r = measure_blocks(c, &z);
@@ -416,7 +417,13 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		return r;
 	device_get_info(c->dev, &c->dev_info);
 	c->arena = device_arena(c->dev, &arena_len);
-	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, (uint32_t)entries);
+	/* The io pool's live allocations: a block per cache entry, and a
+	 * range buffer per batch in flight when records are read by range
+	 * (ranges.c), freed in whatever order their assemblies end.  Sized
+	 * for the entries alone, out-of-order frees split the free space
+	 * into more extents than pool_free() has room for. */
+	io_allocs = (uint32_t)entries + (c->ranges ? c->slots_cap : 0);
+	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, io_allocs);
 	if (!r)
 		r = pool_init(&c->view_pool, c->io_bytes, IO_ALIGN,
 			      (uint32_t)entries);

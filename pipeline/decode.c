@@ -91,6 +91,28 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	return 0;
 }
 
+/* Field @f of the slot's record @r: in its decoded block, or read by
+ * range (ranges.c). */
+static void record_field(const struct loader_core *c, const struct slot *s,
+			 uint32_t r, uint32_t f, const uint8_t **p,
+			 uint64_t *len)
+{
+	if (s->rec_entry[r] == RANGE_ENTRY)
+		range_field(c, s, r, f, p, len);
+	else
+		block_view_get(&c->ds->schema,
+			       &c->entries[s->rec_entry[r]].view, f,
+			       s->rec_in_block[r], p, len);
+}
+
+/* The global block of the slot's record @r. */
+static uint64_t record_block(const struct loader_core *c,
+			     const struct slot *s, uint32_t r)
+{
+	return s->rec_entry[r] == RANGE_ENTRY
+		? s->rec_block[r] : c->entries[s->rec_entry[r]].block;
+}
+
 /* The max_value_bytes of the shard a block belongs to: its own bound on
  * the values of variable field @f (verify checks the same). */
 static uint64_t block_value_bound(const struct loader_core *c, uint64_t block,
@@ -122,27 +144,27 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 
 		aux->shape[0] = c->cfg.pad_length ? n : n + 1;
 		for (uint32_t r = 0; r < n; r++) {
-			const struct cache_entry *e = &c->entries[s->rec_entry[r]];
+			uint64_t g = record_block(c, s, r);
 			const uint8_t *p;
 			uint64_t len;
 
-			block_view_get(sc, &e->view, f, s->rec_in_block[r], &p,
-				       &len);
-			if (len > block_value_bound(c, e->block, f)) {
+			/* ranges.c's were checked at open, as here */
+			record_field(c, s, r, f, &p, &len);
+			if (len > block_value_bound(c, g, f)) {
 				uint32_t shard;
 				const struct shard_block *blk =
-					loader_block(c, e->block, &shard);
+					loader_block(c, g, &shard);
 
 				loader_fail_locked(c, -SLUICE_ECORRUPT,
 					"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, more than the header's max_value_bytes %llu",
 					c->ds->shards[shard].path,
-					(unsigned long long)(e->block -
+					(unsigned long long)(g -
 						c->shard_block_base[shard]),
 					(unsigned long long)blk->offset,
 					(unsigned long long)s->indices[r],
 					fd->f.name, (unsigned long long)len,
 					(unsigned long long)block_value_bound(
-						c, e->block, f));
+						c, g, f));
 				return -SLUICE_ECORRUPT;
 			}
 			if (len > big_len) {
@@ -158,8 +180,7 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 	s->host_bytes = slot_place_tensors(c, s);
 	if (s->host_bytes > c->batch_pool.size) {
 		uint32_t shard = big_len
-			? c->block_shard[c->entries[s->rec_entry[big_r]].block]
-			: 0;
+			? c->block_shard[record_block(c, s, big_r)] : 0;
 
 		loader_fail_locked(c, -ENOSPC,
 			"batch %llu of epoch %llu needs %llu bytes, more than the %llu bytes of batch memory memory_bytes allows; its largest value: %s: record %llu field %s, %llu bytes: raise memory_bytes (sluice --memory, Python memory_bytes=)",
@@ -199,8 +220,7 @@ static void write_variable_index(struct loader_core *c, struct slot *s)
 			const uint8_t *p;
 			uint64_t len;
 
-			block_view_get(sc, &c->entries[s->rec_entry[r]].view, f,
-				       s->rec_in_block[r], &p, &len);
+			record_field(c, s, r, f, &p, &len);
 			len /= fd->unit_bytes;
 			if (c->cfg.pad_length) {
 				/* The true length: the values past pad_length
@@ -450,8 +470,15 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 			const uint8_t *p;
 			uint64_t len;
 
-			block_view_get(sc, &c->entries[s->rec_entry[r]].view, f,
-				       s->rec_in_block[r], &p, &len);
+			if (s->rec_entry[r] == RANGE_ENTRY && s->verify_in_copy &&
+			    f == c->ranges_main_field) {
+				/* as for fixed fields, above */
+				uint64_t v0 = now_ns();
+
+				(void)range_record_check(c, s, r);
+				*verify_ns += now_ns() - v0;
+			}
+			record_field(c, s, r, f, &p, &len);
 			if (pad) {
 				uint64_t cap = pad * unit;
 				uint64_t n = (uint64_t)aux[r] < pad

@@ -320,6 +320,14 @@ struct loader_core {
 	uint32_t ranges_main_field; /* the largest: verified in its copy */
 	uint8_t *range_resident[DLS_MAX_FIELDS]; /* small fields of every
 				       record, read at open; NULL: by range */
+	/* Datasets with variable fields: their raw blocks' layout, read at
+	 * open (shard_read_layout).  NULL when every field is fixed. */
+	uint64_t *range_sec;        /* [g * nfields + f]: section start in
+				       block g; [g * nfields] UINT64_MAX: g
+				       is read whole */
+	uint64_t *range_offs[DLS_MAX_FIELDS]; /* variable field f: block g's
+				       offsets at block_first[g] + g */
+	uint64_t range_layout_bytes; /* what they take (RANGE_SUMS_MAX) */
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
 				       (its blocks are read whole when
 				       verify is on) */
@@ -517,6 +525,32 @@ static inline const uint8_t *range_src(const struct loader_core *c,
 		return c->range_resident[f] +
 		       s->indices[r] * sc->fields[f].record_bytes;
 	return s->range_buf + s->rec_src[(uint64_t)r * sc->nfields + f];
+}
+
+/* Field @f of range record @r of @s: its bytes and their length (a
+ * variable field's from its block's offsets table, kept since open). */
+static inline void range_field(const struct loader_core *c,
+			       const struct slot *s, uint32_t r, uint32_t f,
+			       const uint8_t **ptr, uint64_t *len)
+{
+	const struct shard_field *fd = &c->ds->schema.fields[f];
+
+	if (fd->variable) {
+		uint64_t g = s->rec_block[r];
+		const uint64_t *o = c->range_offs[f] + c->block_first[g] + g +
+				    s->rec_in_block[r];
+
+		*len = o[1] - o[0];
+		if (*len == 0) {
+			/* not read: no place in range_buf (which may be
+			 * NULL); any valid pointer for 0 bytes */
+			*ptr = (const uint8_t *)(const void *)o;
+			return;
+		}
+	} else {
+		*len = fd->record_bytes;
+	}
+	*ptr = range_src(c, s, r, f);
 }
 
 /* budget.c */

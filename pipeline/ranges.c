@@ -4,15 +4,23 @@
  *
  * Under full shuffle nearly every record of a batch lives in another
  * block, and reading the block for one record multiplies the I/O by the
- * block's record count.  For a raw block whose fields are all fixed-shape
- * a record's fields are at known offsets (one range per field, in its
- * field's section), so the planner reads those ranges instead: sorted by
- * file and offset, each widened to the ring's direct-I/O alignment, and
- * neighbours whose envelopes touch or lie within RANGE_GAP of each other
- * merged into one read; all of a batch's reads go in one submission, into
- * one piece of the io pool.  Once they are back, the decode workers check
- * each record against its format-v3 checksum (in parallel parts), and the
- * assembly gathers the records into the batch like any other.
+ * block's record count.  In a raw block a record's fields lie at known
+ * offsets (one range per field, in its field's section), so the planner
+ * reads those ranges instead: sorted by file and offset, each widened to
+ * the ring's direct-I/O alignment, and neighbours whose envelopes touch or
+ * lie within RANGE_GAP of each other merged into one read; all of a
+ * batch's reads go in one submission, into one piece of the io pool.  Once
+ * they are back, the decode workers check each record against its
+ * format-v3 checksum (in parallel parts), and the assembly gathers the
+ * records into the batch like any other.
+ *
+ * Where every field is fixed-shape the offsets follow from the schema.  A
+ * variable field's values are found through its block's offsets table,
+ * and every section after it moves with that block's values: the tables
+ * and the sections' starts are read at open (load_layout, 8 bytes per
+ * record and variable field), so a record still costs one read per field
+ * and the batch's size is known when it is planned.  A block whose layout
+ * is bad is read whole, which reports it.
  *
  * Memory: the io piece is the batch's io memory from planning until its
  * assembly ends (or until it is dropped), taken like a block's (evicting
@@ -46,12 +54,91 @@ struct range_piece {
 	uint64_t offset, len;
 };
 
-static int all_fields_fixed(const struct shard_schema *sc)
+static int any_variable(const struct shard_schema *sc)
 {
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
-			return 0;
-	return sc->nfields > 0;
+			return 1;
+	return 0;
+}
+
+/*
+ * Datasets with variable fields: read every raw block's layout (the
+ * sections' starts, the variable fields' offsets tables) when it fits
+ * SLUICE_RANGE_SUMS_MAX and the blocks are few enough to read quickly.
+ * @return: 1 when loaded, 0 when the dataset is read by block, or a
+ * negative code.
+ */
+static int load_layout(struct loader_core *c, char *err, size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	const struct shard_schema *sc = &ds->schema;
+	uint64_t nf = sc->nfields, tables = 0, bytes;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		tables += sc->fields[f].variable;
+	/* records and blocks < 2^40 (the index's bounds): no overflow */
+	bytes = 8 * (nf * c->nblocks +
+		     tables * (ds->record_count + c->nblocks));
+	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX ||
+	    bytes > SLUICE_RANGE_SUMS_MAX)
+		return 0;
+	c->range_layout_bytes = bytes;
+	c->range_sec = malloc((size_t)(nf * c->nblocks * 8));
+	if (!c->range_sec)
+		return -ENOMEM;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		if (!sc->fields[f].variable)
+			continue;
+		c->range_offs[f] = malloc((size_t)((ds->record_count +
+						   c->nblocks) * 8));
+		if (!c->range_offs[f])
+			return -ENOMEM;
+	}
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		uint64_t base = c->shard_block_base[s];
+		uint64_t *tab[DLS_MAX_FIELDS] = { 0 };
+		int r;
+
+		for (uint32_t f = 0; f < sc->nfields; f++)
+			if (c->range_offs[f])
+				tab[f] = c->range_offs[f] + ds->shard_first[s] +
+					 base;
+		r = shard_read_layout(sc, &ds->shards[s],
+				      c->range_sec + base * nf, tab, err,
+				      errlen);
+		if (r < 0)
+			return r;
+	}
+	return 1;
+}
+
+/* Where field @f of record @i of block @g lies in its file, and how long
+ * it is. */
+static uint64_t record_field_at(const struct loader_core *c, uint64_t g,
+				uint32_t i, uint32_t f, uint64_t *len)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, g, &shard);
+	uint64_t rb = sc->fields[f].record_bytes;
+
+	if (!c->range_sec) {
+		/* Field-major sections; the index's raw size covers them
+		 * all (shard_parse). */
+		*len = rb;
+		return blk->offset + block_field_offset(sc, blk->record_count, f) +
+		       (uint64_t)i * rb;
+	}
+	if (sc->fields[f].variable) {
+		const uint64_t *o = c->range_offs[f] + c->block_first[g] + g + i;
+
+		*len = o[1] - o[0];
+		return blk->offset + c->range_sec[g * sc->nfields + f] + o[0];
+	}
+	*len = rb;
+	return blk->offset + c->range_sec[g * sc->nfields + f] +
+	       (uint64_t)i * rb;
 }
 
 /* Load the shards' record checksums, in shard order, within the cap. */
@@ -101,9 +188,12 @@ static int load_resident_fields(struct loader_core *c, char *err,
 	uint64_t total = 0;
 	uint32_t largest = 0;
 
+	/* The largest: a variable field if there is one (record_bytes 0) */
 	for (uint32_t f = 1; f < sc->nfields; f++)
-		if (sc->fields[f].record_bytes >
-		    sc->fields[largest].record_bytes)
+		if (!sc->fields[largest].variable &&
+		    (sc->fields[f].variable ||
+		     sc->fields[f].record_bytes >
+			     sc->fields[largest].record_bytes))
 			largest = f;
 	c->ranges_main_field = largest;
 	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
@@ -111,7 +201,8 @@ static int load_resident_fields(struct loader_core *c, char *err,
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		uint64_t rb = sc->fields[f].record_bytes, len;
 
-		if (f == largest || rb > RANGE_RESIDENT_FIELD_MAX ||
+		if (f == largest || sc->fields[f].variable ||
+		    rb > RANGE_RESIDENT_FIELD_MAX ||
 		    __builtin_mul_overflow(rb, ds->record_count, &len) ||
 		    total + len > RANGE_RESIDENT_MAX)
 			continue;
@@ -120,7 +211,11 @@ static int load_resident_fields(struct loader_core *c, char *err,
 			return -ENOMEM;
 		total += len;
 		for (uint32_t s = 0; s < ds->nshards; s++) {
-			int r = shard_read_field(sc, &ds->shards[s], f,
+			const uint64_t *sec = c->range_sec
+				? c->range_sec + c->shard_block_base[s] *
+							 sc->nfields
+				: NULL;
+			int r = shard_read_field(sc, &ds->shards[s], f, sec,
 						 c->range_resident[f] +
 							 ds->shard_first[s] * rb,
 						 err, errlen);
@@ -130,6 +225,22 @@ static int load_resident_fields(struct loader_core *c, char *err,
 		}
 	}
 	return 0;
+}
+
+/* The mean value bytes of variable field @f over the blocks read by
+ * range. */
+static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
+{
+	uint64_t sum = 0, n = 0;
+
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		if (!range_block(c, g))
+			continue;
+		/* offsets[n] of block g: checked against its raw size */
+		sum += c->range_offs[f][c->block_first[g + 1] + g];
+		n += c->block_first[g + 1] - c->block_first[g];
+	}
+	return n ? sum / n : 0;
 }
 
 int ranges_open(struct loader_core *c, char *err, size_t errlen)
@@ -152,8 +263,13 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			 (int)c->cfg.range_reads);
 		return -EINVAL;
 	}
-	if (!want || !all_fields_fixed(sc) || c->nblocks == 0)
+	if (!want || sc->nfields == 0 || c->nblocks == 0)
 		return 0;
+	if (any_variable(sc)) {
+		r = load_layout(c, err, errlen);
+		if (r <= 0)
+			return r;   /* 0: too many blocks or records */
+	}
 	if (c->cfg.verify) {
 		r = load_record_sums(c, err, errlen);
 		if (r < 0)
@@ -176,11 +292,15 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 	if (r < 0)
 		return r;
 	/* Each batch in flight reads at most a page more than each of its
-	 * ranges on both sides. */
+	 * ranges on both sides: a variable field's, of its average value
+	 * (what the blocks read by range hold), and room for its largest
+	 * value once. */
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		/* record_bytes < 2^34 (a block's limit): no overflow */
 		uint64_t env = align_up(sc->fields[f].record_bytes, 4096) + 4096;
 
+		if (sc->fields[f].variable)
+			env = align_up(variable_mean(c, f), 4096) + 4096;
 		if (!c->range_resident[f])
 			c->ranges_io_want += env;
 	}
@@ -189,6 +309,17 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 					   c->cfg.prefetch_depth,
 				   &c->ranges_io_want))
 		c->ranges_io_want = UINT64_MAX;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t big = 0;
+
+		for (uint32_t k = 0; sc->fields[f].variable &&
+				     k < c->ds->nshards; k++)
+			if (c->ds->shards[k].max_value_bytes[f] > big)
+				big = c->ds->shards[k].max_value_bytes[f];
+		if (__builtin_add_overflow(c->ranges_io_want, big,
+					   &c->ranges_io_want))
+			c->ranges_io_want = UINT64_MAX;
+	}
 	c->range_pieces = malloc(c->ranges_max_reads *
 				 sizeof(*c->range_pieces));
 	if (!c->range_pieces)
@@ -208,6 +339,12 @@ void ranges_close(struct loader_core *c)
 		free(c->record_sums[s]);
 	free(c->record_sums);
 	free(c->range_pieces);
+	free(c->range_sec);
+	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
+		free(c->range_offs[f]);
+		c->range_offs[f] = NULL;
+	}
+	c->range_sec = NULL;
 	c->record_sums = NULL;
 	c->range_pieces = NULL;
 }
@@ -235,8 +372,8 @@ void slot_ranges_free(struct slot *s)
 	free(s->rreads);
 }
 
-/* Block @g is read by range: raw, all fields fixed, and its records'
- * checksums at hand unless verify is off. */
+/* Block @g is read by range: raw, its layout known (load_layout), and its
+ * records' checksums at hand unless verify is off. */
 int range_block(const struct loader_core *c, uint64_t g)
 {
 	uint32_t shard;
@@ -246,6 +383,8 @@ int range_block(const struct loader_core *c, uint64_t g)
 		return 0;
 	blk = loader_block(c, g, &shard);
 	return blk->codec == DLS_CODEC_RAW &&
+	       (!c->range_sec ||
+		c->range_sec[g * c->ds->schema.nfields] != UINT64_MAX) &&
 	       (!c->cfg.verify || c->record_sums[shard]);
 }
 
@@ -267,27 +406,25 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 	uint32_t n = 0;
 
 	for (uint32_t r = 0; r < s->count; r++) {
-		uint32_t shard;
-		const struct shard_block *blk;
-		uint64_t sec;
-
 		if (s->rec_entry[r] != RANGE_ENTRY)
 			continue;
-		blk = loader_block(c, s->rec_block[r], &shard);
-		/* Field-major sections; the index's raw size covers them
-		 * all (shard_parse). */
 		for (uint32_t f = 0; f < sc->nfields; f++) {
-			uint64_t rb = sc->fields[f].record_bytes;
+			uint64_t off, len;
 
 			if (c->range_resident[f])
 				continue;
-			sec = block_field_offset(sc, blk->record_count, f);
+			off = record_field_at(c, s->rec_block[r],
+					      s->rec_in_block[r], f, &len);
+			if (len == 0) {
+				/* an empty value: nothing to read */
+				s->rec_src[(uint64_t)r * sc->nfields + f] = 0;
+				continue;
+			}
 			c->range_pieces[n++] = (struct range_piece){
-				.file = shard,
+				.file = c->block_shard[s->rec_block[r]],
 				.slot_index = r * sc->nfields + f,
-				.offset = blk->offset + sec +
-					  (uint64_t)s->rec_in_block[r] * rb,
-				.len = rb,
+				.offset = off,
+				.len = len,
 			};
 		}
 	}
@@ -338,6 +475,10 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 	return total;
 }
 
+static int record_bad(const struct loader_core *c, const struct slot *s,
+		      uint32_t r);
+static void ranges_report_locked(struct loader_core *c, struct slot *s);
+
 /*
  * The slot's records are assigned (rec_entry RANGE_ENTRY for those read
  * by range, rec_block set): plan their reads into io memory and append
@@ -362,6 +503,19 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	qsort(c->range_pieces, npieces, sizeof(*c->range_pieces),
 	      by_file_offset);
 	len = build_reads(c, s, npieces);
+	if (s->nrreads == 0) {
+		/* Every value empty, every other field kept since open:
+		 * nothing to read, and no completion to wait for.  Check
+		 * the records now (their bytes are few). */
+		memset(s->rec_bad, 0, c->cfg.batch_size);
+		s->verify_in_copy = 0;
+		for (uint32_t r = 0; r < s->count; r++)
+			if (s->rec_entry[r] == RANGE_ENTRY)
+				s->rec_bad[r] = (uint8_t)record_bad(c, s, r);
+		ranges_report_locked(c, s);
+		atomic_fetch_add(&c->range_records, s->nranged);
+		return 1;
+	}
 	if (cache_alloc_io(c, len, &s->range_off)) {
 		if (c->inflight == 0 && c->ahead_inflight == 0) {
 			loader_fail_locked(c, -ENOSPC,
@@ -404,21 +558,35 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s)
 static void report_bad_locked(struct loader_core *c, const struct slot *s,
 			      uint32_t r);
 
-/* Every range is checked: report the bad records, then the slot goes on
- * like one whose blocks are all decoded. */
+/* Every range is checked: count the records' bytes, report the bad ones,
+ * then the slot goes on like one whose blocks are all decoded. */
 static void ranges_checked_locked(struct loader_core *c, struct slot *s)
 {
-	uint64_t rb = 0;
+	ranges_report_locked(c, s);
+	if (--s->pending == 0)
+		slot_assemble_locked(c, s);
+}
+
+static void ranges_report_locked(struct loader_core *c, struct slot *s)
+{
+	uint64_t bytes = 0;
 
 	/* "decoded": what the records hold, as a block's raw bytes are */
-	for (uint32_t f = 0; f < c->ds->schema.nfields; f++)
-		rb += c->ds->schema.fields[f].record_bytes;
-	atomic_fetch_add(&c->st_decode.bytes, rb * s->nranged);
+	for (uint32_t r = 0; r < s->count; r++) {
+		if (s->rec_entry[r] != RANGE_ENTRY)
+			continue;
+		for (uint32_t f = 0; f < c->ds->schema.nfields; f++) {
+			const uint8_t *p;
+			uint64_t len;
+
+			range_field(c, s, r, f, &p, &len);
+			bytes += len;
+		}
+	}
+	atomic_fetch_add(&c->st_decode.bytes, bytes);
 	for (uint32_t r = 0; r < s->count; r++)
 		if (s->rec_entry[r] == RANGE_ENTRY && s->rec_bad[r])
 			report_bad_locked(c, s, r);
-	if (--s->pending == 0)
-		slot_assemble_locked(c, s);
 }
 
 /* Record @r failed its checksum or its read: say which, where. */
@@ -428,15 +596,15 @@ static void report_bad_locked(struct loader_core *c, const struct slot *s,
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, s->rec_block[r],
 						     &shard);
-	uint64_t rb0 = c->ds->schema.fields[0].record_bytes;
+	uint64_t len, at = record_field_at(c, s->rec_block[r],
+					   s->rec_in_block[r], 0, &len);
 
 	loader_block_failed_locked(c, -SLUICE_ECORRUPT, 1,
 		"%s: block %llu: offset %llu: record %llu: %s",
 		c->ds->shards[shard].path,
 		(unsigned long long)(s->rec_block[r] -
 				     c->shard_block_base[shard]),
-		(unsigned long long)(blk->offset +
-				     (uint64_t)s->rec_in_block[r] * rb0),
+		(unsigned long long)at,
 		(unsigned long long)(blk->first_record + s->rec_in_block[r]),
 		s->range_failed
 			? "read failed or record checksum mismatch (corrupt record)"
@@ -517,11 +685,11 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 	const struct shard_block *blk;
 
 	for (uint32_t f = 0; f < sc->nfields; f++) {
-		if (!c->range_resident[f] && s->range_failed &&
+		range_field(c, s, r, f, &ptr[f], &len[f]);
+		/* an empty value was not read */
+		if (!c->range_resident[f] && s->range_failed && len[f] &&
 		    range_lost(s, src[f]))
 			return 1;
-		ptr[f] = range_src(c, s, r, f);
-		len[f] = sc->fields[f].record_bytes;
 	}
 	if (!c->cfg.verify)
 		return 0;

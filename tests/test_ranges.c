@@ -16,6 +16,8 @@
 #include "format_util.h"
 #include "ring.h"
 #include "shard.h"
+#include "assemble_test.h"
+#include "loader.h"     /* -Ipipeline: the io pool's extents */
 
 #define NREC 997u
 #define A_BYTES 301u    /* odd: records straddle 4 KiB pages unevenly */
@@ -648,6 +650,112 @@ static void check_mixture(const char *three)
 	sluice_dataset_close(ds[1]);
 }
 
+/*
+ * One block, many batches in flight: the io pool holds no cached block
+ * but a range buffer per batch, freed as each batch's assembly ends, in
+ * whatever order the workers finish.  Its extent array was sized for the
+ * cache entries alone (1 here), so out-of-order frees split the free space
+ * into more extents than it held and pool_free() wrote past its end
+ * ("double free or corruption" in `sluice stream --shuffle full` over a
+ * one-block dataset).  The hook holds every other finishing batch back so
+ * that later ones free first, and checks the extents under the lock.
+ */
+static _Atomic uint32_t pool_finishes;
+static _Atomic uint32_t pool_over;      /* most extents past the cap */
+
+static void pool_check_locked(struct loader_core *c)
+{
+	uint32_t over = c->io_pool.nfree > c->io_pool.cap
+		? c->io_pool.nfree - c->io_pool.cap : 0;
+
+	if (over > atomic_load(&pool_over))
+		atomic_store(&pool_over, over);
+}
+
+static void finish_staggered(struct loader_core *c)
+{
+	pthread_mutex_lock(&c->mu);
+	pool_check_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	if (atomic_fetch_add(&pool_finishes, 1) % 2 == 0)
+		usleep(3000);
+}
+
+static void check_one_block_pool(void)
+{
+	char dir[1100];
+	struct sluice_field f;
+	struct sluice_writer_config wc;
+	struct sluice_loader_config cfg;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	struct sluice_stats st = { .size = sizeof(st) };
+	uint32_t seen[500];
+	int32_t rec[16];
+	int r;
+
+	TU_FMT(dir, "%s/oneblock", root);
+	tu_field(&f, "x", "int32", 1, 16, 0);
+	sluice_writer_config_init(&wc);
+	wc.block_size = 1u << 20;       /* all 500 records in one block */
+	wc.compression_level = 0;       /* raw: read by range */
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (int32_t i = 0; i < 500; i++) {
+		const void *vals[1] = { rec };
+		uint64_t len[1] = { sizeof(rec) };
+
+		for (int k = 0; k < 16; k++)
+			rec[k] = i * 16 + k;
+		T_OK(sluice_writer_add(w, vals, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+
+	full_cfg(&cfg, 7);
+	cfg.decode_threads = 4;
+	cfg.prefetch_depth = 8;
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	atomic_store(&pool_finishes, 0);
+	atomic_store(&pool_over, 0);
+	assemble_test_finish_hook = finish_staggered; /* no thread runs yet */
+	for (int epoch = 0; epoch < 3; epoch++) {
+		memset(seen, 0, sizeof(seen));
+		while ((r = sluice_loader_next(ld, &b)) == 0) {
+			const uint64_t *idx = sluice_batch_indices(b);
+			DLManagedTensor *t = NULL;
+			const int32_t *d;
+
+			T_OK(sluice_batch_tensor(b, "x", -1, &t));
+			d = t->dl_tensor.data;
+			for (uint32_t k = 0; k < sluice_batch_size(b); k++) {
+				T_ASSERT(idx[k] < 500);
+				seen[idx[k]]++;
+				for (int j = 0; j < 16; j++)
+					T_EQ(d[k * 16 + j],
+					     (int32_t)idx[k] * 16 + j);
+			}
+			t->deleter(t);
+			sluice_batch_release(b);
+			pthread_mutex_lock(&ld->core->mu);
+			pool_check_locked(ld->core);
+			pthread_mutex_unlock(&ld->core->mu);
+		}
+		T_EQ(r, SLUICE_EOF);
+		for (uint32_t i = 0; i < 500; i++)
+			T_EQ(seen[i], 1);
+	}
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.blocks_read, 0);
+	T_ASSERT(st.range_records >= 3 * 500);
+	sluice_loader_close(ld);
+	assemble_test_finish_hook = NULL;
+	sluice_dataset_close(ds);
+	T_ASSERT(atomic_load(&pool_finishes) >= 3 * 72);
+	T_EQ(atomic_load(&pool_over), 0);
+}
+
 int main(void)
 {
 	char one[1100], three[1100], mixed[1100];
@@ -659,6 +767,7 @@ int main(void)
 	TU_FMT(mixed, "%s/zstd", root);
 	write_ds(one, 1, 0);
 	write_ds(three, 3, 0);
+	check_one_block_pool();
 	check_equal(one, 1);
 	check_equal(three, 3);
 	check_ranks_and_resume(three);

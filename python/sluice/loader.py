@@ -90,7 +90,7 @@ class Loader:
         buffered, the others with O_DIRECT where the filesystem allows;
         stats()["cached_shards"] counts the first), True or False.
     range_reads: "auto" (shuffle "full" reads only its records' byte
-        ranges from raw blocks of fixed-shape fields, each checked against
+        ranges from raw blocks (variable fields too), each checked against
         its format-v3 record checksum; stats()["range_reads"]), "on" (in
         every shuffle mode) or "off" (whole blocks).
     device_gather: "auto" (on a GPU, raw datasets of fixed-shape fields
