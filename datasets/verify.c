@@ -224,6 +224,24 @@ static long verify_dir(struct verifier *v, const char *dir)
 	d = opendir(dir);
 	if (!d)
 		return -errno;
+	/* A live writer's files are not an interrupted write's: say so and
+	 * stop, since every check below would report its work in progress. */
+	{
+		long pid;
+
+		if (dir_lock_holder(dir, &pid) > 0) {
+			char who[40] = "";
+
+			if (pid > 0)
+				snprintf(who, sizeof(who), " (process %ld)",
+					 pid);
+			problem(v, "%s: busy: a writer%s is writing into it "
+				"now; verify it once the writer has finished",
+				dir, who);
+			closedir(d);
+			return v->problems;
+		}
+	}
 	have_manifest = manifest_read(dir, &m, err, sizeof(err)) == 0;
 	if (!have_manifest)
 		problem(v, "%s", err);
