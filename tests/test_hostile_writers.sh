@@ -122,4 +122,27 @@ grep -q "2 committed shards but no dataset.json" "$T/out" ||
 	{ cat "$T/out"; fail "clean did not name the shards it kept"; }
 [ -e "$T/half/data-00001.dls" ] || fail "clean removed a committed shard"
 
+step "verify over a glob refuses records duplicated across parts or attempts"
+mkdir "$T/p"
+synth() { # OUT SEED RECORDS-PER-SHARD
+	"$DS" convert --from synth --records 100 --field x:int32:4 \
+		--field v:uint8:-1 --seed "$2" --records-per-shard "$3" \
+		--out "$1" --quiet || fail "convert $1"
+}
+synth "$T/p/part-0-a1" 7 30     # a retried task's two attempts
+synth "$T/p/part-0-a2" 7 30
+synth "$T/p/part-1-a1" 8 30     # another task: its own records
+"$DS" verify "$T/p/part-0-a1/*.dls,$T/p/part-1-a1/*.dls" >"$T/out" 2>&1 ||
+	{ cat "$T/out"; fail "two parts of different records refused"; }
+run_fails "part-0-a2/data-00000.dls: record 0 is also .*part-0-a1/data-00000.dls record 0, and 100 records in all of dataset" \
+	"$DS" verify "$T/p/*/*.dls"
+grep -q "part-1" "$T/all" && { cat "$T/all"; fail "part-1 named a duplicate"; }
+# A killed run's part beside its rerun's, split into other shards.
+synth "$T/rerun" 7 45
+run_fails "rerun/data-00000.dls: record 0 is also .*part-0-a1/data-00000.dls record 0, and 100 records in all" \
+	"$DS" verify "$T/p/part-0-a1/*.dls,$T/rerun/*.dls"
+# The same shard twice: same dataset id and index.
+run_fails "shard 0 of 4 of dataset .* where shard 1 of 4 was expected" \
+	"$DS" verify "$T/p/part-1-a1/data-00000.dls,$T/p/part-1-a1/data-00000.dls"
+
 echo "all writer tests passed"
