@@ -16,6 +16,7 @@
 #include "identity.h"
 #include "manifest.h"
 #include "shard_internal.h"
+#include "verify_dups.h"
 
 struct verifier {
 	verify_report_fn report;
@@ -39,19 +40,31 @@ static void problem(struct verifier *v, const char *fmt, ...)
 		v->report(v->ctx, line);
 }
 
-/* Block @b's records against their checksums (format v3). */
+/* Where a shard's records go for the duplicate check (set UINT32_MAX:
+ * nowhere). */
+struct dup_target {
+	struct dup_check *dc;
+	uint32_t set, shard;
+};
+
+/* Block @b's records against their checksums (format v3, @sums; NULL:
+ * none to compare), and into the duplicate check. */
 static void verify_record_sums(struct verifier *v,
 			       const struct shard_schema *schema,
 			       const struct shard_file *sf, uint64_t b,
 			       const struct block_view *view,
-			       const uint64_t *sums)
+			       const uint64_t *sums,
+			       const struct dup_target *dt)
 {
 	const struct shard_block *blk = &sf->blocks[b];
 
 	for (uint32_t i = 0; i < blk->record_count; i++) {
 		uint64_t rec = blk->first_record + i;
+		uint64_t sum = record_checksum_view(schema, view, i);
 
-		if (record_checksum_view(schema, view, i) == sums[rec])
+		if (dt && dt->set != UINT32_MAX)
+			dup_check_add(dt->dc, dt->set, dt->shard, rec, sum);
+		if (!sums || sum == sums[rec])
 			continue;
 		problem(v, "%s: block %llu: offset %llu: record %llu: record "
 			"checksum mismatch (the checksum is at offset %llu)",
@@ -63,7 +76,8 @@ static void verify_record_sums(struct verifier *v,
 }
 
 static void verify_blocks(struct verifier *v, const struct shard_schema *schema,
-			  const struct shard_file *sf)
+			  const struct shard_file *sf,
+			  const struct dup_target *dt)
 {
 	struct block_reader br = { 0 };
 	struct block_view view;
@@ -94,8 +108,9 @@ static void verify_blocks(struct verifier *v, const struct shard_schema *schema,
 			problem(v, "%s", err);
 			continue;
 		}
-		if (have_sums)
-			verify_record_sums(v, schema, sf, b, &view, sums);
+		if (have_sums || (dt && dt->set != UINT32_MAX))
+			verify_record_sums(v, schema, sf, b, &view,
+					   have_sums ? sums : NULL, dt);
 	}
 	close(fd);
 	free(sums);
@@ -107,8 +122,10 @@ static void verify_blocks(struct verifier *v, const struct shard_schema *schema,
  * schema it must have. */
 static void verify_shard(struct verifier *v, const char *path,
 			 const struct shard_schema *schema,
-			 struct shard_file *sf, struct shard_schema *own)
+			 struct shard_file *sf, struct shard_schema *own,
+			 struct dup_check *dc, uint32_t ordinal)
 {
+	struct dup_target dt = { dc, UINT32_MAX, ordinal };
 	char err[512];
 
 	if (shard_open(path, sf, own, err, sizeof(err)) < 0) {
@@ -117,7 +134,9 @@ static void verify_shard(struct verifier *v, const char *path,
 	}
 	if (schema && !schema_equal(own, schema))
 		problem(v, "%s: schema differs from the dataset's", path);
-	verify_blocks(v, own, sf);
+	if (dc)
+		dt.set = dup_check_set(dc, &sf->id);
+	verify_blocks(v, own, sf, &dt);
 }
 
 /* Identities of the shards verified so far, for the binding checks. */
@@ -224,6 +243,24 @@ static long verify_dir(struct verifier *v, const char *dir)
 	d = opendir(dir);
 	if (!d)
 		return -errno;
+	/* A live writer's files are not an interrupted write's: say so and
+	 * stop, since every check below would report its work in progress. */
+	{
+		long pid;
+
+		if (dir_lock_holder(dir, &pid) > 0) {
+			char who[40] = "";
+
+			if (pid > 0)
+				snprintf(who, sizeof(who), " (process %ld)",
+					 pid);
+			problem(v, "%s: busy: a writer%s is writing into it "
+				"now; verify it once the writer has finished",
+				dir, who);
+			closedir(d);
+			return v->problems;
+		}
+	}
 	have_manifest = manifest_read(dir, &m, err, sizeof(err)) == 0;
 	if (!have_manifest)
 		problem(v, "%s", err);
@@ -264,14 +301,20 @@ static long verify_dir(struct verifier *v, const char *dir)
 		closedir(d);
 		snprintf(path, sizeof(path), "%s/*%s", dir, DLS_SHARD_SUFFIX);
 		if (dataset_expand_paths(path, &paths, &n, NULL, 0) == 0) {
+			struct dup_check dc;
+
+			dup_check_init(&dc, paths, n);
 			for (size_t i = 0; i < n; i++) {
 				struct shard_schema own;
 				struct shard_file sf;
 
-				verify_shard(v, paths[i], NULL, &sf, &own);
+				verify_shard(v, paths[i], NULL, &sf, &own, &dc,
+					     (uint32_t)i);
 				seen_add(v, &seen, &sf);
 				shard_file_free(&sf);
 			}
+			dup_check_report(&dc, report_problem, v);
+			dup_check_free(&dc);
 			dataset_free_paths(paths, n);
 		}
 		check_sequence(v, &seen);
@@ -290,7 +333,7 @@ static long verify_dir(struct verifier *v, const char *dir)
 			struct shard_file sf;
 
 			snprintf(path, sizeof(path), "%s/%s", dir, ms->file);
-			verify_shard(v, path, &m.schema, &sf, &own);
+			verify_shard(v, path, &m.schema, &sf, &own, NULL, 0);
 			if (sf.path && (sf.record_count != ms->records ||
 					sf.block_count != ms->blocks ||
 					sf.file_size != ms->bytes))
@@ -364,7 +407,7 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 		struct shard_schema own;
 		struct shard_file sf;
 
-		verify_shard(&v, path, NULL, &sf, &own);
+		verify_shard(&v, path, NULL, &sf, &own, NULL, 0);
 		shard_file_free(&sf);
 		return v.problems;
 	}
@@ -376,7 +419,10 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 	}
 	{
 		struct seen_shards seen = { 0 };
+		struct dup_check dc;
 
+		/* Two datasets or more: their records are compared too. */
+		dup_check_init(&dc, paths, n);
 		for (size_t i = 0; i < n; i++) {
 			struct shard_schema own;
 			struct shard_file sf;
@@ -384,7 +430,7 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 			/* The first sound shard sets the schema the others
 			 * must have. */
 			verify_shard(&v, paths[i], have_first ? &first : NULL,
-				     &sf, &own);
+				     &sf, &own, &dc, (uint32_t)i);
 			if (!have_first && sf.path) {
 				first = own;
 				have_first = 1;
@@ -394,6 +440,8 @@ long dataset_verify(const char *path, verify_report_fn report, void *ctx)
 		}
 		check_sequence(&v, &seen);
 		seen_free(&seen);
+		dup_check_report(&dc, report_problem, &v);
+		dup_check_free(&dc);
 	}
 	dataset_free_paths(paths, n);
 	return v.problems;

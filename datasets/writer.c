@@ -26,6 +26,7 @@
 #include "writer_commit.h"
 #include "writer_internal.h"
 #include "writer_pool.h"
+#include "writer_sums.h"
 
 #define WRITER_MAX_THREADS 64u
 #define PATH_CAP 4096
@@ -51,8 +52,8 @@ struct sluice_writer {
 	uint64_t pos;
 	struct dls_index_entry_disk *index;
 	uint64_t nindex, index_cap;
-	uint64_t *sums;                 /* its records' checksums (v3) */
-	uint64_t sums_cap;
+	struct writer_sums sums;        /* its records' checksums (v3), in
+					   bounded memory */
 	uint64_t shard_records, shard_raw, shard_stored;
 
 	struct manifest man;            /* finished shards and totals */
@@ -149,7 +150,8 @@ static int finish_shard(struct sluice_writer *w)
 	struct dls_header_disk h;
 	struct manifest_shard *ms;
 	uint8_t *page;
-	uint64_t index_off, index_len, sums_off, sums_len, sum;
+	uint64_t index_off, index_len, sums_off, sums_len, sums_sum, sum;
+	char what[512] = "";
 	int r;
 
 	if (w->fd < 0)
@@ -157,10 +159,18 @@ static int finish_shard(struct sluice_writer *w)
 	index_off = align_up_u64(w->pos, w->cfg.alignment);
 	index_len = w->nindex * sizeof(struct dls_index_entry_disk);
 	sums_off = index_off + index_len;
-	sums_len = w->shard_records * sizeof(*w->sums);
+	sums_len = writer_sums_count(&w->sums) * 8;
+	if (sums_len != w->shard_records * 8)
+		return fail(w, -EIO, "%s: %llu record checksums for %llu "
+			    "records", w->tmp_path,
+			    (unsigned long long)(sums_len / 8),
+			    (unsigned long long)w->shard_records);
 	r = write_full(w->fd, w->index, index_len, index_off);
 	if (r == 0)
-		r = write_full(w->fd, w->sums, sums_len, sums_off);
+		r = writer_sums_write(&w->sums, w->fd, sums_off, &sums_sum,
+				      what, sizeof(what));
+	if (r < 0 && what[0])
+		return fail(w, r, "%s", what);
 	if (r < 0)
 		return fail(w, r, "%s: writing the index: %s", w->tmp_path,
 			    sluice_strerror(r));
@@ -178,7 +188,7 @@ static int finish_shard(struct sluice_writer *w)
 	h.raw_bytes = w->shard_raw;
 	h.record_sums_offset = sums_off;
 	h.record_sums_length = sums_len;
-	h.record_sums_checksum = XXH3_64bits(w->sums, sums_len);
+	h.record_sums_checksum = sums_sum;
 	memcpy(h.dataset_id, w->dataset_id, sizeof(h.dataset_id));
 	h.shard_index = w->man.nshards;
 	h.shard_count = 0;
@@ -265,20 +275,14 @@ static int write_block(struct sluice_writer *w, const struct wslot *s)
 		w->index = nv;
 		w->index_cap = cap;
 	}
-	if (w->shard_records + s->records > w->sums_cap) {
-		uint64_t cap = w->sums_cap ? w->sums_cap : 1024;
-		void *nv;
+	{
+		char what[512];
 
-		while (cap < w->shard_records + s->records)
-			cap *= 2;
-		nv = realloc(w->sums, cap * sizeof(*w->sums));
-		if (!nv)
-			return fail(w, -ENOMEM, "out of memory");
-		w->sums = nv;
-		w->sums_cap = cap;
+		r = writer_sums_add(&w->sums, s->sums, s->records, what,
+				    sizeof(what));
+		if (r < 0)
+			return fail(w, r, "%s", what);
 	}
-	memcpy(w->sums + w->shard_records, s->sums,
-	       s->records * sizeof(*w->sums));
 	e = &w->index[w->nindex++];
 	memset(e, 0, sizeof(*e));
 	e->offset = off;
@@ -506,6 +510,7 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 		return -ENOMEM;
 	w->fd = -1;
 	w->lock_fd = -1;
+	w->sums.fd = -1;        /* writer_sums_free before init: nothing */
 	clock_gettime(CLOCK_MONOTONIC, &w->start);
 	w->cfg = *cfg;
 	if (!w->cfg.alignment)
@@ -534,7 +539,8 @@ SLUICE_API int sluice_writer_open(const char *out_dir,
 	w->man.schema = w->schema;
 	w->man.bound = 1;
 	memcpy(w->man.dataset_id, w->dataset_id, sizeof(w->dataset_id));
-	if (open_block_init(&w->ob, &w->schema) < 0) {
+	if (open_block_init(&w->ob, &w->schema) < 0 ||
+	    writer_sums_init(&w->sums, w->out_dir) < 0) {
 		r = fail(w, -ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -620,7 +626,7 @@ static void writer_free(struct sluice_writer *w)
 	dir_unlock(w->out_dir, w->lock_fd);
 	open_block_free(&w->ob);
 	free(w->index);
-	free(w->sums);
+	writer_sums_free(&w->sums);
 	manifest_free(&w->man);
 	free(w);
 }

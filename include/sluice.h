@@ -266,7 +266,10 @@ SLUICE_API void sluice_writer_config_init(struct sluice_writer_config *cfg);
  * atomically.  So what a failed or killed write leaves is refused by
  * every reader, by dataset.json or by glob.  Each dataset gets a random
  * 128-bit id, recorded with each shard's index in its header.
- * Memory stays bounded by a few blocks per worker thread.
+ * Memory stays bounded by a few blocks per worker thread, the open
+ * shard's index and 512 KiB of record checksums (the rest of a shard's
+ * wait in an unlinked temporary file in @out_dir): it does not grow with
+ * records per shard.
  * @out_dir, @cfg: borrowed for the call.
  * @out: the writer; on failure a writer carrying only the message
  *	(sluice_writer_error(), then sluice_writer_abort()), or NULL.

@@ -205,6 +205,34 @@ int file_open_regular(const char *path, int flags, struct stat *st,
 const char *file_kind(mode_t mode);
 
 /* ------------------------------------------------------------------ */
+/* The writer lock of a folder                                         */
+/* ------------------------------------------------------------------ */
+
+/* Every writer and merge holds an exclusive flock on DIR/.sluice.lock
+ * while it writes into DIR, with its pid written in the file. */
+#define DIR_LOCK_NAME ".sluice.lock"
+
+/*
+ * dir_lock - take the lock of @dir (which exists) and write this
+ * process's pid into it.  *@fd receives the lock's descriptor.
+ * @return: 0; -EBUSY when another process holds it (@err names the
+ *	holder's pid); -errno.
+ */
+int dir_lock(const char *dir, int *fd, char *err, size_t errlen);
+
+/* Remove the lock file and release it (@fd < 0: nothing to do). */
+void dir_unlock(const char *dir, int fd);
+
+/*
+ * dir_lock_holder - whether a live process holds the lock of @dir,
+ * without taking it.  *@pid: the pid written in the lock file (0 when
+ * none could be read): the holder's when @return is 1, the last
+ * holder's (dead: a killed writer) when 0.
+ * @return: 1 held; 0 no lock file, or one nobody holds; -errno.
+ */
+int dir_lock_holder(const char *dir, long *pid);
+
+/* ------------------------------------------------------------------ */
 /* Loader instruments (tests, benchmarks)                              */
 /* ------------------------------------------------------------------ */
 

@@ -527,7 +527,7 @@ run_fails "no file matches" "$DS" info "$T/killed/*.dls"
 run_fails "uncommitted shard" "$DS" info "$T/killed/.*.tmp"
 run_fails "uncommitted shard" "$DS" info "$(ls -d "$T"/killed/.data-00000.dls.*.tmp)"
 run_fails "dataset.json" "$DS" info "$T/killed"
-run_fails "leftovers of an interrupted conversion.*rm -r" \
+run_fails "leftovers of an interrupted conversion.*dlpack-shard clean" \
 	"$DS" convert --from synth --records 8 --field x:uint8 --out "$T/killed"
 
 step "a failed conversion says how to clean up"

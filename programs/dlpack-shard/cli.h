@@ -24,6 +24,7 @@ int cli_info(int argc, char **argv);
 int cli_verify(int argc, char **argv);
 int cli_cat(int argc, char **argv);
 int cli_merge(int argc, char **argv);
+int cli_clean(int argc, char **argv);
 
 /* The full usage text on @f. */
 void cli_usage(FILE *f);
@@ -32,6 +33,10 @@ void cli_usage(FILE *f);
  * CLI_EXIT_ERROR: writing a dataset over another would leave its extra
  * shards behind. */
 int cli_check_out_dir(const char *dir);
+
+/* 0 when no live writer holds @dir (missing, or its lock file unheld),
+ * else "DIR: busy: a writer (process PID) ..." and CLI_EXIT_ERROR. */
+int cli_check_busy(const char *dir);
 
 /* "uint8" etc., or a "code:bits:lanes" fallback in @buf. */
 const char *cli_dtype_name(DLDataType dt, char *buf, size_t len);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sluice_tools.h"
 
 const char *cli_dtype_name(DLDataType dt, char *buf, size_t len)
 {
@@ -29,6 +30,21 @@ static int is_leftover(const char *name)
 		strcmp(name, ".sluice.lock") == 0);
 }
 
+int cli_check_busy(const char *dir)
+{
+	long pid;
+	int r = dir_lock_holder(dir, &pid);
+
+	if (r <= 0)
+		return 0;
+	if (pid > 0)
+		return cli_error("%s: busy: a writer (process %ld) is writing "
+				 "into it now; wait for it to finish, or "
+				 "choose another folder", dir, pid);
+	return cli_error("%s: busy: a writer is writing into it now; wait "
+			 "for it to finish, or choose another folder", dir);
+}
+
 int cli_check_out_dir(const char *dir)
 {
 	struct dirent *de;
@@ -38,6 +54,12 @@ int cli_check_out_dir(const char *dir)
 	if (!d)
 		return errno == ENOENT ? 0 : cli_error("%s: %s", dir,
 						     strerror(errno));
+	/* A live writer's hidden files are not leftovers: removing them
+	 * (the advice below) would kill its conversion. */
+	if (cli_check_busy(dir)) {
+		closedir(d);
+		return CLI_EXIT_ERROR;
+	}
 	while ((de = readdir(d)) != NULL)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
 			entries++;
@@ -47,7 +69,8 @@ int cli_check_out_dir(const char *dir)
 	if (entries && entries == leftovers)
 		return cli_error("%s: holds the leftovers of an interrupted "
 				 "conversion (hidden .tmp files, which no "
-				 "reader loads); remove them with 'rm -r %s' "
+				 "reader loads; no writer holds the folder); "
+				 "remove them with '" CLI_NAME " clean %s' "
 				 "and convert again", dir, dir);
 	if (entries)
 		return cli_error("%s: not empty; stale shards would outlive "

@@ -504,14 +504,18 @@ int cli_convert(int argc, char **argv)
 		fputs("\r\x1b[K", stderr);
 	if (r < 0) {
 		cli_error_code(err, r);
-		/* The writer removed its shards; only the folder remains. */
-		if (access(a.o.out_dir, F_OK) == 0)
+		/* The writer removed its shards; only the folder remains.
+		 * Unless another writer holds it (EBUSY, or one that started
+		 * since): then its files are live, and removal would kill
+		 * its conversion. */
+		if (r != -EBUSY && access(a.o.out_dir, F_OK) == 0 &&
+		    cli_check_busy(a.o.out_dir) == 0)
 			fprintf(stderr, "dlpack-shard: no dataset was written; "
 				"%s holds nothing to keep (remove it with 'rm "
 				"-r %s'). A killed conversion leaves only hidden "
-				".tmp files there, which no reader loads: remove "
-				"them the same way.\n",
-				a.o.out_dir, a.o.out_dir);
+				".tmp files there, which no reader loads: "
+				"'" CLI_NAME " clean %s' removes them.\n",
+				a.o.out_dir, a.o.out_dir, a.o.out_dir);
 		return CLI_EXIT_ERROR;
 	}
 	print_summary(&a, &sum, (double)clock_ns() / 1e9 - start);

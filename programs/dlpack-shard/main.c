@@ -55,6 +55,11 @@ void cli_usage(FILE *f)
 "                                    parts' (copies across filesystems): a\n"
 "                                    part edited in place later changes OUT\n"
 "                                    too; --copy copies every shard instead\n"
+"  clean OUT                         remove what interrupted writes into\n"
+"                                    OUT left: its hidden .tmp files and\n"
+"                                    OUT.parts/ (Spark and Ray staging);\n"
+"                                    refuses while a writer holds OUT or a\n"
+"                                    part; never removes committed shards\n"
 "\n"
 "PATH is a dataset directory, a shard file, a comma-separated list of\n"
 "shards or a glob.  A directory is checked against its dataset.json; a\n"
@@ -69,7 +74,7 @@ int main(int argc, char **argv)
 	static const struct cli_subcommand commands[] = {
 		{ "convert", cli_convert }, { "info", cli_info },
 		{ "verify", cli_verify },   { "cat", cli_cat },
-		{ "merge", cli_merge },
+		{ "merge", cli_merge },     { "clean", cli_clean },
 	};
 	static const struct cli_program program = {
 		CLI_NAME, cli_usage, commands,

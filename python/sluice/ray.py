@@ -45,6 +45,7 @@ class SluiceDatasink(Datasink):
         self.task_hook = task_hook
         self.writer_options = writer_options
         self.staging = parts.staging_dir(self.out)
+        self.claimed = None
         self.summary = None
 
     def get_name(self):
@@ -58,7 +59,14 @@ class SluiceDatasink(Datasink):
             from .columns import fields_from_arrow
             arrow = getattr(schema, "base_schema", schema)
             self.fields = fields_from_arrow(arrow)
-        os.makedirs(self.staging, exist_ok=True)
+        # Taken before any write task runs: a second write into out
+        # fails here, in seconds, not at its merge after the whole job.
+        self.claimed = parts.claim(self.out)
+        try:
+            os.makedirs(self.staging, exist_ok=True)
+        except BaseException:
+            self.claimed.release(remove_if_empty=True)
+            raise
 
     def write(self, blocks, ctx):
         from ray.data.block import BlockAccessor
@@ -73,6 +81,16 @@ class SluiceDatasink(Datasink):
                 "records": res["records"]}
 
     def on_write_complete(self, write_result):
-        self.summary = parts.commit(write_result.write_returns, self.out,
-                                    self.staging, self.keep_parts,
-                                    self.verify)
+        try:
+            self.summary = parts.commit(write_result.write_returns,
+                                        self.out, self.staging,
+                                        self.keep_parts, self.verify,
+                                        self.claimed)
+        finally:
+            self.claimed.release(remove_if_empty=True)
+
+    def on_write_failed(self, error):
+        """The write failed: let go of out (its parts stay in
+        OUT.parts until `dlpack-shard clean OUT`)."""
+        if self.claimed is not None:
+            self.claimed.release(remove_if_empty=True)

@@ -48,8 +48,25 @@ def write_dataframe(df, out, schema=None, *, keep_parts=False, verify=False,
     else:
         fields = normalize_schema(schema)
     names = [f[0] for f in fields]
-    staging = parts.staging_dir(out)
-    os.makedirs(staging, exist_ok=True)
+    # Taken before any task runs: a second write into @out fails here,
+    # in seconds, not at its merge after the whole job.
+    claimed = parts.claim(out)
+    try:
+        staging = parts.staging_dir(out)
+        os.makedirs(staging, exist_ok=True)
+        rows = _run(df, names, staging, fields, writer_options, task_hook)
+        return parts.commit(results_of(rows), out, staging, keep_parts,
+                            verify, claimed)
+    finally:
+        # Released by commit before its merge; here when the job or
+        # the commit's checks failed (the parts stay in OUT.parts:
+        # `dlpack-shard clean OUT`).
+        claimed.release(remove_if_empty=True)
+
+
+def _run(df, names, staging, fields, writer_options, task_hook):
+    """The Spark job: one write_attempt per partition; the rows of the
+    attempts Spark counted."""
 
     def write_partition(batches):
         from pyspark import TaskContext
@@ -59,8 +76,7 @@ def write_dataframe(df, out, schema=None, *, keep_parts=False, verify=False,
                             ctx.taskAttemptId(), ctx.attemptNumber(),
                             batches, writer_options, task_hook)
 
-    rows = df.select(*names).mapInArrow(write_partition, _RESULT).collect()
-    return parts.commit(results_of(rows), out, staging, keep_parts, verify)
+    return df.select(*names).mapInArrow(write_partition, _RESULT).collect()
 
 
 def write_attempt(staging, fields, task, attempt_id, attempt_number,

@@ -309,8 +309,8 @@ def test_two_writers_on_one_folder(tmp_path):
         with pytest.raises(sluice.SluiceError) as e:
             sluice.ShardWriter(part, SCHEMA)
         assert e.value.errno == errno.EBUSY
-        assert "another writer or merge is writing into this folder" in str(
-            e.value)
+        assert ("busy: a writer or merge (process %d) is writing into this "
+                "folder" % first.pid) in str(e.value)
         first.stdin.write("go\n")
         first.stdin.flush()
         assert first.wait(timeout=120) == 0
