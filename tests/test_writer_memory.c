@@ -42,7 +42,7 @@ int main(void)
 {
 	const char *root = tu_scratch("writer-memory");
 	struct sluice_writer_config cfg;
-	struct sluice_writer_summary sum;
+	struct sluice_writer_summary sum = { .size = sizeof(sum) };
 	struct sluice_field f;
 	struct sluice_column col;
 	sluice_writer *w;
