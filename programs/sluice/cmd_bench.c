@@ -18,17 +18,6 @@ static uint32_t online_cpus(void)
 	return n < 1 ? 1 : (uint32_t)n;
 }
 
-/* Decode workers that can run at once: the loader's default rule
- * (online CPUs, at most 8) capped by the CPUs there are. */
-static uint32_t effective_threads(const struct cli_opts *o)
-{
-	uint32_t cpus = online_cpus(), t = o->cfg.decode_threads;
-
-	if (t == 0)
-		t = cpus < 8 ? cpus : 8;
-	return t < cpus ? t : cpus;
-}
-
 static void maybe_drop_cache(const struct cli_opts *o, const char *when)
 {
 	int r;
@@ -89,7 +78,9 @@ int cmd_bench(int argc, char **argv)
 	if (limit_disk(&shards, online_cpus(), res.stats.direct_io, &disk,
 		       disk_err, sizeof(disk_err)) == 0)
 		rep.disk = &disk;
-	if (limit_cpu(&shards, effective_threads(&o), &cpu, cpu_err,
+	/* The machine's limit, on every CPU whatever --decode-threads
+	 * says: the decompressor on all cores. */
+	if (limit_cpu(&shards, online_cpus(), &cpu, cpu_err,
 		      sizeof(cpu_err)) == 0)
 		rep.cpu = &cpu;
 	rep.o = &o;
