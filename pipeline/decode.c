@@ -533,6 +533,8 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		}
 		r = device_copy_slot_ranges(c->dev, s->id, s->host, used,
 					    c->tensors_per_batch);
+		if (r)
+			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
 		loader_span(c, SLUICE_STAGE_COPY, t0, now_ns(), bytes);
 		atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
 		atomic_fetch_add(&c->st_copy.bytes, bytes);

@@ -182,9 +182,8 @@ static void copy_error_case(sluice_dataset *ds, int64_t stream)
 	expect_clean(&c, "before a failed copy");
 	sluice_loader_error(ld, msg, sizeof(msg));
 	T_CONTAINS(msg, "copy of batch");
-	/* The device's own words ("simulated copy 4 (slot ...) failed")
-	 * are kept for gathers only: decode.c reads device_last_error()
-	 * after a failed gather, not after a failed copy. */
+	/* with the device's own words */
+	T_CONTAINS(msg, "simulated copy 4");
 	/* and it stays failed */
 	{
 		sluice_batch *b;
