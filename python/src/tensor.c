@@ -149,9 +149,11 @@ static PyObject *host_copy_capsule(const PySluiceTensor *self, int versioned)
 {
 	uint64_t n = tensor_nbytes(self);
 	struct host_copy *c;
+	DLManagedTensor *src;
 	DLTensor dl;
 	void *mem;
 	PyObject *cap;
+	int r;
 
 	_Static_assert(sizeof(struct host_copy) <= COPY_DATA_OFFSET,
 		       "copy header fits before the data");
@@ -159,10 +161,19 @@ static PyObject *host_copy_capsule(const PySluiceTensor *self, int versioned)
 	    posix_memalign(&mem, COPY_DATA_OFFSET,
 			   COPY_DATA_OFFSET + (size_t)n))
 		return PyErr_NoMemory();
+	/* Read through an export on stream 0, which waits for the batch's
+	 * copy where a device makes one (the simulated device's memory is
+	 * host memory, written by its copy stream). */
+	r = sluice_batch_tensor(self->batch->b, self->name, 0, &src);
+	if (r < 0) {
+		free(mem);
+		return pysluice_raise_code(r, self->name);
+	}
 	c = mem;
 	memset(c, 0, sizeof(*c));
 	memcpy(c->shape, self->shape, sizeof(c->shape));
-	memcpy((char *)mem + COPY_DATA_OFFSET, self->data, (size_t)n);
+	memcpy((char *)mem + COPY_DATA_OFFSET, src->dl_tensor.data, (size_t)n);
+	src->deleter(src);
 	dl = (DLTensor){
 		.data = (char *)mem + COPY_DATA_OFFSET,
 		.device = self->device,

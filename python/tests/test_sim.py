@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import check_batch
+from conftest import check_batch, source
 
 # The loader says it runs on the simulation, once per loader.
 pytestmark = pytest.mark.filterwarnings(
@@ -65,4 +65,34 @@ def test_sim_held_batches_stay_intact(raw_dataset, sim_seed):
                 old.release()
         for old, data in held:
             seen.extend(check_batch(old))
+        assert sorted(seen) == list(range(400))
+
+
+class Copied:
+    """A tensor whose export asks for copy=True."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kw):
+        kw["copy"] = True
+        return self.tensor.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_sim_copy_true_waits_for_the_copy(dataset, sim_seed):
+    """copy=True, the batch's first export, copies the bytes the device
+    copy wrote, not the poison before it."""
+    with sluice.Loader(dataset, batch_size=32, shuffle="window",
+                       seed=sim_seed, device="auto", prefetch=3,
+                       decode_threads=2) as ld:
+        seen = []
+        for batch in ld:
+            data = np.from_dlpack(Copied(batch["data"]))
+            idx = list(batch.indices)
+            for j, i in enumerate(idx):
+                np.testing.assert_array_equal(data[j], source(i)["data"])
+            seen.extend(idx)
         assert sorted(seen) == list(range(400))
