@@ -487,7 +487,11 @@ enum sluice_stage {
 struct sluice_loader_config {
 	uint32_t batch_size;       /* records per batch; 256 */
 	enum sluice_shuffle shuffle; /* WINDOW */
-	uint32_t window_blocks;    /* W for SHUFFLE_WINDOW; 16 */
+	uint32_t window_blocks;    /* W for SHUFFLE_WINDOW; 16.  Where the
+				      default memory_bytes is capped and a
+				      batch's blocks would not fit, halved
+				      until they do (stats.fallbacks says
+				      so; the order then depends on it) */
 	uint64_t seed;             /* 0 */
 	int drop_last;             /* drop a short last batch; 0 */
 	int rank;                  /* -1: $RANK, else 0 */

@@ -393,6 +393,20 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 (unsigned long long)c->io_bytes);
 		return -ENOSPC;
 	}
+	if (!c->chunks_possible && c->io_bytes < z.io_top_need) {
+		/* A batch could never have its blocks in memory at once: say
+		 * so at open, not at that batch (the caller may shrink a
+		 * shuffle window instead, loader.c). */
+		snprintf(err, errlen,
+			 "a batch's %llu blocks take up to %llu bytes of io memory at once, more than the %llu %s leaves: raise memory_bytes (sluice --memory, Python memory_bytes=)%s",
+			 (unsigned long long)c->need,
+			 (unsigned long long)z.io_top_need,
+			 (unsigned long long)c->io_bytes,
+			 budget_words(c, budget, words, sizeof(words)),
+			 c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW
+				 ? ", lower window_blocks (--window)" : "");
+		return -E2BIG;
+	}
 	c->io_batch_max = z.io_top_need;
 	c->io_need_bytes = add_sat(mul_sat(c->need, z.io_median), z.io_max);
 	if (c->io_need_bytes > c->io_bytes / 2)

@@ -392,18 +392,11 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	return start_threads(c);
 }
 
-static int open_core(struct loader_core *c,
-		     const struct sampler_stream_spec *specs, uint32_t nspecs,
-		     char *err, size_t errlen)
+static int open_sampler(struct loader_core *c,
+			const struct sampler_stream_spec *specs,
+			uint32_t nspecs, char *err, size_t errlen)
 {
-	struct sampler_config sc;
-	uint64_t need, entries, batch_fixed;
-	int r;
-
-	r = build_geometry(c);
-	if (r)
-		return r;
-	sc = (struct sampler_config){
+	struct sampler_config sc = {
 		.shuffle = c->cfg.shuffle,
 		.window_blocks = c->cfg.window_blocks,
 		.seed = c->cfg.seed,
@@ -412,17 +405,63 @@ static int open_core(struct loader_core *c,
 		.rank = (uint32_t)c->cfg.rank,
 		.world_size = (uint32_t)c->cfg.world_size,
 	};
-	if (specs)
-		r = sampler_init_streams(&c->sampler, &sc, c->block_first,
-					 c->nblocks, specs, nspecs);
-	else
-		r = sampler_init(&c->sampler, &sc, c->block_first, c->nblocks);
+	int r = specs ? sampler_init_streams(&c->sampler, &sc, c->block_first,
+					     c->nblocks, specs, nspecs)
+		      : sampler_init(&c->sampler, &sc, c->block_first,
+				     c->nblocks);
+
 	if (r) {
 		snprintf(err, errlen, "sampler: invalid configuration");
 		return r;
 	}
 	c->fresh_batches = c->sampler.nbatches;
 	c->epoch_batches = c->sampler.nbatches;
+	return 0;
+}
+
+/*
+ * The default budget's cap binds and a window batch's blocks do not fit
+ * the io memory it leaves (budget_open's -E2BIG): halve the window until
+ * they do, and say so (stats.fallbacks).  The window is part of the
+ * order: a run resumed with another memory_bytes, or on a machine whose
+ * cap differs, has another order.  @return: budget_open's.
+ */
+static int shrink_window(struct loader_core *c,
+			 const struct sampler_stream_spec *specs,
+			 uint32_t nspecs, uint64_t batch_fixed,
+			 uint64_t *entries, char *err, size_t errlen)
+{
+	int r = -E2BIG;
+
+	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes)
+		return r;
+	c->window_asked = c->cfg.window_blocks;
+	while (r == -E2BIG && c->cfg.window_blocks > 1) {
+		c->cfg.window_blocks /= 2;
+		sampler_destroy(&c->sampler);
+		r = open_sampler(c, specs, nspecs, err, errlen);
+		if (r)
+			return r;
+		c->need = cache_needed(c, c->cfg.batch_size);
+		*entries = cache_entries(c, c->need);
+		r = budget_open(c, *entries, batch_fixed, err, errlen);
+	}
+	return r;
+}
+
+static int open_core(struct loader_core *c,
+		     const struct sampler_stream_spec *specs, uint32_t nspecs,
+		     char *err, size_t errlen)
+{
+	uint64_t need, entries, batch_fixed;
+	int r;
+
+	r = build_geometry(c);
+	if (r)
+		return r;
+	r = open_sampler(c, specs, nspecs, err, errlen);
+	if (r)
+		return r;
 
 	/* Range reads read a full shuffle's records again every epoch; a
 	 * cache_bytes that holds every block reads each block once, so
@@ -467,6 +506,11 @@ static int open_core(struct loader_core *c,
 		entries = cache_entries(c, need);
 		r = budget_open(c, entries, batch_fixed, err, errlen);
 	}
+	if (r == -E2BIG)
+		r = shrink_window(c, specs, nspecs, batch_fixed, &entries,
+				  err, errlen);
+	if (r == -E2BIG)
+		r = -ENOSPC;
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
 	if (!r)
@@ -832,6 +876,14 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 c->ring_info.fallbacks);
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 			 c->dev_info.fallbacks);
+	if (c->window_asked) {
+		char note[192];
+
+		snprintf(note, sizeof(note),
+			 "memory binds: shuffle window of %u blocks, not %u (a batch's blocks fit the io memory the default memory_bytes leaves; set memory_bytes for the whole window)",
+			 c->cfg.window_blocks, c->window_asked);
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
+	}
 	if (c->chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 c->gather_lost_to_chunks

@@ -231,6 +231,8 @@ struct loader_core {
 				       blocks at a time (chunks.c) */
 	int chunked;                /* they do: their blocks do not fit
 				       at once */
+	uint32_t window_asked;      /* 0, or the window_blocks asked for,
+				       halved to fit (cfg has the one used) */
 	uint32_t chunks_inflight;   /* chunks pinned [mu] */
 	uint64_t *ahead_recs;       /* records of one batch for the
 				       read-ahead (direct.c) [mu] */

@@ -875,6 +875,73 @@ static void check_explicit_cache(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Where the default budget's cap binds, a window batch whose blocks do
+ * not fit the io memory gets a smaller window, said in stats.fallbacks
+ * (it used to fail at batch 0: "does not fit beside the other blocks");
+ * an explicit memory_bytes that cannot hold one is refused at open. */
+static void check_window_shrinks(const char *dir)
+{
+	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
+					16384);
+	struct sluice_writer_config wc;
+	struct sluice_loader_config cfg;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	struct sluice_stats st = { .size = sizeof(st) };
+	static uint8_t rec[16384];
+	char msg[512];
+
+	/* 1024 records of 16 KiB in 256 KiB blocks: 64 blocks, 16 MiB */
+	sluice_writer_config_init(&wc);
+	wc.block_size = 256 << 10;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < 1024; i++) {
+		const void *v[1] = { rec };
+		uint64_t len[1] = { sizeof(rec) };
+
+		memset(rec, (int)(i * 7), sizeof(rec));
+		T_OK(sluice_writer_add(w, v, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.batch_size = 64;
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.window_blocks = 16;     /* a batch: 32 blocks, 8.3 MB */
+	budget_test_default_cap = 4 * MIB;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	budget_test_default_cap = 0;
+	for (uint32_t got = 0;;) {
+		sluice_batch *b;
+		int r = sluice_loader_next(ld, &b);
+
+		if (r != 0) {
+			sluice_loader_error(ld, msg, sizeof(msg));
+			if (r != SLUICE_EOF)
+				T_FAIL_AT("next: %s", msg);
+			T_EQ(got, 1024);
+			break;
+		}
+		got += sluice_batch_size(b);
+		sluice_batch_release(b);
+	}
+	T_OK(sluice_loader_stats(ld, &st));
+	T_ASSERT(st.memory_bytes <= 4 * MIB);
+	T_CONTAINS(st.fallbacks, "memory binds: shuffle window of");
+	T_CONTAINS(st.fallbacks, "blocks, not 16");
+	sluice_loader_close(ld);
+
+	cfg.memory_bytes = 4 * MIB;
+	ld = NULL;
+	T_EQ(sluice_loader_open(ds, &cfg, &ld), -ENOSPC);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "lower window_blocks");
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 /* Stream @n datasets to their end (no shuffle, batches of 10, blocks
  * verified when @verify); the loader must fail as corrupt, naming
  * @file's block 0 at offset 4096. */
@@ -1091,6 +1158,8 @@ int main(void)
 	check_variable_images(path);
 	snprintf(path, sizeof(path), "%s/cached", dir);
 	check_explicit_cache(path);
+	snprintf(path, sizeof(path), "%s/window", dir);
+	check_window_shrinks(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
