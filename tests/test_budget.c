@@ -931,6 +931,22 @@ static void check_window_shrinks(const char *dir)
 	T_ASSERT(st.memory_bytes <= 4 * MIB);
 	T_CONTAINS(st.fallbacks, "memory binds: shuffle window of");
 	T_CONTAINS(st.fallbacks, "blocks, not 16");
+	{
+		/* A state saved with the whole window is refused by the
+		 * halved one, not resumed in another order. */
+		struct sluice_loader_config big = cfg;
+		sluice_loader *full = NULL;
+		struct sluice_state state;
+
+		big.memory_bytes = 32 * MIB;
+		T_OK(sluice_loader_open(ds, &big, &full));
+		T_OK(sluice_loader_state_get(full, &state));
+		sluice_loader_close(full);
+		T_EQ(state.window_blocks, 16);
+		T_EQ(sluice_loader_state_set(ld, &state), -SLUICE_ESTATE);
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_CONTAINS(msg, "halved to fit its default memory budget");
+	}
 	sluice_loader_close(ld);
 
 	cfg.memory_bytes = 4 * MIB;
