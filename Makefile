@@ -132,7 +132,7 @@ $(FSTATIC): $(FLIB_OBJS)
 
 $(SHARED): $(LIB_OBJS)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-soname,libsluice.so.0 \
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-z,defs -Wl,-soname,libsluice.so.1 \
 		$(LDFLAGS) $^ $(LIBS) -o $@
 
 $(DLPACK_SHARD): $(SHARD_CLI_SRCS:%.c=$(BUILD)/obj/%.o) $(STATIC)
@@ -234,8 +234,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/libsluice.so.0
-	ln -sf libsluice.so.0 $(DESTDIR)$(PREFIX)/lib/libsluice.so
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/libsluice.so.1
+	ln -sf libsluice.so.1 $(DESTDIR)$(PREFIX)/lib/libsluice.so
 	install -m 644 include/sluice.h include/sluice_dlpack.h \
 		include/dlpack_shard.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(DLPACK_SHARD) $(SLUICE) $(DESTDIR)$(PREFIX)/bin/

@@ -9,7 +9,7 @@
  *   offset), copied out with sluice_*_error(handle, buf, len);
  * - create/destroy come in pairs and every destroy accepts NULL.
  *
- * - structs can grow without breaking libsluice.so.0:
+ * - structs can grow without breaking libsluice.so.1:
  *   - configs (the structs the library reads) end in reserved space:
  *     start from the *_config_init() defaults, never from a struct of
  *     your own;
@@ -528,8 +528,9 @@ struct sluice_loader_config {
 	 * pinned).  0 (default): what the dataset's index says prefetch_depth
 	 * + 1 typical batches (one more with variable-length fields), the block
 	 * cache, and the largest batch and block need, capped at an eighth
-	 * of RAM or of the control group's memory limit when lower (an
-	 * explicit cache_bytes is not capped).  Given: exactly that, and an
+	 * of RAM or of the control group's memory limit when lower, divided
+	 * among $LOCAL_WORLD_SIZE ranks (an explicit cache_bytes is not
+	 * capped).  Given: exactly that, and an
 	 * explicit cache_bytes that does not fit beside one batch fails
 	 * open with -ENOSPC.  The arena is made resident at open.  Batches
 	 * take what their records need; the planner fills a slot only when

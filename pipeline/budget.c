@@ -48,20 +48,23 @@ uint64_t block_io_bytes(const struct shard_block *blk)
 uint64_t budget_test_default_cap;
 #endif
 
-/* An eighth of the memory this process may use: the machine's, or its
- * control group's limit when smaller (a container). */
+/* An eighth of the memory this process may use (the machine's, or its
+ * control group's limit when smaller: a container), shared among the
+ * ranks of this host: eight ranks must not pin the whole of it. */
 static uint64_t default_budget(void)
 {
-#ifdef SLUICE_TESTING
-	if (budget_test_default_cap)
-		return budget_test_default_cap;
-#endif
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t ram = pages > 0 && page > 0
 		? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+	uint64_t cap;
 
 	ram = memory_limit_bytes(ram, "/proc/self/cgroup", "/sys/fs/cgroup");
-	return ram / DEFAULT_BUDGET_SHARE;
+	cap = ram / DEFAULT_BUDGET_SHARE;
+#ifdef SLUICE_TESTING
+	if (budget_test_default_cap)
+		cap = budget_test_default_cap;
+#endif
+	return cap / local_ranks();
 }
 
 static uint64_t mul_sat(uint64_t a, uint64_t b)
@@ -247,7 +250,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)
 {
 	uint64_t b = c->cfg.batch_size, budget, io_want, batch_want, per_batch;
-	uint64_t extra, big;
+	uint64_t extra, big, cache;
 	uint64_t records = c->ds->record_count;
 	uint32_t big_field;
 	char words[128];
@@ -260,6 +263,8 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	r = measure_blocks(c, &z);
 	if (r)
 		return r;
+	/* An explicit cache_bytes, at most what every block takes. */
+	cache = c->cfg.cache_bytes < z.io_sum ? c->cfg.cache_bytes : z.io_sum;
 	io_want = add_sat(mul_sat(entries, z.io_median), z.io_max);
 	if (c->cfg.cache_bytes > io_want)
 		io_want = c->cfg.cache_bytes;
@@ -298,8 +303,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 
 	if (c->cfg.memory_bytes) {
 		budget = c->cfg.memory_bytes;
-		if (c->cfg.cache_bytes &&
-		    add_sat(c->cfg.cache_bytes, batch_fixed) > budget) {
+		if (cache && add_sat(cache, batch_fixed) > budget) {
 			snprintf(err, errlen,
 				 "cache_bytes %llu does not fit in memory_bytes %llu beside one batch (%llu bytes): raise memory_bytes or lower cache_bytes",
 				 (unsigned long long)c->cfg.cache_bytes,
@@ -331,11 +335,10 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			c->io_bytes = z.io_max > half ? z.io_max : half;
 		/* An explicit cache_bytes is honoured (it fits beside one
 		 * batch: checked above), never cut to half the budget. */
-		if (c->cfg.memory_bytes && c->cfg.cache_bytes &&
-		    c->io_bytes < c->cfg.cache_bytes) {
+		if (c->cfg.memory_bytes && cache && c->io_bytes < cache) {
 			uint64_t most = (budget - batch_fixed) &
 					~(uint64_t)(IO_ALIGN - 1);
-			uint64_t want = align_up(c->cfg.cache_bytes, IO_ALIGN);
+			uint64_t want = align_up(cache, IO_ALIGN);
 
 			c->io_bytes = want < most ? want : most;
 		}

@@ -15,8 +15,9 @@ struct loader_core;
  * waits for the batch's copy.  NULL (the default): nothing. */
 extern void (*budget_test_release_hook)(struct loader_core *c);
 
-/* The default budget's cap in bytes, instead of a share of this
- * machine's memory; 0 (the default): the machine's. */
+/* The default budget's cap in bytes (before it is divided among
+ * $LOCAL_WORLD_SIZE ranks), instead of a share of this machine's memory;
+ * 0 (the default): the machine's. */
 extern uint64_t budget_test_default_cap;
 #endif
 

@@ -106,19 +106,24 @@ SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg)
 	cfg->direct_io = SLUICE_DIRECT_IO_AUTO;
 }
 
+uint32_t local_ranks(void)
+{
+	const char *local = getenv("LOCAL_WORLD_SIZE");
+	long ranks = local ? strtol(local, NULL, 10) : 1;
+
+	return ranks > 1 && ranks <= 4096 ? (uint32_t)ranks : 1;
+}
+
 /* Every CPU this process may run on, shared with the other ranks of this
- * host (torchrun's LOCAL_WORLD_SIZE).  It was at most 8: on a 16-core
- * host zstd data then reached 0.86x what all of them decompress. */
+ * host.  It was at most 8: on a 16-core host zstd data then reached
+ * 0.86x what all of them decompress. */
 static uint32_t default_decode_threads(void)
 {
 	cpu_set_t set;
 	long n = sched_getaffinity(0, sizeof(set), &set) == 0
 		? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-	const char *local = getenv("LOCAL_WORLD_SIZE");
-	long ranks = local ? strtol(local, NULL, 10) : 1;
 
-	if (ranks > 1)
-		n /= ranks;
+	n /= local_ranks();
 	return n < 1 ? 1 : n > DEFAULT_DECODE_THREADS_MAX
 		? DEFAULT_DECODE_THREADS_MAX : (uint32_t)n;
 }
@@ -433,7 +438,8 @@ static int shrink_window(struct loader_core *c,
 {
 	int r = -E2BIG;
 
-	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes)
+	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes ||
+	    c->cfg.cache_bytes || c->ranges_all)
 		return r;
 	c->window_asked = c->cfg.window_blocks;
 	while (r == -E2BIG && c->cfg.window_blocks > 1) {

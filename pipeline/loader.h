@@ -386,6 +386,9 @@ static inline uint64_t align_up(uint64_t x, uint64_t a)
 
 /* loader.c */
 sluice_loader *loader_failed(int code, const char *msg);
+/* The loaders of this host that share its CPUs and memory: torchrun's
+ * $LOCAL_WORLD_SIZE, else 1. */
+uint32_t local_ranks(void);
 /* Open over @d (owned when @owned: freed by mixture_free, also on
  * failure), a mixture when @specs is not NULL. */
 int loader_open_common(struct dataset *d, int owned,

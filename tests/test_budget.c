@@ -866,6 +866,18 @@ static void check_explicit_cache(const char *dir)
 	}
 	sluice_loader_close(ld);
 
+	/* More than every block takes: the cache holds the dataset, and
+	 * the rest of the budget is batch memory (it was refused). */
+	cfg.memory_bytes = 8 * MIB;
+	cfg.cache_bytes = 100 * MIB;
+	ld = NULL;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.memory_bytes, 8 * MIB);
+	T_ASSERT(st.io_memory_bytes < 5 * MIB);
+	sluice_loader_close(ld);
+
+	cfg.memory_bytes = 4 * MIB;
 	cfg.cache_bytes = 4 * MIB;      /* no room for a batch beside it */
 	ld = NULL;
 	T_EQ(sluice_loader_open(ds, &cfg, &ld), -ENOSPC);
@@ -910,8 +922,11 @@ static void check_window_shrinks(const char *dir)
 	cfg.batch_size = 64;
 	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
 	cfg.window_blocks = 16;     /* a batch: 32 blocks, 8.3 MB */
-	budget_test_default_cap = 4 * MIB;
+	/* 16 MiB shared by the 4 ranks of this host: 4 MiB each */
+	budget_test_default_cap = 16 * MIB;
+	T_EQ(setenv("LOCAL_WORLD_SIZE", "4", 1), 0);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_EQ(unsetenv("LOCAL_WORLD_SIZE"), 0);
 	budget_test_default_cap = 0;
 	for (uint32_t got = 0;;) {
 		sluice_batch *b;

@@ -139,7 +139,7 @@ build() {
 	grep -ho "[^ ]*/liburing.h\|[^ ]*/zstd.h\|[^ ]*/xxhash.h" \
 		$(find "$BUILD/obj" -name '*.d') | sort -u
 	# The Python extension against this build, for the tutorial.
-	ln -sf libsluice.so "$BUILD/libsluice.so.0"
+	ln -sf libsluice.so "$BUILD/libsluice.so.1"
 	(cd python && SLUICE_BUILD="$root/$BUILD" "$PY" setup.py -q build \
 		--build-base "$root/$BUILD/pyext/tmp" \
 		--build-lib "$root/$BUILD/pyext/lib")

@@ -31,7 +31,8 @@
 
 #define DISK_BLOCK (1u << 20)
 #define DISK_QD 8u              /* per thread */
-#define DISK_THREADS_MAX 64u
+/* Buffers: DISK_QD MiB per thread, so 256 MiB at most. */
+#define DISK_THREADS_MAX 32u
 #define DISK_ALIGN 4096u
 #define CPU_SAMPLE_BYTES (64ull << 20)
 #define CPU_MIN_SECONDS 0.2   /* repeat small samples for a stable time */
@@ -107,25 +108,29 @@ struct disk_worker {
 	pthread_t thread;
 };
 
-/* Open shard @i, with O_DIRECT when wanted, unless the file refuses it. */
+/* Open shard @i, with O_DIRECT when wanted, unless the file refuses it;
+ * an error (the file's, not the refusal) goes to p->err.  Under mu. */
 static int open_file(struct disk_probe *p, uint32_t i)
 {
 	const char *path = p->s->d->shards[i].path;
+	char why[512];
 	int fd = file_open_regular(path, O_RDONLY |
 				   (p->want_direct ? O_DIRECT : 0), NULL,
-				   p->err, p->errlen);
+				   why, sizeof(why));
 
 	if (fd == -EINVAL && p->want_direct) {
-		fd = file_open_regular(path, O_RDONLY, NULL, p->err,
-				       p->errlen);
+		fd = file_open_regular(path, O_RDONLY, NULL, why, sizeof(why));
 		if (p->out->direct)
 			snprintf(p->out->note, sizeof(p->out->note),
 				 "O_DIRECT refused on %s: buffered reads (page cache may serve them)",
 				 path);
 		p->out->direct = 0;
 	}
-	if (fd < 0)
+	if (fd < 0) {
+		if (p->errlen && !p->err[0])
+			snprintf(p->err, p->errlen, "%s", why);
 		return fd;
+	}
 	p->fds[i] = fd;
 	return 0;
 }

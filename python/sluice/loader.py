@@ -84,7 +84,7 @@ class Loader:
     prefetch: batches the loader fills ahead of the consumer.
     memory_bytes: the loader's memory budget (io buffers and batches);
         0: what the dataset needs, at most an eighth of RAM or of the
-        cgroup memory limit.  A batch or block that cannot fit
+        cgroup memory limit, divided among $LOCAL_WORLD_SIZE ranks.  A batch or block that cannot fit
         raises naming memory_bytes.
     direct_io: "auto" (shards the page cache mostly holds are read
         buffered, the others with O_DIRECT where the filesystem allows;
