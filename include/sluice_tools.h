@@ -282,6 +282,21 @@ sluice_loader_config_forced(const struct sluice_loader_config *cfg)
 	return (unsigned)SLUICE_CONFIG_FORCE_WORD(cfg);
 }
 
+/*
+ * A slow device, for benchmarks: every read starts @us microseconds after
+ * it is submitted (a linked io_uring timeout), so the delivered rate
+ * shows how many bytes the loader keeps in flight (rate x latency).
+ * Kept in the config's next-to-last reserved word.  0: none.
+ */
+#define SLUICE_CONFIG_READ_DELAY_WORD(cfg) \
+	((cfg)->reserved[sizeof((cfg)->reserved) / sizeof((cfg)->reserved[0]) - 2])
+
+static inline void
+sluice_loader_config_read_delay(struct sluice_loader_config *cfg, uint32_t us)
+{
+	SLUICE_CONFIG_READ_DELAY_WORD(cfg) = us;
+}
+
 /**
  * sluice_loader_measure_h2d - the PCIe limit as this loader sees it:
  * @iters cudaMemcpyAsync calls of @bytes each from the loader's own host

@@ -113,6 +113,8 @@ static void drain_cqes(struct io_ring *r, bool *woken)
 				*woken = true;
 			continue;
 		}
+		if (tag == RING_DELAY_TAG)
+			continue;       /* its read says what went wrong */
 		r->in_kernel--;
 		r->busy[((struct ring_op *)(uintptr_t)tag)->file]--;
 		op_completed(r, (struct ring_op *)(uintptr_t)tag, res);

@@ -131,13 +131,39 @@ static uint64_t align_down(uint64_t x, uint64_t a)
 	return x - x % a;
 }
 
+/*
+ * A slow device (read_delay_us): a timeout linked before the read, so
+ * the read starts when it expires.  Its expiry counts as success and
+ * posts no completion; only a failed one does (RING_DELAY_TAG, ignored:
+ * the read after it then fails too, and says why).  Both SQEs go in one
+ * submission, or the link would be cut.
+ */
+static bool prep_delay(struct io_ring *r)
+{
+	struct io_uring_sqe *sqe;
+
+	if (io_uring_sq_space_left(&r->uring) < 2 && ring_enter(r, 0) < 0)
+		return false;
+	sqe = io_uring_get_sqe(&r->uring);
+	if (!sqe)
+		return false;
+	io_uring_prep_timeout(sqe, &r->read_delay, 0,
+			      IORING_TIMEOUT_ETIME_SUCCESS);
+	io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS);
+	io_uring_sqe_set_data64(sqe, RING_DELAY_TAG);
+	return true;
+}
+
 /* One SQE for what @op still has to read; @fd: ring_file_handle's. */
 static bool prep_op(struct io_ring *r, struct ring_op *op, int fd)
 {
-	struct io_uring_sqe *sqe = get_sqe(r);
+	struct io_uring_sqe *sqe;
 	uint64_t start = op->done, len;
 	unsigned flags;
 
+	if ((r->read_delay.tv_sec || r->read_delay.tv_nsec) && !prep_delay(r))
+		return false;
+	sqe = get_sqe(r);
 	if (!sqe)
 		return false;
 	/* O_DIRECT needs an aligned restart: re-read the partial sector
@@ -198,13 +224,19 @@ static int setup_uring(struct io_ring *r, const struct io_ring_config *cfg)
 	struct io_uring_params p;
 	char eb[64];
 	int ret = -EINVAL;
+	/* queue_depth counts reads; a buffered one is cut into pieces, and
+	 * each piece needs an SQE of its own in flight, or pieces would
+	 * take the depth: 64 x 2 MiB held 128 MiB in flight, whatever the
+	 * budget (1.3 GB/s at 100 ms of latency, sluice bench
+	 * --read-delay-us; bench/results/2026-11-26-data-path.md). */
+	unsigned sqes = cfg->queue_depth > RING_SQES_MAX / RING_PIECES_PER_READ
+		? RING_SQES_MAX : cfg->queue_depth * RING_PIECES_PER_READ;
 
 	if (cfg->sqpoll) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_CLAMP | IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = SQPOLL_IDLE_MS;
-		ret = io_uring_queue_init_params(cfg->queue_depth, &r->uring,
-						 &p);
+		ret = io_uring_queue_init_params(sqes, &r->uring, &p);
 		if (ret == 0)
 			r->info.sqpoll = 1;
 		else
@@ -215,16 +247,18 @@ static int setup_uring(struct io_ring *r, const struct io_ring_config *cfg)
 	if (ret < 0) {
 		memset(&p, 0, sizeof(p));
 		p.flags = IORING_SETUP_CLAMP;
-		ret = io_uring_queue_init_params(cfg->queue_depth, &r->uring,
-						 &p);
+		ret = io_uring_queue_init_params(sqes, &r->uring, &p);
 	}
 	if (ret < 0)
 		return ret;
 	r->uring_ok = true;
-	r->max_in_kernel = cfg->queue_depth < p.sq_entries ? cfg->queue_depth
-							   : p.sq_entries;
+	r->max_in_kernel = sqes < p.sq_entries ? sqes : p.sq_entries;
+	r->read_delay.tv_sec = cfg->read_delay_us / 1000000;
+	r->read_delay.tv_nsec = (long long)(cfg->read_delay_us % 1000000) *
+				1000;
 	return 0;
 }
+
 
 int io_ring_create(struct io_ring **out, const char *const *paths,
 		   uint32_t nfiles, void *arena, size_t arena_len,
@@ -306,11 +340,10 @@ static void drain_kernel(struct io_ring *r)
 		if (ret < 0 && !transient(ret))
 			break;
 		while (io_uring_peek_cqe(&r->uring, &cqe) == 0) {
-			if (cqe->user_data == RING_WAKE_TAG) {
+			if (cqe->user_data == RING_WAKE_TAG)
 				r->wake_armed = false;
-			} else {
+			else if (cqe->user_data != RING_DELAY_TAG)
 				r->in_kernel--;
-			}
 			io_uring_cqe_seen(&r->uring, cqe);
 		}
 	}

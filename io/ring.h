@@ -12,13 +12,18 @@
 struct io_ring;
 
 struct io_ring_config {
-	unsigned queue_depth;   /* SQ entries; reads beyond it wait */
+	unsigned queue_depth;   /* reads in flight (a buffered read's
+				   pieces up to 8 SQEs each); reads beyond
+				   it wait */
 	int direct;             /* -1 auto: buffered when the page cache
 				   holds most of a file, else O_DIRECT when
 				   the fs allows; 0; 1 */
 	int sqpoll;             /* IORING_SETUP_SQPOLL */
 	int plain_reads;        /* 1: do not register the buffers (forces
 				   the plain-read fallback, for tests) */
+	uint32_t read_delay_us; /* every read SQE starts this long after
+				   its submission: a slow device, for
+				   benchmarks; 0: none */
 };
 
 /* What the ring ended up using, with the reason for each fallback. */

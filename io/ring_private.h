@@ -31,14 +31,20 @@
  * copy (4 MiB is KvikIO's task size; 2 MiB measured as fast, see
  * bench/results/2026-11-26-parallel-reads.md). */
 #define RING_PIECE_BYTES ((uint64_t)2 << 20)
+/* SQEs in flight per read of the queue depth (its pieces), and at most
+ * in all. */
+#define RING_PIECES_PER_READ 8u
+#define RING_SQES_MAX 4096u
 /* Buffered SQEs at least this long go to the kernel's workers
  * (IOSQE_ASYNC); shorter ones are copied inline, cheaper than a hand-off. */
 #define RING_ASYNC_MIN_BYTES ((uint64_t)128 << 10)
 /* -EAGAIN / -EINTR retries of one op before it fails. */
 #define RING_RETRY_MAX 100
-/* user_data of the eventfd read that io_ring_wake() completes; ops are
- * pointers and never this small. */
+/* user_data of the eventfd read that io_ring_wake() completes, and of a
+ * read's delay (read_delay_us), which posts a completion only when it
+ * fails; ops are pointers and never this small. */
 #define RING_WAKE_TAG ((uint64_t)1)
+#define RING_DELAY_TAG ((uint64_t)2)
 
 struct ring_op {
 	struct ring_op *next;      /* in the queue or list it is on */
@@ -86,7 +92,9 @@ struct io_ring {
 
 	struct io_ring_info info;
 
-	unsigned max_in_kernel;    /* queue_depth, as the ring granted it */
+	unsigned max_in_kernel;    /* SQEs in flight at most: queue_depth x
+				      RING_PIECES_PER_READ, as granted */
+	struct __kernel_timespec read_delay; /* zero: reads not delayed */
 	unsigned in_kernel;        /* data SQEs prepared and not completed */
 	unsigned in_flight;        /* reads held (io_ring_in_flight) */
 	struct ring_queue pending;

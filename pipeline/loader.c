@@ -253,6 +253,7 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 		.sqpoll = c->cfg.sqpoll,
 		.plain_reads = !!(sluice_loader_config_forced(&c->cfg) &
 				  SLUICE_FORCE_PLAIN_READS),
+		.read_delay_us = (uint32_t)SLUICE_CONFIG_READ_DELAY_WORD(&c->cfg),
 	};
 	int r;
 

@@ -505,6 +505,35 @@ static void test_pieces(void)
 	unlink(path);
 }
 
+/* A slow device (read_delay_us): each read starts no sooner than the
+ * delay after its submission, and reads the same bytes. */
+static void test_read_delay(void)
+{
+	const char *const p[1] = { paths[1] };
+	struct io_ring_config cfg = { .queue_depth = 4, .direct = 0,
+				      .read_delay_us = 20000 };
+	struct io_ring *r = NULL;
+	struct timespec t0, t1;
+	char err[256];
+	double ms;
+
+	T_EQ(io_ring_create(&r, p, 1, arena, ARENA_LEN, &cfg, err,
+			    sizeof(err)), 0);
+	for (unsigned i = 0; i < 6; i++)    /* more than the depth */
+		set_read(i, 0, (uint64_t)i * 65536, 65536, 65536,
+			 arena + (size_t)i * 65536);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	submit(r, 6, NULL);
+	reap_all(r, 6);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	for (unsigned i = 0; i < 6; i++)
+		check_read(i, 1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+	     (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	T_ASSERT(ms >= 19.0);
+	io_ring_destroy(r);
+}
+
 /* Ends of files: truncated -> -ENODATA; short of length but past
  * min_length -> success with the bytes there are. */
 static void test_eof(int direct)
@@ -1054,6 +1083,7 @@ int main(void)
 		test_stress(direct);
 	}
 	test_pieces();
+	test_read_delay();
 	test_iovec_boundary();
 	test_outside_arena_and_unaligned();
 	test_invalid();

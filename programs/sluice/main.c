@@ -68,7 +68,10 @@ static const char loader_options[] =
 "  --compute-ms X       a training step of X ms per batch before releasing\n"
 "                       it: a kernel on the GPU (cuda), a busy loop (host)\n"
 "  --plain-reads        no io_uring registered buffers (forced fallback)\n"
-"  --pageable           no cudaHostRegister: pageable copies (fallback)\n";
+"  --pageable           no cudaHostRegister: pageable copies (fallback)\n"
+"  --read-delay-us N    every read starts N us after it is submitted: a\n"
+"                       slow device, so that GB/s x latency shows the\n"
+"                       bytes the loader keeps in flight (diagnostic)\n";
 
 static const char footer[] =
 "\n"

@@ -16,6 +16,7 @@ enum {
 	OPT_PAD, OPT_DROP_LAST, OPT_NO_VERIFY, OPT_ON_ERROR, OPT_DIRECT,
 	OPT_SQPOLL, OPT_CACHE, OPT_MEMORY, OPT_COMPUTE, OPT_HASH, OPT_STATE_OUT,
 	OPT_STATE_IN, OPT_STOP, OPT_JSON, OPT_TRACE, OPT_DROP_CACHE,
+	OPT_READ_DELAY,
 	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_RANGE_READS, OPT_DEVICE_GATHER, OPT_HELP,
 };
 
@@ -44,6 +45,7 @@ static const struct option long_opts[] = {
 	{ "compute-ms", required_argument, NULL, OPT_COMPUTE },
 	{ "plain-reads", no_argument, NULL, OPT_PLAIN_READS },
 	{ "pageable", no_argument, NULL, OPT_PAGEABLE },
+	{ "read-delay-us", required_argument, NULL, OPT_READ_DELAY },
 	{ "hash", no_argument, NULL, OPT_HASH },
 	{ "state-out", required_argument, NULL, OPT_STATE_OUT },
 	{ "state-in", required_argument, NULL, OPT_STATE_IN },
@@ -204,6 +206,11 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 		break;
 	case OPT_PAGEABLE:
 		sluice_loader_config_force(cfg, SLUICE_FORCE_PAGEABLE_COPIES);
+		break;
+	case OPT_READ_DELAY:
+		r = num_arg("read-delay-us", arg, 10000000, &v);
+		if (!r)
+			sluice_loader_config_read_delay(cfg, (uint32_t)v);
 		break;
 	case OPT_CACHE:
 		r = num_arg("cache-bytes", arg, UINT64_MAX, &cfg->cache_bytes);
