@@ -1,7 +1,8 @@
 /*
  * loader.h - the loader's private state, shared by the files of
  * pipeline/: block cache (cache.c), I/O thread and planner (io_thread.c),
- * decode workers (decode.c), batch export (batch.c), public API
+ * decode workers (decode.c), batch assembly (assemble.c), batch export
+ * (batch.c), the loader's open and close (loader_open.c) and public API
  * (loader.c).
  *
  * One mutex (mu) guards every field marked [mu].  The blocks' and slots'
@@ -384,11 +385,17 @@ static inline uint64_t align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) & ~(a - 1);
 }
 
-/* loader.c */
-sluice_loader *loader_failed(int code, const char *msg);
+/* loader_config.c */
 /* The loaders of this host that share its CPUs and memory: torchrun's
  * $LOCAL_WORLD_SIZE, else 1. */
 uint32_t local_ranks(void);
+/* Fill @cfg's unset values (environment, CPUs); -EINVAL with @err when a
+ * value is out of range. */
+int loader_config_check(struct sluice_loader_config *cfg, char *err,
+			size_t errlen);
+
+/* loader_open.c */
+sluice_loader *loader_failed(int code, const char *msg);
 /* Open over @d (owned when @owned: freed by mixture_free, also on
  * failure), a mixture when @specs is not NULL. */
 int loader_open_common(struct dataset *d, int owned,
@@ -396,14 +403,13 @@ int loader_open_common(struct dataset *d, int owned,
 		       uint32_t nspecs, uint64_t mix_id,
 		       const struct sluice_loader_config *cfg,
 		       sluice_loader **out);
+void core_unref(struct loader_core *c);
 
+/* loader.c */
 /* Stop planning, drop prefetched batches, go on from batch @batch of
  * @epoch after @nearlier earlier jobs (validated by the caller). */
 int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 		      const struct sampler_level *earlier, uint32_t nearlier);
-
-/* mixture.c */
-void mixture_free(struct dataset *d);
 
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
@@ -413,8 +419,10 @@ void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
 				const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-void core_unref(struct loader_core *c);
 uint64_t now_ns(void);
+
+/* mixture.c */
+void mixture_free(struct dataset *d);
 
 /* cache.c */
 int cache_init(struct loader_core *c, uint32_t nentries);
