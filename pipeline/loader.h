@@ -95,6 +95,14 @@ struct range_read {
 	int error;              /* negative when the read failed */
 };
 
+/* One field of one record, to be read (ranges.c; allocated for the
+ * planner at open, ranges_open.c). */
+struct range_piece {
+	uint32_t file;
+	uint32_t slot_index;    /* r * nfields + f */
+	uint64_t offset, len;
+};
+
 struct tensor_desc {
 	char name[SLUICE_NAME_MAX + 8];
 	DLDataType dtype;
@@ -495,12 +503,18 @@ uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 			   uint32_t lo, uint32_t hi);
 int chunk_done_locked(struct loader_core *c, struct slot *s);
 
-/* ranges.c */
+/* ranges_open.c */
 int ranges_open(struct loader_core *c, char *err, size_t errlen);
 void ranges_close(struct loader_core *c);
+int range_block(const struct loader_core *c, uint64_t g);
+/* Where field @f of record @i of block @g lies in its file; its length in
+ * @len. */
+uint64_t record_field_at(const struct loader_core *c, uint64_t g,
+			 uint32_t i, uint32_t f, uint64_t *len);
+
+/* ranges.c */
 int slot_ranges_init(struct loader_core *c, struct slot *s);
 void slot_ranges_free(struct slot *s);
-int range_block(const struct loader_core *c, uint64_t g);
 int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		       unsigned *nsubmit);
 void range_read_done_locked(struct loader_core *c, struct io_read *rd);
