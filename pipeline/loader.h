@@ -461,7 +461,15 @@ void *decode_worker_main(void *arg);
 void jobs_push_locked(struct loader_core *c, struct job j);
 int jobs_pop_locked(struct loader_core *c, struct job *j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
+
+/* assemble.c */
 void slot_assemble_locked(struct loader_core *c, struct slot *s);
+void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
+void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
+			       uint32_t parts);
+/* A decode worker's assembly job: a part of a batch's copy (or a chunk's,
+ * or its gather's run table); the last part finishes the batch. */
+void run_assemble(struct loader_core *c, struct job j);
 
 /* Bytes a tensor of this batch holds: its shape times its item size. */
 static inline uint64_t tensor_bytes(const struct tensor_desc *t)
@@ -591,8 +599,5 @@ void batch_memory_release_begin(struct loader_core *c);
 void batch_memory_release_end_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
 void batch_memory_drop_waiting_locked(struct loader_core *c);
-void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
-void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
-			       uint32_t parts);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */
