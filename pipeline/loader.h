@@ -185,7 +185,7 @@ struct job {
 	uint32_t part, parts;
 };
 
-/* A ring of jobs, bounded by construction (loader.c sizes it). */
+/* A ring of jobs, bounded by construction (loader_open.c sizes it). */
 struct job_queue {
 	struct job *ring;
 	uint32_t cap, head, len;
