@@ -399,7 +399,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	if (!c->chunks_possible && c->io_bytes < z.io_top_need) {
 		/* A batch could never have its blocks in memory at once: say
 		 * so at open, not at that batch (the caller may shrink a
-		 * shuffle window instead, loader.c). */
+		 * shuffle window instead, loader_open.c). */
 		snprintf(err, errlen,
 			 "a batch's %llu blocks take up to %llu bytes of io memory at once, more than the %llu %s leaves: raise memory_bytes (sluice --memory, Python memory_bytes=)%s",
 			 (unsigned long long)c->need,

@@ -13,7 +13,7 @@
  * then holds a chunk's blocks per batch in flight, not a batch's.  The
  * price: a block is read again for every batch that needs it once it has
  * left the cache, so chunks are only used when a batch's blocks do not
- * fit the budget (loader.c asks budget_open() first); raw data of format
+ * fit the budget (loader_open.c asks budget_open() first); raw data of format
  * v3 has record-range reads (ranges.c) instead.
  *
  * A chunk's blocks are claimed all or none, and a claimed chunk needs
@@ -62,7 +62,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-#define ROW_BITS 24     /* batch_size <= 1 << 24 (loader.c) */
+#define ROW_BITS 24     /* batch_size <= 1 << 24 (loader_config.c) */
 #define ROW_MASK ((1ull << ROW_BITS) - 1)
 
 /*

@@ -1,7 +1,8 @@
 /*
  * loader.h - the loader's private state, shared by the files of
  * pipeline/: block cache (cache.c), I/O thread and planner (io_thread.c),
- * decode workers (decode.c), batch export (batch.c), public API
+ * decode workers (decode.c), batch assembly (assemble.c), batch export
+ * (batch.c), the loader's open and close (loader_open.c) and public API
  * (loader.c).
  *
  * One mutex (mu) guards every field marked [mu].  The blocks' and slots'
@@ -94,6 +95,14 @@ struct range_read {
 	int error;              /* negative when the read failed */
 };
 
+/* One field of one record, to be read (ranges.c; allocated for the
+ * planner at open, ranges_open.c). */
+struct range_piece {
+	uint32_t file;
+	uint32_t slot_index;    /* r * nfields + f */
+	uint64_t offset, len;
+};
+
 struct tensor_desc {
 	char name[SLUICE_NAME_MAX + 8];
 	DLDataType dtype;
@@ -176,7 +185,7 @@ struct job {
 	uint32_t part, parts;
 };
 
-/* A ring of jobs, bounded by construction (loader.c sizes it). */
+/* A ring of jobs, bounded by construction (loader_open.c sizes it). */
 struct job_queue {
 	struct job *ring;
 	uint32_t cap, head, len;
@@ -384,11 +393,17 @@ static inline uint64_t align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) & ~(a - 1);
 }
 
-/* loader.c */
-sluice_loader *loader_failed(int code, const char *msg);
+/* loader_config.c */
 /* The loaders of this host that share its CPUs and memory: torchrun's
  * $LOCAL_WORLD_SIZE, else 1. */
 uint32_t local_ranks(void);
+/* Fill @cfg's unset values (environment, CPUs); -EINVAL with @err when a
+ * value is out of range. */
+int loader_config_check(struct sluice_loader_config *cfg, char *err,
+			size_t errlen);
+
+/* loader_open.c */
+sluice_loader *loader_failed(int code, const char *msg);
 /* Open over @d (owned when @owned: freed by mixture_free, also on
  * failure), a mixture when @specs is not NULL. */
 int loader_open_common(struct dataset *d, int owned,
@@ -396,14 +411,13 @@ int loader_open_common(struct dataset *d, int owned,
 		       uint32_t nspecs, uint64_t mix_id,
 		       const struct sluice_loader_config *cfg,
 		       sluice_loader **out);
+void core_unref(struct loader_core *c);
 
+/* loader.c */
 /* Stop planning, drop prefetched batches, go on from batch @batch of
  * @epoch after @nearlier earlier jobs (validated by the caller). */
 int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 		      const struct sampler_level *earlier, uint32_t nearlier);
-
-/* mixture.c */
-void mixture_free(struct dataset *d);
 
 void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 			...) __attribute__((format(printf, 3, 4)));
@@ -413,8 +427,10 @@ void loader_fail_locked(struct loader_core *c, int code, const char *fmt,
 void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
 				const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-void core_unref(struct loader_core *c);
 uint64_t now_ns(void);
+
+/* mixture.c */
+void mixture_free(struct dataset *d);
 
 /* cache.c */
 int cache_init(struct loader_core *c, uint32_t nentries);
@@ -445,7 +461,15 @@ void *decode_worker_main(void *arg);
 void jobs_push_locked(struct loader_core *c, struct job j);
 int jobs_pop_locked(struct loader_core *c, struct job *j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
+
+/* assemble.c */
 void slot_assemble_locked(struct loader_core *c, struct slot *s);
+void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
+void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
+			       uint32_t parts);
+/* A decode worker's assembly job: a part of a batch's copy (or a chunk's,
+ * or its gather's run table); the last part finishes the batch. */
+void run_assemble(struct loader_core *c, struct job j);
 
 /* Bytes a tensor of this batch holds: its shape times its item size. */
 static inline uint64_t tensor_bytes(const struct tensor_desc *t)
@@ -487,12 +511,18 @@ uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 			   uint32_t lo, uint32_t hi);
 int chunk_done_locked(struct loader_core *c, struct slot *s);
 
-/* ranges.c */
+/* ranges_open.c */
 int ranges_open(struct loader_core *c, char *err, size_t errlen);
 void ranges_close(struct loader_core *c);
+int range_block(const struct loader_core *c, uint64_t g);
+/* Where field @f of record @i of block @g lies in its file; its length in
+ * @len. */
+uint64_t record_field_at(const struct loader_core *c, uint64_t g,
+			 uint32_t i, uint32_t f, uint64_t *len);
+
+/* ranges.c */
 int slot_ranges_init(struct loader_core *c, struct slot *s);
 void slot_ranges_free(struct slot *s);
-int range_block(const struct loader_core *c, uint64_t g);
 int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		       unsigned *nsubmit);
 void range_read_done_locked(struct loader_core *c, struct io_read *rd);
@@ -569,8 +599,5 @@ void batch_memory_release_begin(struct loader_core *c);
 void batch_memory_release_end_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
 void batch_memory_drop_waiting_locked(struct loader_core *c);
-void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
-void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
-			       uint32_t parts);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */

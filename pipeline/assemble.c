@@ -1,0 +1,495 @@
+/*
+ * assemble.c - batch assembly: once a slot's blocks are decoded (or its
+ * ranges read), size the batch, take its memory, scatter the records'
+ * fields from their decoded blocks into the slot's tensors, then hand the
+ * slot to the copy stage (slot_finish).
+ *
+ * Assembly is split into parts over disjoint record ranges so that all
+ * workers copy at once; the variable fields' output offsets are computed
+ * first (a cheap pass) so that every part knows where its bytes go.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "assemble_test.h"
+#include "loader.h"
+
+/* Drop the records whose block is corrupt (on_error=skip), keeping order. */
+static uint32_t skip_failed_records(struct loader_core *c, struct slot *s)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t r = 0; r < s->count; r++) {
+		if (s->rec_entry[r] == RANGE_ENTRY
+			    ? !slot_ranges_keep(c, s, r, kept)
+			    : c->entries[s->rec_entry[r]].state == ENTRY_FAILED)
+			continue;
+		s->indices[kept] = s->indices[r];
+		s->rec_entry[kept] = s->rec_entry[r];
+		s->rec_in_block[kept] = s->rec_in_block[r];
+		kept++;
+	}
+	return kept;
+}
+
+static int check_blocks_locked(struct loader_core *c, struct slot *s)
+{
+	int skip = 0;
+
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		struct cache_entry *e = &c->entries[s->entries[k]];
+
+		if (e->state != ENTRY_FAILED)
+			continue;
+		if (!e->corrupt || c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+			return e->error;
+		skip = 1;
+	}
+	/* Records read by range that failed their checksum or read. */
+	if (s->range_error)
+		return s->range_error;
+	for (uint32_t r = 0; r < s->count && s->nranged && !skip; r++) {
+		if (s->rec_entry[r] != RANGE_ENTRY || !s->rec_bad[r])
+			continue;
+		if (c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
+			return -SLUICE_ECORRUPT;
+		skip = 1;
+	}
+	if (skip) {
+		uint32_t kept = skip_failed_records(c, s);
+
+		s->delivered = kept;
+	}
+	return 0;
+}
+
+/* Field @f of the slot's record @r: in its decoded block, or read by
+ * range (ranges.c). */
+static void record_field(const struct loader_core *c, const struct slot *s,
+			 uint32_t r, uint32_t f, const uint8_t **p,
+			 uint64_t *len)
+{
+	if (s->rec_entry[r] == RANGE_ENTRY)
+		range_field(c, s, r, f, p, len);
+	else
+		block_view_get(&c->ds->schema,
+			       &c->entries[s->rec_entry[r]].view, f,
+			       s->rec_in_block[r], p, len);
+}
+
+/* The global block of the slot's record @r. */
+static uint64_t record_block(const struct loader_core *c,
+			     const struct slot *s, uint32_t r)
+{
+	return s->rec_entry[r] == RANGE_ENTRY
+		? s->rec_block[r] : c->entries[s->rec_entry[r]].block;
+}
+
+/* The max_value_bytes of the shard a block belongs to: its own bound on
+ * the values of variable field @f (verify checks the same). */
+static uint64_t block_value_bound(const struct loader_core *c, uint64_t block,
+				  uint32_t f)
+{
+	return c->ds->shards[c->block_shard[block]].max_value_bytes[f];
+}
+
+/*
+ * Size the batch: every tensor's batch dimension, or the items its
+ * variable values hold, then its bytes.  A batch that could never fit the
+ * batch memory is an error naming its largest value.
+ */
+static int measure_batch_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0, n = s->delivered, big_r = 0, big_f = 0;
+	uint64_t big_len = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+		struct tensor_desc *td = &s->tensors[t++];
+		uint64_t items = 0;
+
+		td->shape[0] = n;
+		if (!fd->variable)
+			continue;
+		struct tensor_desc *aux = &s->tensors[t++];
+
+		aux->shape[0] = c->cfg.pad_length ? n : n + 1;
+		for (uint32_t r = 0; r < n; r++) {
+			uint64_t g = record_block(c, s, r);
+			const uint8_t *p;
+			uint64_t len;
+
+			/* ranges.c's were checked at open, as here */
+			record_field(c, s, r, f, &p, &len);
+			if (len > block_value_bound(c, g, f)) {
+				uint32_t shard;
+				const struct shard_block *blk =
+					loader_block(c, g, &shard);
+
+				loader_fail_locked(c, -SLUICE_ECORRUPT,
+					"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, more than the header's max_value_bytes %llu",
+					c->ds->shards[shard].path,
+					(unsigned long long)(g -
+						c->shard_block_base[shard]),
+					(unsigned long long)blk->offset,
+					(unsigned long long)s->indices[r],
+					fd->f.name, (unsigned long long)len,
+					(unsigned long long)block_value_bound(
+						c, g, f));
+				return -SLUICE_ECORRUPT;
+			}
+			if (len > big_len) {
+				big_len = len;
+				big_r = r;
+				big_f = f;
+			}
+			items += len / fd->unit_bytes;
+		}
+		if (!c->cfg.pad_length)
+			td->shape[0] = (int64_t)items;
+	}
+	s->host_bytes = slot_place_tensors(c, s);
+	if (s->host_bytes > c->batch_pool.size) {
+		uint32_t shard = big_len
+			? c->block_shard[record_block(c, s, big_r)] : 0;
+
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu needs %llu bytes, more than the %llu bytes of batch memory memory_bytes allows; its largest value: %s: record %llu field %s, %llu bytes: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			(unsigned long long)s->batch,
+			(unsigned long long)s->epoch,
+			(unsigned long long)s->host_bytes,
+			(unsigned long long)c->batch_pool.size,
+			c->ds->nshards ? c->ds->shards[shard].path : "-",
+			(unsigned long long)(big_len ? s->indices[big_r] : 0),
+			sc->fields[big_f].f.name,
+			(unsigned long long)big_len);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* The offsets (in items of shape[1:]) or lengths of variable fields,
+ * written into the batch's memory. */
+static void write_variable_index(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0, n = s->delivered;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+
+		t++;
+		if (!fd->variable)
+			continue;
+		int64_t *out = (int64_t *)(void *)(s->host +
+						   s->tensors[t++].offset);
+		uint64_t items = 0;
+
+		if (!c->cfg.pad_length)
+			out[0] = 0;
+		for (uint32_t r = 0; r < n; r++) {
+			const uint8_t *p;
+			uint64_t len;
+
+			record_field(c, s, r, f, &p, &len);
+			len /= fd->unit_bytes;
+			if (c->cfg.pad_length) {
+				/* The true length: the values past pad_length
+				 * are cut, and counted, not hidden. */
+				out[r] = (int64_t)len;
+				if (len > c->cfg.pad_length)
+					s->truncated += len - c->cfg.pad_length;
+			} else {
+				items += len;
+				out[r + 1] = (int64_t)items;
+			}
+		}
+	}
+}
+
+static void slot_finish(struct loader_core *c, struct slot *s);
+
+/*
+ * All of the slot's pinned blocks are decoded (or failed).  A whole
+ * batch: size it and ask for its memory; assembly goes on in
+ * slot_continue_assembly_locked() once the memory is granted (at once,
+ * or when batches are released).  A batch assembled by chunks had its
+ * memory first: its current chunk is ready to copy (chunks.c).
+ */
+void slot_assemble_locked(struct loader_core *c, struct slot *s)
+{
+	int r;
+
+	s->gathering = 0;
+	if (s->chunked) {
+		chunk_ready_locked(c, s);
+		return;
+	}
+	s->delivered = s->count;
+	s->truncated = 0;
+	r = check_blocks_locked(c, s);
+	if (!r)
+		r = measure_batch_locked(c, s);
+	if (r) {
+		/* No memory: the error is all this batch will deliver. */
+		if (!s->error)
+			s->error = r;
+		s->state = SLOT_ASSEMBLING;
+		batch_memory_free_locked(c, s);   /* direct.c's, if any */
+		s->has_mem = 1;
+		s->host = NULL;
+		s->parts_left = 1;
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
+		return;
+	}
+	if (s->nranged == 0 && slot_view_locked(c, s))
+		return;
+	if (s->has_mem) {
+		/* direct.c took its memory when it was planned */
+		slot_continue_assembly_locked(c, s);
+		return;
+	}
+	s->state = SLOT_MEMORY;
+	batch_memory_grant_locked(c);
+	/* Still waiting: if the consumer holds all the memory, only next()
+	 * can resolve it (budget.c). */
+	if (!s->has_mem)
+		pthread_cond_broadcast(&c->ready_cv);
+}
+
+/* The batch has its memory: copy the records in, in parallel parts; a
+ * batch assembled by chunks starts claiming them instead. */
+void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
+{
+	s->state = SLOT_ASSEMBLING;
+	if (s->chunked) {
+		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
+		return;
+	}
+	/* Gathered batches only build their run table: one part. */
+	s->gathering = slot_gathers(c, s);
+	write_variable_index(c, s);
+	/* Enough records per part to amortise the hand-off. */
+	assemble_jobs_push_locked(c, s, s->gathering ? 1 : s->delivered / 32);
+}
+
+/* Queue slot @s's assembly as @parts jobs (1 to one per worker). */
+void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
+			       uint32_t parts)
+{
+	if (parts > c->nworkers)
+		parts = c->nworkers;
+	if (parts == 0)
+		parts = 1;
+	s->parts_left = parts;
+	for (uint32_t p = 0; p < parts; p++)
+		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, p, parts });
+}
+
+/* Copy records [lo, hi) of the slot; runs of neighbouring records of one
+ * block are copied with one memcpy per fixed field. */
+static uint64_t assemble_part(struct loader_core *c, struct slot *s,
+			      uint32_t lo, uint32_t hi, uint64_t *verify_ns)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t pad = c->cfg.pad_length, bytes = 0;
+	uint32_t t = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+		uint8_t *dst = s->host + s->tensors[t++].offset;
+
+		if (!fd->variable) {
+			uint64_t rb = fd->record_bytes;
+
+			for (uint32_t r = lo; r < hi;) {
+				uint32_t e = s->rec_entry[r], run = 1;
+				const uint8_t *p;
+				uint64_t len;
+
+				if (e == RANGE_ENTRY) {
+					/* read by range (ranges.c); a bad
+					 * record fails the batch */
+					if (s->verify_in_copy &&
+					    f == c->ranges_main_field) {
+						uint64_t v0 = now_ns();
+
+						(void)range_record_check(c, s, r);
+						*verify_ns += now_ns() - v0;
+					}
+					memcpy(dst + (uint64_t)r * rb,
+					       range_src(c, s, r, f), rb);
+					bytes += rb;
+					r++;
+					continue;
+				}
+				while (r + run < hi && s->rec_entry[r + run] == e &&
+				       s->rec_in_block[r + run] ==
+					       s->rec_in_block[r] + run)
+					run++;
+				block_view_get(sc, &c->entries[e].view, f,
+					       s->rec_in_block[r], &p, &len);
+				/* decoded in place (direct.c) */
+				if (p != dst + (uint64_t)r * rb) {
+					memcpy(dst + (uint64_t)r * rb, p,
+					       rb * run);
+					bytes += rb * run;
+				}
+				r += run;
+			}
+			continue;
+		}
+		const int64_t *aux = (const int64_t *)(const void *)
+			(s->host + s->tensors[t++].offset);
+		uint64_t unit = fd->unit_bytes;
+
+		for (uint32_t r = lo; r < hi; r++) {
+			const uint8_t *p;
+			uint64_t len;
+
+			if (s->rec_entry[r] == RANGE_ENTRY && s->verify_in_copy &&
+			    f == c->ranges_main_field) {
+				/* as for fixed fields, above */
+				uint64_t v0 = now_ns();
+
+				(void)range_record_check(c, s, r);
+				*verify_ns += now_ns() - v0;
+			}
+			record_field(c, s, r, f, &p, &len);
+			if (pad) {
+				uint64_t cap = pad * unit;
+				uint64_t n = (uint64_t)aux[r] < pad
+						     ? (uint64_t)aux[r] * unit
+						     : cap;
+				uint8_t *row = dst + (uint64_t)r * cap;
+
+				memcpy(row, p, n);
+				memset(row + n, 0, cap - n);
+				bytes += cap;
+			} else {
+				memcpy(dst + (uint64_t)aux[r] * unit, p, len);
+				bytes += len;
+			}
+		}
+	}
+	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+	return bytes;
+}
+
+/* The last part is done: unpin the blocks, start the device copy, and
+ * make the slot visible to the consumer. */
+static void slot_finish(struct loader_core *c, struct slot *s)
+{
+	char dev_msg[256] = "";
+	int r = 0, idle;
+
+	/* Before its blocks are unpinned: an upload into their io memory
+	 * then waits for this gather (gather.c). */
+	if (s->gathering && !s->error) {
+		r = gather_submit(c, s);
+		if (r)
+			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
+	}
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t k = 0; k < s->nentries; k++)
+		cache_unpin(c, s->entries[k]);
+	s->nentries = 0;
+	slot_ranges_release_locked(c, s);
+	pthread_mutex_unlock(&c->mu);
+	io_ring_wake(c->ring);     /* entries are free again */
+
+	if (!s->error && !s->gathering &&
+	    (c->dev_info.caps & DEVICE_CAP_MIRROR)) {
+		struct slot_range used[LOADER_MAX_TENSORS];
+		uint64_t t0 = now_ns(), bytes = 0;
+
+		for (uint32_t k = 0; k < c->tensors_per_batch; k++) {
+			used[k].offset = s->tensors[k].offset;
+			used[k].len = tensor_bytes(&s->tensors[k]);
+			bytes += used[k].len;
+		}
+		r = device_copy_slot_ranges(c->dev, s->id, s->host, used,
+					    c->tensors_per_batch);
+		if (r)
+			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
+		loader_span(c, SLUICE_STAGE_COPY, t0, now_ns(), bytes);
+		atomic_fetch_add(&c->st_copy.busy_ns, now_ns() - t0);
+		atomic_fetch_add(&c->st_copy.bytes, bytes);
+		atomic_fetch_add(&c->st_copy.ops, 1);
+	}
+	pthread_mutex_lock(&c->mu);
+	if (r)
+		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
+				   s->gathering ? "gather" : "copy",
+				   (unsigned long long)s->batch,
+				   dev_msg[0] ? ": " : "", dev_msg);
+	if (s->error)
+		loader_fail_locked(c, s->error, "batch %llu failed",
+				   (unsigned long long)s->batch);
+	s->state = SLOT_READY;
+	/* The planner may wait for nothing to be in flight to tell a batch
+	 * that can never fit from one that waits for memory. */
+	idle = --c->inflight == 0;
+	pthread_cond_broadcast(&c->ready_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (idle)
+		io_ring_wake(c->ring);
+}
+
+#ifdef SLUICE_TESTING
+void (*assemble_test_finish_hook)(struct loader_core *c);
+#endif
+
+void run_assemble(struct loader_core *c, struct job j)
+{
+	struct slot *s = c->slots[j.id];
+	int last, next_chunk;
+
+	if (j.parts) {
+		/* a chunk's rows (positions in chunk_rows, chunks.c), or
+		 * the whole batch's */
+		uint32_t base = s->chunked ? s->chunk_lo : 0;
+		uint32_t n = s->chunked ? s->chunk_hi - base : s->delivered;
+		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
+		uint32_t hi = base +
+			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
+		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
+		uint64_t bytes = 0;
+
+		/* No copy reads this memory any more: it returned to the
+		 * budget only after its last copy (batch.c, loader.c). */
+		if (s->gathering)
+			bytes = gather_plan(c, s);  /* the device copies */
+		else if (s->chunked)
+			bytes = chunk_copy_part(c, s, lo, hi);
+		else
+			bytes = assemble_part(c, s, lo, hi, &verify);
+		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
+
+		/* Checksums checked while copying (ranges.c) are verify's:
+		 * timed by the cheap wall clock, a thread clock per record
+		 * would cost more than a 16 KiB record's hash. */
+		if (verify > cpu)
+			verify = cpu;
+		atomic_fetch_add(&c->cpu_verify_ns, verify);
+		atomic_fetch_add(&c->cpu_assemble_ns, cpu - verify);
+
+		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);
+		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);
+		atomic_fetch_add(&c->st_assemble.ops, 1);
+	}
+	pthread_mutex_lock(&c->mu);
+	last = --s->parts_left == 0;
+	next_chunk = last && s->chunked && !chunk_done_locked(c, s);
+	pthread_mutex_unlock(&c->mu);
+	if (next_chunk) {
+		io_ring_wake(c->ring);  /* the I/O thread claims it */
+	} else if (last) {
+#ifdef SLUICE_TESTING
+		if (assemble_test_finish_hook)
+			assemble_test_finish_hook(c);
+#endif
+		slot_finish(c, s);
+	}
+}

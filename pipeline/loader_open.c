@@ -1,0 +1,417 @@
+/*
+ * loader_open.c - a loader's open and close: size and allocate everything
+ * (geometry, sampler, range reads, budget, cache, slots, ring, threads),
+ * start its threads; stop them and free it all.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "loader.h"
+
+static void free_core(struct loader_core *c)
+{
+	for (uint32_t i = 0; c->slots && i < c->nslots; i++)
+		slot_free(c->slots[i]);
+	io_ring_destroy(c->ring);
+	ranges_close(c);
+	cache_destroy(c);
+	budget_close(c);
+	device_close(c->dev);
+	sampler_destroy(&c->sampler);
+	free(c->slots);
+	free(c->fifo);
+	free(c->decode_jobs.ring);
+	free(c->batch_jobs.ring);
+	free(c->submit);
+	free(c->reaped);
+	free(c->workers);
+	free(c->ahead_recs);
+	free(c->block_first);
+	free(c->block_shard);
+	free(c->shard_block_base);
+	mixture_free(c->owned_ds);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->work_cv);
+	pthread_cond_destroy(&c->ready_cv);
+	free(c);
+}
+
+void core_unref(struct loader_core *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		free_core(c);
+}
+
+static int build_geometry(struct loader_core *c)
+{
+	const struct dataset *ds = c->ds;
+	uint64_t g = 0;
+
+	c->nblocks = ds->block_count;
+	c->block_first = malloc((c->nblocks + 1) * sizeof(uint64_t));
+	c->block_shard = malloc((c->nblocks ? c->nblocks : 1) * sizeof(uint32_t));
+	c->shard_block_base = malloc((ds->nshards + 1) * sizeof(uint64_t));
+	if (!c->block_first || !c->block_shard || !c->shard_block_base)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		const struct shard_file *sf = &ds->shards[s];
+
+		c->shard_block_base[s] = g;
+		for (uint64_t b = 0; b < sf->block_count; b++, g++) {
+			c->block_first[g] = ds->shard_first[s] +
+					    sf->blocks[b].first_record;
+			c->block_shard[g] = s;
+			if (sf->blocks[b].codec == DLS_CODEC_ZSTD)
+				c->has_zstd = 1;
+		}
+	}
+	c->shard_block_base[ds->nshards] = g;
+	c->block_first[g] = ds->record_count;
+	return 0;
+}
+
+static int alloc_slots(struct loader_core *c, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct slot *s = calloc(1, sizeof(*s));
+
+		if (!s)
+			return -ENOMEM;
+		c->slots[c->nslots++] = s;
+		if (slot_init(c, s, i))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
+		     char *err, size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	const char **paths = malloc(ds->nshards * sizeof(*paths));
+	struct io_ring_config rc = {
+		.queue_depth = c->cfg.queue_depth,
+		.direct = c->cfg.direct_io == SLUICE_DIRECT_IO_ON ? 1
+			  : c->cfg.direct_io == SLUICE_DIRECT_IO_OFF ? 0 : -1,
+		.sqpoll = c->cfg.sqpoll,
+		.plain_reads = !!(sluice_loader_config_forced(&c->cfg) &
+				  SLUICE_FORCE_PLAIN_READS),
+		.read_delay_us = (uint32_t)SLUICE_CONFIG_READ_DELAY_WORD(&c->cfg),
+	};
+	int r;
+
+	if (!paths)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < ds->nshards; s++)
+		paths[s] = ds->shards[s].path;
+	r = io_ring_create(&c->ring, paths, ds->nshards, arena, len, &rc, err,
+			   errlen);
+	free(paths);
+	if (r)
+		return r;
+	io_ring_get_info(c->ring, &c->ring_info);
+	if (c->ring_info.alignment > 4096) {
+		snprintf(err, errlen, "direct I/O alignment %u exceeds 4096",
+			 c->ring_info.alignment);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int start_threads(struct loader_core *c)
+{
+	c->workers = calloc(c->cfg.decode_threads, sizeof(*c->workers));
+	if (!c->workers)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->cfg.decode_threads; i++) {
+		if (pthread_create(&c->workers[i], NULL, decode_worker_main, c))
+			return -EAGAIN;
+		c->nworkers++;
+	}
+	if (pthread_create(&c->io_thread, NULL, io_thread_main, c))
+		return -EAGAIN;
+	c->io_started = 1;
+	return 0;
+}
+
+static void stop_threads(struct loader_core *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->work_cv);
+	pthread_cond_broadcast(&c->ready_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->io_started) {
+		io_ring_wake(c->ring);
+		pthread_join(c->io_thread, NULL);
+		c->io_started = 0;
+	}
+	for (uint32_t i = 0; i < c->nworkers; i++)
+		pthread_join(c->workers[i], NULL);
+	c->nworkers = 0;
+}
+
+/* Cache entries for batches that touch @need blocks: two batches' worth
+ * and the read-ahead's, or as many as cache_bytes holds. */
+static uint64_t cache_entries(const struct loader_core *c, uint64_t need)
+{
+	uint64_t entries = 2 * need + 2 * c->ahead_max;
+
+	if (c->cfg.cache_bytes && c->nblocks) {
+		/* as many entries as blocks of the average size fit, in the
+		 * io memory a block takes (its stored bytes aligned, and
+		 * its decoded bytes when zstd: budget.c), which is what
+		 * cache_bytes gives; not its stored bytes, which counted
+		 * more entries than the io memory holds */
+		uint64_t avg = cache_dataset_bytes(c) / c->nblocks;
+
+		if (avg && c->cfg.cache_bytes / avg > entries)
+			entries = c->cfg.cache_bytes / avg;
+	}
+	if (entries > c->nblocks)
+		entries = c->nblocks;
+	if (entries < need)
+		entries = need;
+	if (entries == 0)
+		entries = 1;
+	return entries;
+}
+
+/* The ring, the job queues and the threads, once the memory is set. */
+static int open_rest(struct loader_core *c, char *err, size_t errlen)
+{
+	int r;
+
+	/* Reads land only in the io pool: register just that. */
+	r = open_ring(c, c->arena, c->io_bytes, err, errlen);
+	if (r)
+		return r;
+
+	c->decode_jobs.cap = c->nentries + 16;
+	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
+	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
+	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
+	/* One batch's block and range reads, or the read-ahead's. */
+	c->reads_max = c->nentries + c->ranges_max_reads;
+	c->submit = calloc(c->reads_max, sizeof(*c->submit));
+	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
+	if (!c->decode_jobs.ring || !c->batch_jobs.ring || !c->submit ||
+	    !c->reaped)
+		return -ENOMEM;
+	return start_threads(c);
+}
+
+static int open_sampler(struct loader_core *c,
+			const struct sampler_stream_spec *specs,
+			uint32_t nspecs, char *err, size_t errlen)
+{
+	struct sampler_config sc = {
+		.shuffle = c->cfg.shuffle,
+		.window_blocks = c->cfg.window_blocks,
+		.seed = c->cfg.seed,
+		.batch_size = c->cfg.batch_size,
+		.drop_last = c->cfg.drop_last,
+		.rank = (uint32_t)c->cfg.rank,
+		.world_size = (uint32_t)c->cfg.world_size,
+	};
+	int r = specs ? sampler_init_streams(&c->sampler, &sc, c->block_first,
+					     c->nblocks, specs, nspecs)
+		      : sampler_init(&c->sampler, &sc, c->block_first,
+				     c->nblocks);
+
+	if (r) {
+		snprintf(err, errlen, "sampler: invalid configuration");
+		return r;
+	}
+	c->fresh_batches = c->sampler.nbatches;
+	c->epoch_batches = c->sampler.nbatches;
+	return 0;
+}
+
+/*
+ * The default budget's cap binds and a window batch's blocks do not fit
+ * the io memory it leaves (budget_open's -E2BIG): halve the window until
+ * they do, and say so (stats.fallbacks).  The window is part of the
+ * order: a run resumed with another memory_bytes, or on a machine whose
+ * cap differs, has another order.  @return: budget_open's.
+ */
+static int shrink_window(struct loader_core *c,
+			 const struct sampler_stream_spec *specs,
+			 uint32_t nspecs, uint64_t batch_fixed,
+			 uint64_t *entries, char *err, size_t errlen)
+{
+	int r = -E2BIG;
+
+	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes ||
+	    c->cfg.cache_bytes || c->ranges_all)
+		return r;
+	c->window_asked = c->cfg.window_blocks;
+	while (r == -E2BIG && c->cfg.window_blocks > 1) {
+		c->cfg.window_blocks /= 2;
+		sampler_destroy(&c->sampler);
+		r = open_sampler(c, specs, nspecs, err, errlen);
+		if (r)
+			return r;
+		c->need = cache_needed(c, c->cfg.batch_size);
+		*entries = cache_entries(c, c->need);
+		r = budget_open(c, *entries, batch_fixed, err, errlen);
+	}
+	return r;
+}
+
+static int open_core(struct loader_core *c,
+		     const struct sampler_stream_spec *specs, uint32_t nspecs,
+		     char *err, size_t errlen)
+{
+	uint64_t need, entries, batch_fixed;
+	int r;
+
+	r = build_geometry(c);
+	if (r)
+		return r;
+	r = open_sampler(c, specs, nspecs, err, errlen);
+	if (r)
+		return r;
+
+	/* Range reads read a full shuffle's records again every epoch; a
+	 * cache_bytes that holds every block reads each block once, so
+	 * it takes them off unless asked for (issue 22). */
+	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
+	    c->cfg.cache_bytes && c->cfg.cache_bytes >= cache_dataset_bytes(c))
+		c->cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	/* Room for the blocks of two batches at once, so that reading the
+	 * next overlaps assembling this one; more when the user asks. */
+	r = ranges_open(c, err, errlen);
+	if (r)
+		return r;
+	need = cache_needed(c, c->cfg.batch_size);
+	if (c->ranges_all)
+		need = 1;       /* no block is read whole (ranges.c) */
+	chunks_init(c);
+	c->need = need;
+	/* Read-ahead keeps two blocks per decode worker coming, looking no
+	 * further ahead than that many blocks' worth of records. */
+	c->ahead_max = 2 * c->cfg.decode_threads;
+	c->ahead_records = c->nblocks
+		? c->ahead_max * (c->ds->record_count / c->nblocks + 1) : 0;
+	entries = cache_entries(c, need);
+
+	c->slots_cap = c->cfg.prefetch_depth + SLOT_GROWTH_MAX;
+	c->slots = calloc(c->slots_cap, sizeof(*c->slots));
+	c->fifo = calloc(c->slots_cap, sizeof(*c->fifo));
+	if (!c->slots || !c->fifo)
+		return -ENOMEM;
+	r = slot_layout(c, &batch_fixed);
+	if (r) {
+		snprintf(err, errlen, "batch of %u records is too large",
+			 c->cfg.batch_size);
+		return r;
+	}
+	r = budget_open(c, entries, batch_fixed, err, errlen);
+	if (r == -ENOSPC && c->chunks_possible && need > chunk_blocks(c)) {
+		/* A batch's blocks do not fit at once: gather it a chunk of
+		 * blocks at a time (chunks.c). */
+		c->chunked = 1;
+		c->need = need = chunk_blocks(c);
+		entries = cache_entries(c, need);
+		r = budget_open(c, entries, batch_fixed, err, errlen);
+	}
+	if (r == -E2BIG)
+		r = shrink_window(c, specs, nspecs, batch_fixed, &entries,
+				  err, errlen);
+	if (r == -E2BIG)
+		r = -ENOSPC;
+	if (!r)
+		r = cache_init(c, (uint32_t)entries);
+	if (!r)
+		c->cache_all = cache_holds_dataset(c);
+	views_init(c);
+	direct_init(c);
+	gather_init(c);
+	if (!r)
+		r = alloc_slots(c, c->cfg.prefetch_depth);
+	if (r)
+		return r;
+	return open_rest(c, err, errlen);
+}
+
+/* A handle that carries only an error message (NULL without memory). */
+sluice_loader *loader_failed(int code, const char *msg)
+{
+	struct sluice_loader *ld = calloc(1, sizeof(*ld));
+
+	if (ld)
+		snprintf(ld->err, sizeof(ld->err), "%s",
+			 msg && msg[0] ? msg : sluice_strerror(code));
+	return ld;
+}
+
+int loader_open_common(struct dataset *d, int owned,
+		       const struct sampler_stream_spec *specs,
+		       uint32_t nspecs, uint64_t mix_id,
+		       const struct sluice_loader_config *cfg,
+		       sluice_loader **out)
+{
+	struct sluice_loader *ld = calloc(1, sizeof(*ld));
+	struct loader_core *c;
+	int r;
+
+	*out = ld;
+	if (!ld || !(c = calloc(1, sizeof(*c)))) {
+		if (ld)
+			snprintf(ld->err, sizeof(ld->err), "out of memory");
+		if (owned)
+			mixture_free(d);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->work_cv, NULL);
+	pthread_cond_init(&c->ready_cv, NULL);
+	atomic_init(&c->refs, 1);
+	c->ds = d;
+	c->owned_ds = owned ? d : NULL;
+	c->mix_id = mix_id;
+	if (cfg)
+		c->cfg = *cfg;
+	else
+		sluice_loader_config_init(&c->cfg);
+	r = loader_config_check(&c->cfg, ld->err, sizeof(ld->err));
+	if (!r)
+		r = open_core(c, specs, nspecs, ld->err, sizeof(ld->err));
+	if (r) {
+		/* Threads stopped first: then nothing writes c->err. */
+		stop_threads(c);
+		if (!ld->err[0])
+			snprintf(ld->err, sizeof(ld->err), "%s",
+				 c->err[0] ? c->err : sluice_strerror(r));
+		free_core(c);
+		return r;
+	}
+	ld->core = c;
+	return 0;
+}
+
+SLUICE_API int sluice_loader_open(sluice_dataset *ds,
+				  const struct sluice_loader_config *cfg,
+				  sluice_loader **out)
+{
+	if (!out)
+		return -EINVAL;
+	if (!ds || !ds->loaded) {
+		*out = loader_failed(-EINVAL, "no dataset");
+		return *out ? -EINVAL : -ENOMEM;
+	}
+	return loader_open_common(&ds->d, 0, NULL, 0, 0, cfg, out);
+}
+
+SLUICE_API void sluice_loader_close(sluice_loader *ld)
+{
+	if (!ld)
+		return;
+	if (ld->core) {
+		stop_threads(ld->core);
+		core_unref(ld->core);
+	}
+	free(ld);
+}

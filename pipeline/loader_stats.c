@@ -1,0 +1,102 @@
+/*
+ * loader_stats.c - sluice_loader_stats(): the counters the pipeline's
+ * stages keep, copied out in the caller's struct size, and the fallbacks
+ * taken, in words.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loader.h"
+
+static void stage_get(const struct stage_clock *in,
+		      struct sluice_stage_stats *out)
+{
+	out->bytes = atomic_load(&in->bytes);
+	out->ops = atomic_load(&in->ops);
+	out->busy_ns = atomic_load(&in->busy_ns);
+	out->wait_ns = atomic_load(&in->wait_ns);
+}
+
+/* Append @what to the "; "-separated list @dst (cut at @cap). */
+static void fallbacks_append(char *dst, size_t cap, const char *what)
+{
+	size_t n = strlen(dst);
+
+	if (what[0] && n + 1 < cap)
+		snprintf(dst + n, cap - n, "%s%s", n ? "; " : "", what);
+}
+
+SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
+				   struct sluice_stats *out)
+{
+	const struct loader_core *c = ld ? ld->core : NULL;
+	struct sluice_stats all, *st = &all;
+	size_t n;
+
+	if (!c || !out || out->size == 0)
+		return -EINVAL;
+	/* Fill all we know, then give the caller the part its struct has
+	 * room for: a caller built against an older header passes a
+	 * smaller size (sluice.h: statistics grow at the end). */
+	n = out->size < sizeof(all) ? out->size : sizeof(all);
+	memset(st, 0, sizeof(*st));
+	stage_get(&c->st_read, &st->read);
+	stage_get(&c->st_decode, &st->decode);
+	stage_get(&c->st_assemble, &st->assemble);
+	stage_get(&c->st_copy, &st->copy);
+	st->consumer_wait_ns = atomic_load(&c->consumer_wait_ns);
+	st->batches = atomic_load(&c->batches);
+	st->records = atomic_load(&c->records);
+	st->records_skipped = atomic_load(&c->skipped);
+	st->values_truncated = atomic_load(&c->truncated);
+	st->blocks_read = atomic_load(&c->blocks_read);
+	st->block_cache_hits = atomic_load(&c->cache_hits);
+	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);
+	st->prefetch_depth = c->nslots;
+	st->memory_bytes = c->io_bytes + c->batch_bytes;
+	st->io_memory_bytes = c->io_bytes;
+	st->batches_over_budget = atomic_load(&c->over_budget);
+	st->direct_io = c->ring_info.direct;
+	st->cached_shards = c->ring_info.cached_files;
+	st->registered_buffers = c->ring_info.fixed_buffers;
+	st->registered_files = c->ring_info.fixed_files;
+	st->sqpoll = c->ring_info.sqpoll;
+	st->device_pinned = c->dev_info.arena_pinned;
+	st->arena_resident_ns = c->dev_info.arena_resident_ns;
+	st->batches_viewed = atomic_load(&c->batches_viewed);
+	st->blocks_direct = atomic_load(&c->blocks_direct);
+	st->cpu_read_ns = atomic_load(&c->cpu_read_ns);
+	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
+	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);
+	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
+	st->range_reads = atomic_load(&c->range_reads);
+	st->range_records = atomic_load(&c->range_records);
+	st->batches_gathered = atomic_load(&c->batches_gathered);
+	st->gather_runs = atomic_load(&c->gather_runs);
+	st->device_upload_bytes = atomic_load(&c->device_upload_bytes);
+	st->device_memory_bytes = c->dev_info.device_bytes;
+	st->fallbacks[0] = '\0';
+	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+			 c->ring_info.fallbacks);
+	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+			 c->dev_info.fallbacks);
+	if (c->window_asked) {
+		char note[192];
+
+		snprintf(note, sizeof(note),
+			 "memory binds: shuffle window of %u blocks, not %u (a batch's blocks fit the io memory the default memory_bytes leaves; set memory_bytes for the whole window)",
+			 c->cfg.window_blocks, c->window_asked);
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
+	}
+	if (c->chunked)
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+				 c->gather_lost_to_chunks
+				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device"
+				 : "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time");
+	all.size = (uint32_t)n;
+	if (out->size > n)   /* a newer caller: fields we do not know */
+		memset((char *)out + n, 0, out->size - n);
+	memcpy(out, &all, n);
+	return 0;
+}

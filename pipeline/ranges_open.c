@@ -1,0 +1,328 @@
+/*
+ * ranges_open.c - what record-range reads (ranges.c) know from open:
+ * which blocks are read by range, where each record's fields lie in its
+ * file (the variable fields' offsets tables and the sections' starts,
+ * read by load_layout), the record checksums, the small fields kept in
+ * memory, and the io memory a batch's ranges take.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "loader.h"
+
+/* Small fields kept in memory (load_resident_fields). */
+#define RANGE_RESIDENT_FIELD_MAX 64u         /* bytes per record */
+#define RANGE_RESIDENT_MAX (64ull << 20)     /* all of them */
+#define RANGE_RESIDENT_BLOCKS_MAX (1u << 16) /* a pread per block each */
+
+static int any_variable(const struct shard_schema *sc)
+{
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (sc->fields[f].variable)
+			return 1;
+	return 0;
+}
+
+/*
+ * Datasets with variable fields: read every raw block's layout (the
+ * sections' starts, the variable fields' offsets tables) when it fits
+ * SLUICE_RANGE_SUMS_MAX and the blocks are few enough to read quickly.
+ * @return: 1 when loaded, 0 when the dataset is read by block, or a
+ * negative code.
+ */
+static int load_layout(struct loader_core *c, char *err, size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	const struct shard_schema *sc = &ds->schema;
+	uint64_t nf = sc->nfields, tables = 0, bytes;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		tables += sc->fields[f].variable;
+	/* records and blocks < 2^40 (the index's bounds): no overflow */
+	bytes = 8 * (nf * c->nblocks +
+		     tables * (ds->record_count + c->nblocks));
+	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX ||
+	    bytes > SLUICE_RANGE_SUMS_MAX)
+		return 0;
+	c->range_layout_bytes = bytes;
+	c->range_sec = malloc((size_t)(nf * c->nblocks * 8));
+	if (!c->range_sec)
+		return -ENOMEM;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		if (!sc->fields[f].variable)
+			continue;
+		c->range_offs[f] = malloc((size_t)((ds->record_count +
+						   c->nblocks) * 8));
+		if (!c->range_offs[f])
+			return -ENOMEM;
+	}
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		uint64_t base = c->shard_block_base[s];
+		uint64_t *tab[DLS_MAX_FIELDS] = { 0 };
+		int r;
+
+		for (uint32_t f = 0; f < sc->nfields; f++)
+			if (c->range_offs[f])
+				tab[f] = c->range_offs[f] + ds->shard_first[s] +
+					 base;
+		r = shard_read_layout(sc, &ds->shards[s],
+				      c->range_sec + base * nf, tab, err,
+				      errlen);
+		if (r < 0)
+			return r;
+	}
+	return 1;
+}
+
+/* Where field @f of record @i of block @g lies in its file, and how long
+ * it is. */
+uint64_t record_field_at(const struct loader_core *c, uint64_t g,
+			 uint32_t i, uint32_t f, uint64_t *len)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, g, &shard);
+	uint64_t rb = sc->fields[f].record_bytes;
+
+	if (!c->range_sec) {
+		/* Field-major sections; the index's raw size covers them
+		 * all (shard_parse). */
+		*len = rb;
+		return blk->offset + block_field_offset(sc, blk->record_count, f) +
+		       (uint64_t)i * rb;
+	}
+	if (sc->fields[f].variable) {
+		const uint64_t *o = c->range_offs[f] + c->block_first[g] + g + i;
+
+		*len = o[1] - o[0];
+		return blk->offset + c->range_sec[g * sc->nfields + f] + o[0];
+	}
+	*len = rb;
+	return blk->offset + c->range_sec[g * sc->nfields + f] +
+	       (uint64_t)i * rb;
+}
+
+/* Load the shards' record checksums, in shard order, within the cap. */
+static int load_record_sums(struct loader_core *c, char *err, size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+
+	c->record_sums = calloc(ds->nshards ? ds->nshards : 1,
+				sizeof(*c->record_sums));
+	if (!c->record_sums)
+		return -ENOMEM;
+	c->record_sums_shards = ds->nshards;
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		const struct shard_file *sf = &ds->shards[s];
+		uint64_t len = sf->record_sums_length;
+		int r;
+
+		if (len == 0)
+			continue;
+		/* len is record_count * 8, inside the file (shard_parse). */
+		if (c->record_sums_bytes + len > SLUICE_RANGE_SUMS_MAX)
+			break;
+		c->record_sums[s] = malloc((size_t)len);
+		if (!c->record_sums[s])
+			return -ENOMEM;
+		r = shard_read_record_sums(sf, c->record_sums[s], err, errlen);
+		if (r < 0)
+			return r;
+		c->record_sums_bytes += len;
+	}
+	return 0;
+}
+
+/*
+ * Small fixed fields (labels: a few bytes per record, in a section of
+ * their own at the end of each block) would cost a read of a page per
+ * record for a few bytes: read them at open instead, every record's,
+ * when they fit RANGE_RESIDENT_MAX and the blocks are few enough to read
+ * quickly; the record checksums still check them at every use.  The
+ * largest field always stays read by range.
+ */
+static int load_resident_fields(struct loader_core *c, char *err,
+				size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	const struct shard_schema *sc = &ds->schema;
+	uint64_t total = 0;
+	uint32_t largest = 0;
+
+	/* The largest: a variable field if there is one (record_bytes 0) */
+	for (uint32_t f = 1; f < sc->nfields; f++)
+		if (!sc->fields[largest].variable &&
+		    (sc->fields[f].variable ||
+		     sc->fields[f].record_bytes >
+			     sc->fields[largest].record_bytes))
+			largest = f;
+	c->ranges_main_field = largest;
+	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t rb = sc->fields[f].record_bytes, len;
+
+		if (f == largest || sc->fields[f].variable ||
+		    rb > RANGE_RESIDENT_FIELD_MAX ||
+		    __builtin_mul_overflow(rb, ds->record_count, &len) ||
+		    total + len > RANGE_RESIDENT_MAX)
+			continue;
+		c->range_resident[f] = malloc(len ? (size_t)len : 1);
+		if (!c->range_resident[f])
+			return -ENOMEM;
+		total += len;
+		for (uint32_t s = 0; s < ds->nshards; s++) {
+			const uint64_t *sec = c->range_sec
+				? c->range_sec + c->shard_block_base[s] *
+							 sc->nfields
+				: NULL;
+			int r = shard_read_field(sc, &ds->shards[s], f, sec,
+						 c->range_resident[f] +
+							 ds->shard_first[s] * rb,
+						 err, errlen);
+
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* The mean value bytes of variable field @f over the blocks read by
+ * range. */
+static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
+{
+	uint64_t sum = 0, n = 0;
+
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		if (!range_block(c, g))
+			continue;
+		/* offsets[n] of block g: checked against its raw size */
+		sum += c->range_offs[f][c->block_first[g + 1] + g];
+		n += c->block_first[g + 1] - c->block_first[g];
+	}
+	return n ? sum / n : 0;
+}
+
+int ranges_open(struct loader_core *c, char *err, size_t errlen)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	int want, any = 0, r;
+
+	switch (c->cfg.range_reads) {
+	case SLUICE_RANGE_READS_AUTO:
+		want = c->cfg.shuffle == SLUICE_SHUFFLE_FULL;
+		break;
+	case SLUICE_RANGE_READS_ON:
+		want = 1;
+		break;
+	case SLUICE_RANGE_READS_OFF:
+		want = 0;
+		break;
+	default:
+		snprintf(err, errlen, "invalid range_reads %d",
+			 (int)c->cfg.range_reads);
+		return -EINVAL;
+	}
+	if (!want || sc->nfields == 0 || c->nblocks == 0)
+		return 0;
+	if (any_variable(sc)) {
+		r = load_layout(c, err, errlen);
+		if (r <= 0)
+			return r;   /* 0: too many blocks or records */
+	}
+	if (c->cfg.verify) {
+		r = load_record_sums(c, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	c->ranges_max_reads = c->cfg.batch_size * sc->nfields;
+	c->ranges = 1;
+	c->ranges_all = 1;
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		if (range_block(c, g))
+			any = 1;
+		else
+			c->ranges_all = 0;
+	}
+	if (!any) {
+		c->ranges = c->ranges_all = 0;  /* v1/v2 shards, zstd blocks */
+		return 0;
+	}
+	r = load_resident_fields(c, err, errlen);
+	if (r < 0)
+		return r;
+	/* Each batch in flight reads at most a page more than each of its
+	 * ranges on both sides: a variable field's, of its average value
+	 * (what the blocks read by range hold), and room for its largest
+	 * value once. */
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		/* record_bytes < 2^34 (a block's limit): no overflow */
+		uint64_t env = align_up(sc->fields[f].record_bytes, 4096) + 4096;
+
+		if (sc->fields[f].variable)
+			env = align_up(variable_mean(c, f), 4096) + 4096;
+		if (!c->range_resident[f])
+			c->ranges_io_want += env;
+	}
+	if (__builtin_mul_overflow(c->ranges_io_want,
+				   (uint64_t)c->cfg.batch_size *
+					   c->cfg.prefetch_depth,
+				   &c->ranges_io_want))
+		c->ranges_io_want = UINT64_MAX;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t big = 0;
+
+		for (uint32_t k = 0; sc->fields[f].variable &&
+				     k < c->ds->nshards; k++)
+			if (c->ds->shards[k].max_value_bytes[f] > big)
+				big = c->ds->shards[k].max_value_bytes[f];
+		if (__builtin_add_overflow(c->ranges_io_want, big,
+					   &c->ranges_io_want))
+			c->ranges_io_want = UINT64_MAX;
+	}
+	c->range_pieces = malloc(c->ranges_max_reads *
+				 sizeof(*c->range_pieces));
+	if (!c->range_pieces)
+		return -ENOMEM;
+	return 0;
+}
+
+void ranges_close(struct loader_core *c)
+{
+	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
+		free(c->range_resident[f]);
+		c->range_resident[f] = NULL;
+	}
+	/* Not c->ds: the core may outlive the dataset (a consumer holding
+	 * tensors after close). */
+	for (uint32_t s = 0; c->record_sums && s < c->record_sums_shards; s++)
+		free(c->record_sums[s]);
+	free(c->record_sums);
+	free(c->range_pieces);
+	free(c->range_sec);
+	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
+		free(c->range_offs[f]);
+		c->range_offs[f] = NULL;
+	}
+	c->range_sec = NULL;
+	c->record_sums = NULL;
+	c->range_pieces = NULL;
+}
+
+/* Block @g is read by range: raw, its layout known (load_layout), and its
+ * records' checksums at hand unless verify is off. */
+int range_block(const struct loader_core *c, uint64_t g)
+{
+	uint32_t shard;
+	const struct shard_block *blk;
+
+	if (!c->ranges)
+		return 0;
+	blk = loader_block(c, g, &shard);
+	return blk->codec == DLS_CODEC_RAW &&
+	       (!c->range_sec ||
+		c->range_sec[g * c->ds->schema.nfields] != UINT64_MAX) &&
+	       (!c->cfg.verify || c->record_sums[shard]);
+}
