@@ -144,9 +144,9 @@ static bool prep_delay(struct io_ring *r)
 
 	if (io_uring_sq_space_left(&r->uring) < 2 && ring_enter(r, 0) < 0)
 		return false;
+	if (io_uring_sq_space_left(&r->uring) < 2)
+		return false;   /* SQPOLL has not taken them yet: later */
 	sqe = io_uring_get_sqe(&r->uring);
-	if (!sqe)
-		return false;
 	io_uring_prep_timeout(sqe, &r->read_delay, 0,
 			      IORING_TIMEOUT_ETIME_SUCCESS);
 	io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS);
