@@ -33,14 +33,6 @@ SLUICE_API void sluice_loader_config_init(struct sluice_loader_config *cfg)
 	cfg->direct_io = SLUICE_DIRECT_IO_AUTO;
 }
 
-uint32_t local_ranks(void)
-{
-	const char *local = getenv("LOCAL_WORLD_SIZE");
-	long ranks = local ? strtol(local, NULL, 10) : 1;
-
-	return ranks > 1 && ranks <= 4096 ? (uint32_t)ranks : 1;
-}
-
 /* Every CPU this process may run on, shared with the other ranks of this
  * host.  It was at most 8: on a 16-core host zstd data then reached
  * 0.86x what all of them decompress. */
@@ -65,6 +57,13 @@ static int env_int(const char *name, int fallback)
 		return fallback;
 	x = strtol(v, &end, 10);
 	return (*end || x < 0 || x > 1 << 20) ? fallback : (int)x;
+}
+
+uint32_t local_ranks(void)
+{
+	int ranks = env_int("LOCAL_WORLD_SIZE", 1);
+
+	return ranks > 1 ? (uint32_t)ranks : 1;
 }
 
 int loader_config_check(struct sluice_loader_config *cfg, char *err,

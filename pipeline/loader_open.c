@@ -269,13 +269,12 @@ static int shrink_window(struct loader_core *c,
 
 static uint32_t ahead_blocks(const struct loader_core *c)
 {
-	uint64_t stored = 0, most;
+	/* the io memory a block takes, as the budget counts it */
+	uint64_t per_block = c->nblocks ? cache_dataset_bytes(c) / c->nblocks
+					: 0;
 	uint32_t n = 2 * c->cfg.decode_threads;
+	uint64_t most = per_block ? AHEAD_BYTES_MAX / per_block : n;
 
-	for (uint32_t s = 0; s < c->ds->nshards; s++)
-		stored += c->ds->shards[s].stored_bytes;
-	most = c->nblocks && stored ? AHEAD_BYTES_MAX / (stored / c->nblocks + 1)
-				    : n;
 	if (most < 4)
 		most = 4;
 	return n < most ? n : (uint32_t)most;

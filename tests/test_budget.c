@@ -752,6 +752,48 @@ static void check_lying_header(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* @n records of one uint8[16384] field in blocks of @block_size bytes. */
+static void write_fixed(const char *dir, uint32_t n, uint64_t block_size)
+{
+	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
+					16384);
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	static uint8_t rec[16384];
+
+	sluice_writer_config_init(&wc);
+	wc.block_size = block_size;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < n; i++) {
+		const void *v[1] = { rec };
+		uint64_t len[1] = { sizeof(rec) };
+
+		memset(rec, (int)(i * 7), sizeof(rec));
+		T_OK(sluice_writer_add(w, v, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+}
+
+/* Every batch to the end of the epoch, released at once; the records
+ * delivered.  A loader error fails the test with its message. */
+static uint64_t stream_to_end(sluice_loader *ld, const char *what)
+{
+	uint64_t got = 0;
+	sluice_batch *b;
+	char msg[512];
+	int r;
+
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		got += sluice_batch_size(b);
+		sluice_batch_release(b);
+	}
+	if (r != SLUICE_EOF) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("%s: %s: %s", what, sluice_strerror(r), msg);
+	}
+	return got;
+}
+
 /* A few hundred records of 0 to 300 KB, as a small WebDataset makes: the
  * default budget streams them at every batch size and shuffle mode (it
  * was sized from the median image, and a batch of 8 large ones was
@@ -792,20 +834,11 @@ static void check_variable_images(const char *dir)
 		for (int mode = SLUICE_SHUFFLE_NONE;
 		     mode <= SLUICE_SHUFFLE_FULL; mode++) {
 			sluice_loader *ld = must_open(ds, mode, batch, 0);
-			uint64_t got = 0;
-			sluice_batch *b;
-			char msg[512];
-			int r;
+			char what[64];
 
-			while ((r = sluice_loader_next(ld, &b)) == 0) {
-				got += sluice_batch_size(b);
-				sluice_batch_release(b);
-			}
-			sluice_loader_error(ld, msg, sizeof(msg));
-			if (r != SLUICE_EOF)
-				T_FAIL_AT("batch %u shuffle %d: %s: %s", batch,
-					  mode, sluice_strerror(r), msg);
-			T_EQ(got, n);
+			snprintf(what, sizeof(what), "batch %u shuffle %d",
+				 batch, mode);
+			T_EQ(stream_to_end(ld, what), n);
 			sluice_loader_close(ld);
 		}
 	sluice_dataset_close(ds);
@@ -816,29 +849,13 @@ static void check_variable_images(const char *dir)
  * with a message when it cannot fit beside one batch. */
 static void check_explicit_cache(const char *dir)
 {
-	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
-					16384);
-	struct sluice_writer_config wc;
 	struct sluice_loader_config cfg;
-	sluice_writer *w = NULL;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
 	struct sluice_stats st = { .size = sizeof(st) };
-	static uint8_t rec[16384];
 	char msg[512];
 
-	/* 256 records of 16 KiB in 64 KiB blocks: 4 MiB */
-	sluice_writer_config_init(&wc);
-	wc.block_size = 64 << 10;
-	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
-	for (uint32_t i = 0; i < 256; i++) {
-		const void *v[1] = { rec };
-		uint64_t len[1] = { sizeof(rec) };
-
-		memset(rec, (int)i, sizeof(rec));
-		T_OK(sluice_writer_add(w, v, len));
-	}
-	T_OK(sluice_writer_close(w, NULL));
+	write_fixed(dir, 256, 64 << 10);        /* 4 MiB */
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.device = SLUICE_DEVICE_HOST;
@@ -852,18 +869,7 @@ static void check_explicit_cache(const char *dir)
 		T_FAIL_AT("cache_bytes %llu cut to %llu of io memory",
 			  (unsigned long long)cfg.cache_bytes,
 			  (unsigned long long)st.io_memory_bytes);
-	for (uint32_t got = 0;;) {
-		sluice_batch *b;
-		int r = sluice_loader_next(ld, &b);
-
-		if (r == SLUICE_EOF) {
-			T_EQ(got, 256);
-			break;
-		}
-		T_OK(r);
-		got += sluice_batch_size(b);
-		sluice_batch_release(b);
-	}
+	T_EQ(stream_to_end(ld, "cache_bytes 3 MiB"), 256);
 	sluice_loader_close(ld);
 
 	/* More than every block takes: the cache holds the dataset, and
@@ -893,29 +899,13 @@ static void check_explicit_cache(const char *dir)
  * an explicit memory_bytes that cannot hold one is refused at open. */
 static void check_window_shrinks(const char *dir)
 {
-	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
-					16384);
-	struct sluice_writer_config wc;
 	struct sluice_loader_config cfg;
-	sluice_writer *w = NULL;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
 	struct sluice_stats st = { .size = sizeof(st) };
-	static uint8_t rec[16384];
 	char msg[512];
 
-	/* 1024 records of 16 KiB in 256 KiB blocks: 64 blocks, 16 MiB */
-	sluice_writer_config_init(&wc);
-	wc.block_size = 256 << 10;
-	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
-	for (uint32_t i = 0; i < 1024; i++) {
-		const void *v[1] = { rec };
-		uint64_t len[1] = { sizeof(rec) };
-
-		memset(rec, (int)(i * 7), sizeof(rec));
-		T_OK(sluice_writer_add(w, v, len));
-	}
-	T_OK(sluice_writer_close(w, NULL));
+	write_fixed(dir, 1024, 256 << 10);      /* 64 blocks, 16 MiB */
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.device = SLUICE_DEVICE_HOST;
@@ -928,20 +918,7 @@ static void check_window_shrinks(const char *dir)
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	T_EQ(unsetenv("LOCAL_WORLD_SIZE"), 0);
 	budget_test_default_cap = 0;
-	for (uint32_t got = 0;;) {
-		sluice_batch *b;
-		int r = sluice_loader_next(ld, &b);
-
-		if (r != 0) {
-			sluice_loader_error(ld, msg, sizeof(msg));
-			if (r != SLUICE_EOF)
-				T_FAIL_AT("next: %s", msg);
-			T_EQ(got, 1024);
-			break;
-		}
-		got += sluice_batch_size(b);
-		sluice_batch_release(b);
-	}
+	T_EQ(stream_to_end(ld, "window halved"), 1024);
 	T_OK(sluice_loader_stats(ld, &st));
 	T_ASSERT(st.memory_bytes <= 4 * MIB);
 	T_CONTAINS(st.fallbacks, "memory binds: shuffle window of");

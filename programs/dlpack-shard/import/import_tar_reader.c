@@ -307,7 +307,9 @@ static int read_meta(struct tar_reader *r, uint64_t size, uint64_t at,
 	return 0;
 }
 
-static int take_next_path(struct tar_reader *r, const char *p, size_t len)
+/* @p[0, @len) as the string *@slot (the next member's path or link
+ * target from an extended header).  -1: it holds a NUL; -ENOMEM. */
+static int take_string(char **slot, const char *p, size_t len)
 {
 	char *s;
 
@@ -316,22 +318,8 @@ static int take_next_path(struct tar_reader *r, const char *p, size_t len)
 	s = strndup(p, len);
 	if (!s)
 		return -ENOMEM;
-	free(r->next_path);
-	r->next_path = s;
-	return 0;
-}
-
-static int take_next_link(struct tar_reader *r, const char *p, size_t len)
-{
-	char *s;
-
-	if (memchr(p, '\0', len))
-		return -1;
-	s = strndup(p, len);
-	if (!s)
-		return -ENOMEM;
-	free(r->next_link);
-	r->next_link = s;
+	free(*slot);
+	*slot = s;
 	return 0;
 }
 
@@ -400,7 +388,7 @@ static int parse_pax(struct tar_reader *r, uint64_t at, char *err,
 					   r->path, (unsigned long long)at);
 		val = eq + 1;
 		if (eq - key == 4 && memcmp(key, "path", 4) == 0) {
-			int rc = take_next_path(r, val,
+			int rc = take_string(&r->next_path, val,
 						(size_t)(rec + len - 1 - val));
 			if (rc < 0)
 				return import_fail(err, errlen,
@@ -410,7 +398,7 @@ static int parse_pax(struct tar_reader *r, uint64_t at, char *err,
 						   r->path,
 						   (unsigned long long)at);
 		} else if (eq - key == 8 && memcmp(key, "linkpath", 8) == 0) {
-			if (take_next_link(r, val,
+			if (take_string(&r->next_link, val,
 					   (size_t)(rec + len - 1 - val)) < 0)
 				return import_fail(err, errlen,
 						   -SLUICE_EINPUT,
@@ -573,7 +561,7 @@ int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
 			if (rc < 0)
 				return rc;
 			r->pending = padded(size) - size;
-			if (take_next_path(r, (const char *)r->meta.p,
+			if (take_string(&r->next_path, (const char *)r->meta.p,
 					   bounded_len(r->meta.p,
 						       r->meta.len)) < 0)
 				return import_fail(err, errlen, -ENOMEM,
@@ -585,7 +573,7 @@ int tar_next(struct tar_reader *r, struct tar_member *m, char *err,
 			if (rc < 0)
 				return rc;
 			r->pending = padded(size) - size;
-			if (take_next_link(r, (const char *)r->meta.p,
+			if (take_string(&r->next_link, (const char *)r->meta.p,
 					   bounded_len(r->meta.p,
 						       r->meta.len)) < 0)
 				return import_fail(err, errlen, -ENOMEM,
