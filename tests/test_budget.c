@@ -302,7 +302,7 @@ static void check_hoarding(const char *dir)
 static int batch_waits_for_memory(sluice_loader *ld)
 {
 	struct loader_core *c = ld->core;
-	int found = 0;
+	int found = 0, idle_waited = 0;
 
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
@@ -312,8 +312,21 @@ static int batch_waits_for_memory(sluice_loader *ld)
 
 			found = s->state == SLOT_MEMORY && !s->has_mem;
 		}
-		if (found || c->inflight == 0 || c->failed)
+		if (found || c->failed || (c->inflight == 0 && idle_waited))
 			break;
+		if (c->inflight == 0) {
+			/* Nothing in flight yet: the I/O thread may not have
+			 * planned into the slot just released (it failed 2-10
+			 * runs in 30 on a loaded machine).  Give it one
+			 * bounded wait; a batch that starts waiting signals. */
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += 1;
+			pthread_cond_timedwait(&c->ready_cv, &c->mu, &until);
+			idle_waited = 1;
+			continue;
+		}
 		pthread_cond_wait(&c->ready_cv, &c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
