@@ -17,12 +17,42 @@ static void read_settle(struct io_ring *r, struct io_read *rd)
 		rd->result = rd->short_at >= rd->min_length
 			? (int64_t)rd->short_at : -ENODATA;
 	rd->done = rd->short_at;
+	atomic_store_explicit(&rd->landed, rd->done, memory_order_release);
 	rd->done_next = NULL;
 	if (r->done_tail)
 		r->done_tail->done_next = rd;
 	else
 		r->done_head = rd;
 	r->done_tail = rd;
+}
+
+/*
+ * @op's part of @rd is read.  Pieces are RING_PIECE_BYTES from
+ * piece_origin; @rd's landed rises over those now read in order.  A
+ * piece more than 64 beyond the first missing one is not tracked, and
+ * an O_DIRECT read is one op: their bytes land when the read settles.
+ * @return: whether landed rose.
+ */
+static bool piece_landed(const struct io_ring *r, struct io_read *rd,
+			 const struct ring_op *op)
+{
+	uint64_t k = (op->offset - rd->piece_origin) / RING_PIECE_BYTES;
+	uint64_t end = rd->offset + rd->length, to;
+
+	if (r->file_direct[op->file] || k < rd->piece_next ||
+	    k - rd->piece_next >= 64)
+		return false;
+	rd->pieces_early |= 1ull << (k - rd->piece_next);
+	if (!(rd->pieces_early & 1))
+		return false;
+	while (rd->pieces_early & 1) {
+		rd->pieces_early >>= 1;
+		rd->piece_next++;
+	}
+	to = rd->piece_origin + rd->piece_next * RING_PIECE_BYTES;
+	atomic_store_explicit(&rd->landed, (to < end ? to : end) - rd->offset,
+			      memory_order_release);
+	return true;
 }
 
 /*
@@ -39,10 +69,13 @@ void ring_op_finish(struct io_ring *r, struct ring_op *op, int err)
 		struct io_read *rd = op->reads[k];
 		uint64_t lo = rd->offset > op->offset ? rd->offset : op->offset;
 		uint64_t hi = rd->offset + rd->length;
+		bool rose = false;
 
 		if (hi > op->offset + op->length)
 			hi = op->offset + op->length;
-		if (read_end < hi) {
+		if (read_end >= hi) {
+			rose = piece_landed(r, rd, op);
+		} else {
 			uint64_t miss = (read_end > lo ? read_end : lo) -
 					rd->offset;
 
@@ -55,6 +88,8 @@ void ring_op_finish(struct io_ring *r, struct ring_op *op, int err)
 			rd->attempts = op->attempts;
 		if (--rd->ops_left == 0)
 			read_settle(r, rd);
+		else if (rose && r->on_landed)
+			r->on_landed(r->on_landed_ctx, rd);
 	}
 	ring_op_put(r, op);
 }

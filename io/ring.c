@@ -253,6 +253,8 @@ static int setup_uring(struct io_ring *r, const struct io_ring_config *cfg)
 		return ret;
 	r->uring_ok = true;
 	r->max_in_kernel = sqes < p.sq_entries ? sqes : p.sq_entries;
+	r->on_landed = cfg->on_landed;
+	r->on_landed_ctx = cfg->on_landed_ctx;
 	r->read_delay.tv_sec = cfg->read_delay_us / 1000000;
 	r->read_delay.tv_nsec = (long long)(cfg->read_delay_us % 1000000) *
 				1000;

@@ -6,10 +6,12 @@
 #ifndef SLUICE_IO_RING_H
 #define SLUICE_IO_RING_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct io_ring;
+struct io_read;
 
 struct io_ring_config {
 	unsigned queue_depth;   /* reads in flight (a buffered read's
@@ -24,6 +26,12 @@ struct io_ring_config {
 	uint32_t read_delay_us; /* every read SQE starts this long after
 				   its submission: a slow device, for
 				   benchmarks; 0: none */
+	/* Called on the reaping thread each time a read's landed rises
+	 * while some of its pieces are still out (NULL: never), so that
+	 * its owner can use those bytes while they are in the CPU's
+	 * cache.  It must not call into the ring. */
+	void (*on_landed)(void *ctx, struct io_read *rd);
+	void *on_landed_ctx;
 };
 
 /* What the ring ended up using, with the reason for each fallback. */
@@ -52,12 +60,20 @@ struct io_read {
 	void *buf;
 	void *user;
 	int64_t result;
+	/* Bytes at the front of buf known read: rises while the read is in
+	 * flight as its pieces land in order (a buffered read's; an
+	 * O_DIRECT read's all at once when it is handed back).  Any thread
+	 * may load it (acquire): the bytes below it are written. */
+	_Atomic uint64_t landed;
 	/* private to the ring */
 	uint64_t done;
 	unsigned attempts;
 	unsigned ops_left;      /* pieces (ring_ops) not finished yet */
 	int err;                /* the first error of a piece */
 	uint64_t short_at;      /* first byte a piece did not read */
+	uint64_t piece_origin;  /* file offset of its first piece */
+	uint64_t piece_next;    /* the first piece not landed, from there */
+	uint64_t pieces_early;  /* bit k: piece piece_next + k landed */
 	struct io_read *done_next; /* on the ring's done queue */
 };
 

@@ -95,6 +95,8 @@ struct io_ring {
 	unsigned max_in_kernel;    /* SQEs in flight at most: queue_depth x
 				      RING_PIECES_PER_READ, as granted */
 	struct __kernel_timespec read_delay; /* zero: reads not delayed */
+	void (*on_landed)(void *ctx, struct io_read *rd);
+	void *on_landed_ctx;
 	unsigned in_kernel;        /* data SQEs prepared and not completed */
 	unsigned in_flight;        /* reads held (io_ring_in_flight) */
 	struct ring_queue pending;

@@ -146,7 +146,8 @@ static int emit_run(struct io_ring *r, unsigned i, unsigned j, uint64_t len,
 				break;
 			if (op_add(op, rd) < 0)
 				return -ENOMEM;
-			rd->ops_left++;
+			if (rd->ops_left++ == 0)
+				rd->piece_origin = op->offset;
 		}
 		pos += n;
 	} while (pos < len);
@@ -207,6 +208,9 @@ int io_ring_submit(struct io_ring *r, struct io_read *const *reads,
 		rd->ops_left = 0;
 		rd->err = 0;
 		rd->short_at = rd->length;
+		rd->piece_next = 0;
+		rd->pieces_early = 0;
+		atomic_store_explicit(&rd->landed, 0, memory_order_relaxed);
 		rd->done_next = NULL;
 	}
 	ret = build_ops(r, n, &batch);

@@ -505,6 +505,92 @@ static void test_pieces(void)
 	unlink(path);
 }
 
+/* What on_landed saw: each call's landed must rise, stop short of the
+ * read's end, fall on a piece's end and cover bytes already there. */
+struct landed_log {
+	struct io_read *rd[2];
+	uint64_t last[2];
+	uint64_t limit;    /* no landed beyond this file offset */
+	unsigned calls, bad;
+};
+
+static void on_landed(void *ctx, struct io_read *rd)
+{
+	struct landed_log *log = ctx;
+	uint64_t got = atomic_load_explicit(&rd->landed, memory_order_acquire);
+	unsigned i = rd == log->rd[1];
+
+	log->calls++;
+	if ((rd != log->rd[0] && rd != log->rd[1]) || got <= log->last[i] ||
+	    got >= rd->length || (rd->offset + got) % (2u << 20) ||
+	    rd->offset + got > log->limit) {
+		log->bad++;
+		return;
+	}
+	check_bytes(rd->buf, 9, rd->offset, got);
+	log->last[i] = got;
+}
+
+/* A buffered read's landed rises as its pieces arrive in order (the
+ * loader hashes them while they are in cache), relative to each read of
+ * a run; a failed piece stops it there; a settled read has all. */
+static void test_landed(void)
+{
+	const uint64_t mib = 1u << 20, size = 48 * mib + 100;
+	struct landed_log log;
+	struct io_ring_config cfg = { .queue_depth = 1, .direct = 0,
+				      .on_landed = on_landed,
+				      .on_landed_ctx = &log };
+	char path[320], err[256];
+	const char *p[1] = { path };
+	struct io_ring *r = NULL;
+	char *big = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned tries = 0;
+
+	T_ASSERT(big != MAP_FAILED);
+	snprintf(path, sizeof(path), "%s/landed", tmpdir);
+	make_file(path, 9, size);
+	T_EQ(io_ring_create(&r, p, 1, big, size, &cfg, err, sizeof(err)), 0);
+
+	/* one run of two reads, the second from inside a piece; the order
+	 * pieces finish in is the kernel's, so try until one rose early */
+	do {
+		memset(&log, 0, sizeof(log));
+		log.limit = size;
+		log.rd[0] = &reads[0];
+		log.rd[1] = &reads[1];
+		set_read(0, 0, 0, 3 * mib, 3 * mib, big);
+		set_read(1, 0, 3 * mib, size - 3 * mib, size - 3 * mib,
+			 big + 3 * mib);
+		submit(r, 2, NULL);
+		reap_all(r, 2);
+		check_read(0, 9);
+		check_read(1, 9);
+		T_EQ(log.bad, 0);
+		T_EQ(atomic_load(&reads[0].landed), 3 * mib);
+		T_EQ(atomic_load(&reads[1].landed), size - 3 * mib);
+	} while (log.calls == 0 && ++tries < 10);
+	T_ASSERT(log.calls > 0);
+
+	/* -EIO in the piece at 8 MiB: nothing past it is said to be there */
+	memset(&log, 0, sizeof(log));
+	log.limit = 8 * mib;
+	log.rd[0] = &reads[0];
+	set_read(0, 0, 0, size, size, big);
+	fault_set(F_AT, 0, 8 * mib, -1, -EIO);
+	submit(r, 1, NULL);
+	reap_all(r, 1);
+	fault_set(F_NONE, 0, 0, 0, 0);
+	T_EQ(reads[0].result, -EIO);
+	T_EQ(log.bad, 0);
+	T_ASSERT(atomic_load(&reads[0].landed) <= 8 * mib);
+
+	io_ring_destroy(r);
+	munmap(big, size);
+	unlink(path);
+}
+
 /* A slow device (read_delay_us): each read starts no sooner than the
  * delay after its submission, and reads the same bytes. */
 static void test_read_delay(void)
@@ -1083,6 +1169,7 @@ int main(void)
 		test_stress(direct);
 	}
 	test_pieces();
+	test_landed();
 	test_read_delay();
 	test_iovec_boundary();
 	test_outside_arena_and_unaligned();
