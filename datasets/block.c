@@ -119,6 +119,51 @@ int block_verify(const struct shard_block *blk, const void *stored)
 		? 0 : -SLUICE_ECORRUPT;
 }
 
+struct block_hash {
+	XXH3_state_t *state;
+	uint64_t fed;
+};
+
+struct block_hash *block_hash_new(void)
+{
+	struct block_hash *h = calloc(1, sizeof(*h));
+
+	if (h && !(h->state = XXH3_createState())) {
+		free(h);
+		h = NULL;
+	}
+	return h;
+}
+
+void block_hash_free(struct block_hash *h)
+{
+	if (h)
+		XXH3_freeState(h->state);
+	free(h);
+}
+
+void block_hash_reset(struct block_hash *h)
+{
+	(void)XXH3_64bits_reset(h->state);
+	h->fed = 0;
+}
+
+void block_hash_feed(struct block_hash *h, const void *p, size_t len)
+{
+	(void)XXH3_64bits_update(h->state, p, len);
+	h->fed += len;
+}
+
+int block_hash_check(const struct shard_block *blk,
+		     const struct block_hash *h)
+{
+	if (FUZZING_SKIPS_CHECKSUMS)
+		return 0;
+	return h->fed == blk->stored_size &&
+	       XXH3_64bits_digest(h->state) == blk->checksum
+		? 0 : -SLUICE_ECORRUPT;
+}
+
 int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
 		 const void *stored, int verify, void *scratch,
 		 size_t scratch_cap, const void **raw)

@@ -99,6 +99,21 @@ int block_view_init(const struct shard_schema *s,
 int block_verify(const struct shard_block *blk, const void *stored);
 
 /*
+ * The same check taken in pieces, in order, as a read's bytes arrive (the
+ * loader hashes each piece while it is in cache).  block_hash_reset
+ * before a block's first piece; block_hash_feed its stored bytes from
+ * the start; block_hash_check once all blk->stored_size are fed.
+ * @return: a state (NULL: out of memory); 0 or -SLUICE_ECORRUPT.
+ */
+struct block_hash;
+struct block_hash *block_hash_new(void);
+void block_hash_free(struct block_hash *h);
+void block_hash_reset(struct block_hash *h);
+void block_hash_feed(struct block_hash *h, const void *p, size_t len);
+int block_hash_check(const struct shard_block *blk,
+		     const struct block_hash *h);
+
+/*
  * block_decode - verify (when @verify) and decode one block's stored
  * bytes.  Raw blocks are not copied: *@raw points into @stored.  zstd
  * blocks decompress into @scratch (@scratch_cap >= blk->raw_size).

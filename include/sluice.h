@@ -874,6 +874,10 @@ struct sluice_stats {
 	uint64_t device_memory_bytes;      /* GPU memory the loader holds:
 					      batch mirror, io mirror with
 					      device_gather, run tables */
+	uint64_t bytes_verified_landing;   /* stored bytes checksummed as
+					      their read's pieces landed,
+					      while in the CPU's cache (the
+					      rest: once the block is in) */
 };
 
 /**

@@ -13,7 +13,8 @@ void jobs_push_locked(struct loader_core *c, struct job j)
 	/* Bounded by construction: one decode per cache entry, and a few
 	 * parts per slot. */
 	struct job_queue *q = j.kind == JOB_DECODE ? &c->decode_jobs
-						   : &c->batch_jobs;
+			      : j.kind == JOB_STREAM ? &c->stream_jobs
+						     : &c->batch_jobs;
 
 	q->ring[(q->head + q->len++) % q->cap] = j;
 	pthread_cond_signal(&c->work_cv);
@@ -24,7 +25,8 @@ void jobs_push_locked(struct loader_core *c, struct job j)
 int jobs_pop_locked(struct loader_core *c, struct job *j)
 {
 	struct job_queue *q = c->batch_jobs.len ? &c->batch_jobs
-						: &c->decode_jobs;
+			      : c->stream_jobs.len ? &c->stream_jobs
+						   : &c->decode_jobs;
 
 	if (q->len == 0)
 		return 0;
@@ -69,7 +71,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	into = e->direct ? e->direct : e->scratch;
 	pthread_mutex_unlock(&c->mu);
 	if (c->cfg.verify) {
-		r = block_verify(blk, stored);
+		r = e->stream.hash ? stream_check(e, blk, stored)
+				   : block_verify(blk, stored);
 		cpu1 = thread_cpu_ns();
 		atomic_fetch_add(&c->cpu_verify_ns, cpu1 - cpu0);
 	}
@@ -86,7 +89,11 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	/* The device copy must be whole before the entry is READY: gathers
 	 * read it from then on (gather.c). */
 	if (!r && c->gather) {
-		r = gather_upload(c, raw, blk->raw_size);
+		/* what stream.c uploaded as it landed (raw blocks) */
+		uint64_t up = raw == stored ? e->stream.uploaded : 0;
+
+		r = gather_upload(c, (const uint8_t *)raw + up,
+				  blk->raw_size - up);
 		if (r) {
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
 			dev_failed = 1;
@@ -99,6 +106,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	atomic_fetch_add(&c->st_decode.ops, 1);
 
 	pthread_mutex_lock(&c->mu);
+	stream_release_locked(c, e);
 	if (r) {
 		e->state = ENTRY_FAILED;
 		e->error = r;
@@ -149,6 +157,8 @@ void *decode_worker_main(void *arg)
 		pthread_mutex_unlock(&c->mu);
 		if (j.kind == JOB_DECODE)
 			decode_entry(c, dctx, j.id);
+		else if (j.kind == JOB_STREAM)
+			stream_part(c, j.id);
 		else if (j.kind == JOB_RANGES)
 			ranges_verify_part(c, j);
 		else

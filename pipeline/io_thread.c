@@ -61,6 +61,7 @@ void entry_prepare_read(struct loader_core *c, uint32_t i)
 	e->rd.min_length = head + blk->stored_size;
 	e->rd.buf = e->stored;
 	e->rd.user = e;
+	e->stream = (struct stream_entry){ 0 };
 	e->state = ENTRY_READING;
 }
 
@@ -321,13 +322,18 @@ static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 static void read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct cache_entry *e = rd->user;
-	uint32_t i;
 
-	if (!e) {
+	if (!e)
 		range_read_done_locked(c, rd);
-		return;
-	}
-	i = (uint32_t)(e - c->entries);
+	else if (stream_read_back_locked(c, e) == 0)
+		entry_read_done_locked(c, e);
+}
+
+void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
+{
+	const struct io_read *rd = &e->rd;
+	uint32_t i = (uint32_t)(e - c->entries);
+
 	if (rd->result >= 0) {
 		loader_span(c, SLUICE_STAGE_READ, e->submit_ns, now_ns(),
 			    (uint64_t)rd->result);
@@ -344,6 +350,7 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 
 	/* A file shorter than its index says is damaged data; everything
 	 * else (-EIO, ...) is a failing device and always fatal. */
+	stream_release_locked(c, e);
 	e->state = ENTRY_FAILED;
 	e->error = err == -ENODATA ? -SLUICE_ECORRUPT : err;
 	e->corrupt = err == -ENODATA;

@@ -24,6 +24,7 @@
 #include "../gpu/device.h"
 #include "sampler.h"
 #include "pool.h"
+#include "stream.h"
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
 #define SLOT_ALIGN 256u
@@ -68,6 +69,7 @@ struct cache_entry {
 	int exposed;            /* viewed by batches of view_pass, whose
 				   consumers may write into it [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
+	struct stream_entry stream; /* checked as it lands (stream.c) */
 	struct io_read rd;
 };
 
@@ -177,7 +179,7 @@ struct slot {
 	int gathering;          /* this batch is gathered on the device */
 };
 
-enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES };
+enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_STREAM };
 
 struct job {
 	int kind;
@@ -307,13 +309,16 @@ struct loader_core {
 	uint64_t fresh_batches;     /* batches of an epoch started afresh */
 
 	/* jobs [mu]: block decodes, and the jobs that finish batches
-	 * (assembly parts, range checks), which workers take first: each
+	 * (assembly parts, range checks), which workers take first, then
+	 * the pieces of blocks landing (stream.c), hashed while in cache: each
 	 * hands the consumer a batch and the planner a slot and memory,
 	 * where a decode may only fill the cache ahead.  (Behind the
 	 * read-ahead's decodes, a batch whose blocks were ready waited for
 	 * all of them: batches then finished together and the workers went
 	 * idle together while the planner refilled the slots.) */
-	struct job_queue decode_jobs, batch_jobs;
+	struct job_queue decode_jobs, batch_jobs, stream_jobs;
+	struct stream_pool streams;
+	_Atomic uint64_t bytes_verified_landing; /* checked as they landed */
 
 	/* threads */
 	pthread_t io_thread;
@@ -451,6 +456,9 @@ int cache_holds_dataset(const struct loader_core *c);
 void *io_thread_main(void *arg);
 uint64_t loader_block_of(const struct loader_core *c, uint64_t r);
 void entry_prepare_read(struct loader_core *c, uint32_t i);
+/* @e's read is back (from the ring, or from its JOB_STREAM): decode it,
+ * or fail it. */
+void entry_read_done_locked(struct loader_core *c, struct cache_entry *e);
 void slot_await_entries_locked(struct loader_core *c, struct slot *s,
 			       unsigned *nsubmit);
 const struct shard_block *loader_block(const struct loader_core *c,

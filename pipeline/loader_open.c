@@ -14,6 +14,7 @@ static void free_core(struct loader_core *c)
 	for (uint32_t i = 0; c->slots && i < c->nslots; i++)
 		slot_free(c->slots[i]);
 	io_ring_destroy(c->ring);
+	stream_close(c);
 	ranges_close(c);
 	cache_destroy(c);
 	budget_close(c);
@@ -23,6 +24,7 @@ static void free_core(struct loader_core *c)
 	free(c->fifo);
 	free(c->decode_jobs.ring);
 	free(c->batch_jobs.ring);
+	free(c->stream_jobs.ring);
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
@@ -98,6 +100,9 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 		.plain_reads = !!(sluice_loader_config_forced(&c->cfg) &
 				  SLUICE_FORCE_PLAIN_READS),
 		.read_delay_us = (uint32_t)SLUICE_CONFIG_READ_DELAY_WORD(&c->cfg),
+		/* blocks checked as their pieces land (stream.c) */
+		.on_landed = c->streams.cap ? stream_on_landed : NULL,
+		.on_landed_ctx = c,
 	};
 	int r;
 
@@ -183,6 +188,9 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 {
 	int r;
 
+	r = stream_open(c);
+	if (r)
+		return r;
 	/* Reads land only in the io pool: register just that. */
 	r = open_ring(c, c->arena, c->io_bytes, err, errlen);
 	if (r)
@@ -190,14 +198,16 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 
 	c->decode_jobs.cap = c->nentries + 16;
 	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
+	c->stream_jobs.cap = c->streams.cap + 16; /* one per state */
 	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
+	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
 	/* One batch's block and range reads, or the read-ahead's. */
 	c->reads_max = c->nentries + c->ranges_max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
 	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
-	if (!c->decode_jobs.ring || !c->batch_jobs.ring || !c->submit ||
-	    !c->reaped)
+	if (!c->decode_jobs.ring || !c->batch_jobs.ring ||
+	    !c->stream_jobs.ring || !c->submit || !c->reaped)
 		return -ENOMEM;
 	return start_threads(c);
 }

@@ -75,6 +75,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->batches_gathered = atomic_load(&c->batches_gathered);
 	st->gather_runs = atomic_load(&c->gather_runs);
 	st->device_upload_bytes = atomic_load(&c->device_upload_bytes);
+	st->bytes_verified_landing = atomic_load(&c->bytes_verified_landing);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),

@@ -1,0 +1,216 @@
+/*
+ * test_stream.c - blocks checked as their read's pieces land
+ * (pipeline/stream.c): blocks of 12 MiB, read buffered in 2 MiB pieces,
+ * hashed piece by piece while the rest is still being read, and on the
+ * simulated device uploaded piece by piece too.  Every byte delivered is
+ * checked, each record once per epoch; a byte flipped in the middle of a
+ * block (a piece hashed early) fails the loader naming shard and block,
+ * or is skipped with on_error=skip.
+ */
+#include <fcntl.h>
+
+#include "sluice_tools.h"
+#include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
+#include "sim_util.h"
+
+#define N 128u
+#define IMG ((uint64_t)256 << 10)
+#define B 16u
+
+static uint8_t want(uint64_t i, uint64_t k)
+{
+	return (uint8_t)(i * 151u + k * 13u + (k >> 12));
+}
+
+static void write_big(const char *dir)
+{
+	struct sluice_field f = t_field("img", (DLDataType){ kDLUInt, 8, 1 },
+					(int64_t)IMG);
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	uint8_t *img = malloc(IMG);
+
+	T_ASSERT(img != NULL);
+	sluice_writer_config_init(&wc);
+	wc.block_size = 12u << 20;      /* 47 records: 12 MiB, then 4 MiB */
+	wc.compression_level = 0;
+	wc.records_per_shard = N / 2;
+	wc.threads = 2;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint64_t i = 0; i < N; i++) {
+		const void *vals[1] = { img };
+		uint64_t lens[1] = { IMG };
+
+		for (uint64_t k = 0; k < IMG; k++)
+			img[k] = want(i, k);
+		T_OK(sluice_writer_add(w, vals, lens));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	free(img);
+}
+
+static int check_img(struct sim_pending *p)
+{
+	const uint8_t *got = p->data[0];
+
+	if (p->shape0[0] != p->n) {
+		snprintf(p->why, sizeof(p->why), "%lld rows of %u",
+			 (long long)p->shape0[0], p->n);
+		return 1;
+	}
+	for (uint32_t r = 0; r < p->n; r++)
+		for (uint64_t k = 0; k < IMG; k++)
+			if (got[r * IMG + k] != want(p->idx[r], k)) {
+				snprintf(p->why, sizeof(p->why),
+					 "record %llu byte %llu is %#x, want %#x",
+					 (unsigned long long)p->idx[r],
+					 (unsigned long long)k,
+					 got[r * IMG + k], want(p->idx[r], k));
+				return 1;
+			}
+	return 0;
+}
+
+static sluice_loader *open_loader(sluice_dataset *ds, int device,
+				  int on_error)
+{
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	char msg[256];
+
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.shuffle = SLUICE_SHUFFLE_BLOCK;
+	cfg.seed = sim_seed;
+	cfg.decode_threads = 2;
+	cfg.device = device;
+	cfg.direct_io = SLUICE_DIRECT_IO_OFF;   /* pieces: buffered reads */
+	cfg.on_error = on_error;
+	if (sluice_loader_open(ds, &cfg, &ld)) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("open: %s", msg);
+	}
+	return ld;
+}
+
+/* Two epochs through the sim consumer (this thread's reads when the
+ * device is the host's); every record once per epoch, every byte right. */
+static void two_epochs(sluice_dataset *ds, int device, const char *what)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	uint32_t seen[N] = { 0 };
+	const char *const names[1] = { "img" };
+	struct sim_consumer c;
+	sluice_loader *ld = open_loader(ds, device, SLUICE_ON_ERROR_FAIL);
+
+	memset(&c, 0, sizeof(c));
+	c.names = names;
+	c.ntensors = 1;
+	c.check = check_img;
+	c.hold = 2;
+	c.seen = seen;
+	c.records = N;
+	c.rng = sim_seed * 7 + 3;
+	for (int epoch = 0; epoch < 2; epoch++)
+		T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
+	sim_finish(&c);
+	if (c.bad)
+		T_FAIL_AT("%s: %llu of %llu batches wrong; first: %s", what,
+			  (unsigned long long)c.bad,
+			  (unsigned long long)c.batches, c.first_bad);
+	for (uint32_t i = 0; i < N; i++)
+		if (seen[i] != 2)
+			T_FAIL_AT("%s: record %u delivered %u times", what, i,
+				  seen[i]);
+	T_OK(sluice_loader_stats(ld, &st));
+	/* pieces of the 12 MiB blocks were hashed before their last one */
+	T_LT(0, st.bytes_verified_landing);
+	T_ASSERT(st.bytes_verified_landing <= st.read.bytes);
+	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
+	       "uploaded\n", what, st.bytes_verified_landing / 1e6,
+	       st.read.bytes / 1e6, st.device_upload_bytes / 1e6);
+	sluice_loader_close(ld);
+}
+
+/* Flip the byte 6 MiB into shard 0's first block: in its fourth piece. */
+static void corrupt_mid_block(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	struct shard_block bi;
+	char path[600];
+	uint8_t byte;
+	int fd;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	bi = dataset_table(ds)->shards[0].blocks[0];
+	sluice_dataset_close(ds);
+	T_LT((uint64_t)7 << 20, bi.stored_size);
+	snprintf(path, sizeof(path), "%s/data-00000.dls", dir);
+	fd = open(path, O_RDWR);
+	T_ASSERT(fd >= 0);
+	T_EQ(pread(fd, &byte, 1, (off_t)(bi.offset + (6u << 20))), 1);
+	byte ^= 0x10;
+	T_EQ(pwrite(fd, &byte, 1, (off_t)(bi.offset + (6u << 20))), 1);
+	close(fd);
+}
+
+static void check_corrupt(const char *dir)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	sluice_batch *b;
+	uint64_t n = 0;
+	char msg[512];
+	int r;
+
+	corrupt_mid_block(dir);
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_FAIL);
+	while ((r = sluice_loader_next(ld, &b)) == 0)
+		sluice_batch_release(b);
+	T_EQ(r, -SLUICE_ECORRUPT);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "data-00000.dls");
+	T_CONTAINS(msg, "block 0");
+	sluice_loader_close(ld);
+
+	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_SKIP);
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		const uint64_t *idx = sluice_batch_indices(b);
+
+		for (uint32_t k = 0; k < sluice_batch_size(b); k++)
+			T_LT(idx[k], N);
+		n += sluice_batch_size(b);
+		sluice_batch_release(b);
+	}
+	T_EQ(r, SLUICE_EOF);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_LT(0, st.records_skipped);
+	T_EQ(n + st.records_skipped, N);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+int main(void)
+{
+	char *dir = fx_tmpdir();
+	sluice_dataset *ds = NULL;
+	char path[600];
+
+	sim_first_seed();
+	snprintf(path, sizeof(path), "%s/big", dir);
+	write_big(path);
+	T_OK(sluice_dataset_open(path, &ds));
+	two_epochs(ds, SLUICE_DEVICE_HOST, "host");
+	sim_use_seed(sim_seed);
+	two_epochs(ds, SLUICE_DEVICE_AUTO, "sim device, gathered");
+	T_OK(unsetenv("SLUICE_DEVICE_SIM") ? -1 : 0);
+	sluice_dataset_close(ds);
+	check_corrupt(path);
+	fx_rmrf(dir);
+	free(dir);
+	sim_done();
+	printf("ok\n");
+	return 0;
+}
