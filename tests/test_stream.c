@@ -137,7 +137,7 @@ static void corrupt_mid_block(const char *dir)
 {
 	sluice_dataset *ds = NULL;
 	struct shard_block bi;
-	char path[600];
+	char path[700];
 	uint8_t byte;
 	int fd;
 
