@@ -878,6 +878,11 @@ struct sluice_stats {
 					      their read's pieces landed,
 					      while in the CPU's cache (the
 					      rest: once the block is in) */
+	uint64_t read_ahead_blocks;        /* blocks the read-ahead may have
+					      in flight now: two per decode
+					      thread, more where reads are
+					      slow (bandwidth x latency, up
+					      to what the budget holds) */
 };
 
 /**

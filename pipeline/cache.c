@@ -224,6 +224,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		i = (uint32_t)have;
 		cache_lru_remove(c, i);
 		c->entries[i].refs++;
+		c->entries[i].ahead_unused = 0;
 		c->entries[i].claim_pass = c->plan_pass;
 		*entry = i;
 		return 0;
@@ -249,6 +250,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->corrupt = 0;
 	e->forget = 0;
 	e->exposed = 0;
+	e->ahead_unused = 0;
 	e->claim_pass = c->plan_pass;
 	c->block_entry[block] = (int32_t)i;
 	*entry = i;

@@ -246,79 +246,6 @@ planned:
 	return 1;
 }
 
-/* Block @g is cached for this pass, or on its way (a block decoded into
- * its batch is not read again for the read-ahead either). */
-static int cached_or_coming(const struct loader_core *c, uint64_t g)
-{
-	int32_t have = c->block_entry[g];
-
-	return have >= 0 && (c->entries[have].direct ||
-			     cache_usable(c, &c->entries[have]));
-}
-
-/*
- * Read blocks that batches not yet planned will need, in the order they
- * will need them, while the cache has entries to spare beyond what the
- * next batch needs.  They stay pinned until decoded, then wait on the LRU
- * list for their batches.  Reads are appended to c->submit.
- */
-static void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
-{
-	uint64_t batch = c->cfg.batch_size;
-
-	while (c->ahead_inflight < c->ahead_max && c->lru_count > c->need) {
-		struct sampler_span sp;
-		uint64_t i, pos;
-		int full = 0;
-
-		if (c->ahead_batch < c->plan_batch) {
-			c->ahead_batch = c->plan_batch;
-			c->ahead_rec = 0;
-		}
-		pos = (c->ahead_batch - c->plan_batch) * batch + c->ahead_rec;
-		if (c->ahead_batch >= c->sampler.nbatches ||
-		    pos > c->ahead_records ||
-		    c->ahead_rec >= sampler_batch_count(&c->sampler,
-							c->ahead_batch))
-			return;
-		/* A run of positions and the blocks it needs (a whole
-		 * window's), not record by record: a window of tiny records
-		 * holds millions. */
-		i = c->ahead_batch * batch + c->ahead_rec;
-		sampler_span(&c->sampler, i, &c->ahead_memo, &sp);
-		if (sp.nblocks == 0) {
-			sp.one = loader_block_of(c, sp.record);
-			sp.blocks = &sp.one;
-			sp.nblocks = 1;
-		}
-		for (uint64_t k = 0; k < sp.nblocks; k++) {
-			uint64_t g = sp.blocks[k];
-			uint32_t e;
-
-			if (c->ahead_inflight >= c->ahead_max ||
-			    c->lru_count <= c->need) {
-				full = 1; /* come back to this span */
-				break;
-			}
-			if (cached_or_coming(c, g) || range_block(c, g) ||
-			    (sp.nblocks == 1 &&
-			     direct_would_take(c, c->ahead_batch, c->ahead_rec,
-					       g)) ||
-			    cache_claim(c, g, c->io_need_bytes, &e) != 1)
-				continue;
-			c->entries[e].ahead = 1;
-			c->ahead_inflight++;
-			entry_prepare_read(c, e);
-			c->submit[(*nsubmit)++] = &c->entries[e].rd;
-		}
-		if (full)
-			return;
-		i += sp.positions;
-		c->ahead_batch = i / batch;
-		c->ahead_rec = (uint32_t)(i % batch);
-	}
-}
-
 static void read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct cache_entry *e = rd->user;
@@ -335,8 +262,11 @@ void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 	uint32_t i = (uint32_t)(e - c->entries);
 
 	if (rd->result >= 0) {
-		loader_span(c, SLUICE_STAGE_READ, e->submit_ns, now_ns(),
+		uint64_t t = now_ns();
+
+		loader_span(c, SLUICE_STAGE_READ, e->submit_ns, t,
 			    (uint64_t)rd->result);
+		read_ahead_sample_locked(c, t - e->submit_ns, t);
 		atomic_fetch_add(&c->st_read.bytes, (uint64_t)rd->result);
 		atomic_fetch_add(&c->st_read.ops, 1);
 		atomic_fetch_add(&c->blocks_read, 1);

@@ -58,6 +58,8 @@ struct cache_entry {
 	int corrupt;            /* FAILED for bad data (skippable) */
 	int ahead;              /* read ahead of any batch: pinned by the
 				   read-ahead until decoded */
+	int ahead_unused;       /* read ahead, and no batch of its pass
+				   (claim_pass) has claimed it yet [mu] */
 	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
 	uint64_t view_pass;     /* their pass (plan_pass) [mu] */
 	uint64_t claim_pass;    /* pass of its latest claim [mu] */
@@ -193,6 +195,11 @@ struct job_queue {
 	uint32_t cap, head, len;
 };
 
+/* Block reads of the current window (read_ahead.c) [mu]. */
+struct read_ahead_window {
+	uint64_t start_ns, reads, fastest_ns;
+};
+
 struct stage_clock {
 	_Atomic uint64_t bytes, ops, busy_ns, wait_ns;
 };
@@ -295,8 +302,11 @@ struct loader_core {
 	uint64_t ahead_batch;       /* scan position: batch, record in it */
 	uint32_t ahead_rec;
 	uint32_t ahead_inflight;    /* read-ahead blocks not yet decoded */
-	uint32_t ahead_max;         /* at most this many in flight */
-	uint64_t ahead_records;     /* and no further than this ahead */
+	uint32_t ahead_max;         /* at open: two per decode worker */
+	_Atomic uint32_t ahead_limit; /* now: at least ahead_max, more
+				       where reads are slow (read_ahead.c;
+				       stats read it without mu) */
+	struct read_ahead_window ahead_window;
 	struct sampler_memo ahead_memo; /* the scan's window permutation */
 
 	/* consumer [consumer thread; read by planner under mu] */
@@ -451,6 +461,15 @@ void cache_evict_all(struct loader_core *c);
 uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
 uint64_t cache_dataset_bytes(const struct loader_core *c);
 int cache_holds_dataset(const struct loader_core *c);
+
+/* read_ahead.c */
+/* ahead_max and ahead_limit, once the decode threads are known. */
+void read_ahead_open(struct loader_core *c);
+/* A block read took @latency_ns, back at @now. */
+void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
+			      uint64_t now);
+/* Claim and queue read-ahead reads onto c->submit. */
+void read_ahead_locked(struct loader_core *c, unsigned *nsubmit);
 
 /* io_thread.c */
 void *io_thread_main(void *arg);

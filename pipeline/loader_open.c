@@ -270,26 +270,6 @@ static int shrink_window(struct loader_core *c,
 	return r;
 }
 
-/* Read-ahead keeps two blocks per decode worker coming, but no more
- * than AHEAD_BYTES_MAX of them: 1 GiB in flight is about 1 TB/s at 1 ms
- * of latency.  On the H100 host, 16 blocks of 64 MiB ahead (8 workers)
- * gave 25.3 GB/s and 32 (16 workers) 24.9, for 2.9 against 5.0 GB of
- * budget and 0.8 against 1.2 s of open. */
-#define AHEAD_BYTES_MAX (1ull << 30)
-
-static uint32_t ahead_blocks(const struct loader_core *c)
-{
-	/* the io memory a block takes, as the budget counts it */
-	uint64_t per_block = c->nblocks ? cache_dataset_bytes(c) / c->nblocks
-					: 0;
-	uint32_t n = 2 * c->cfg.decode_threads;
-	uint64_t most = per_block ? AHEAD_BYTES_MAX / per_block : n;
-
-	if (most < 4)
-		most = 4;
-	return n < most ? n : (uint32_t)most;
-}
-
 static int open_core(struct loader_core *c,
 		     const struct sampler_stream_spec *specs, uint32_t nspecs,
 		     char *err, size_t errlen)
@@ -320,10 +300,7 @@ static int open_core(struct loader_core *c,
 		need = 1;       /* no block is read whole (ranges.c) */
 	chunks_init(c);
 	c->need = need;
-	/* looking no further ahead than that many blocks' worth of records */
-	c->ahead_max = ahead_blocks(c);
-	c->ahead_records = c->nblocks
-		? c->ahead_max * (c->ds->record_count / c->nblocks + 1) : 0;
+	read_ahead_open(c);
 	entries = cache_entries(c, need);
 
 	c->slots_cap = c->cfg.prefetch_depth + SLOT_GROWTH_MAX;
