@@ -159,18 +159,23 @@ elif min(cs.values()) < 0 or min(cs["read"], cs["verify"], cs["decompress"]) <= 
     bad.append("CPU by stage: read, verify (on), decompress (zstd) took no CPU: %r" % cs)
 if r["read_bytes"] <= 0 or r["decoded_bytes"] <= 0:
     bad.append("nothing read or decoded: %r" % r)
-if lim["nearest_limit"] not in ("disk", "decompression"):
+if lim["nearest_limit"] not in ("disk", "decompression", "cpus"):
     bad.append("nearest limit %r" % lim["nearest_limit"])
 if lim["binding"] != ("loader" if lim["achieved_fraction"] < 0.5
                       else lim["nearest_limit"]):
     bad.append("binding %r at %r of %r" % (lim["binding"],
                lim["achieved_fraction"], lim["nearest_limit"]))
-for k in ("disk", "decompression"):
+for k in ("disk", "decompression", "cpus"):
     if lim[k].get("records_per_s", 0) <= 0:
         bad.append("limit %s not measured: %r" % (k, lim[k]))
 if lim["pcie"]["status"] != "n/a (host device)" and b["config"]["device"] == "host":
     bad.append("pcie %r" % lim["pcie"])
-m = min(lim["disk"]["records_per_s"], lim["decompression"]["records_per_s"])
+m = min(lim[k]["records_per_s"] for k in ("disk", "decompression", "cpus"))
+# every stage on the same CPUs: their CPU s/GB add up
+c, cp = lim["cpus"], lim["cpu_probe"]
+close(c["gbps"], cp["threads"] / sum(lim["cpus_s_per_gb"].values()), "cpus GB/s")
+if not c["records_per_s"] <= lim["decompression"]["records_per_s"] * (1 + 1e-9):
+    bad.append("cpus %r above decompression alone" % c)
 close(r["samples_per_s"] / m, lim["achieved_fraction"], "achieved fraction")
 d = lim["disk_probe"]
 if d["bytes"] != b["dataset"]["file_bytes"]:

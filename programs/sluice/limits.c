@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -285,6 +286,18 @@ static void *disk_worker_main(void *arg)
 	return NULL;
 }
 
+/* CPU seconds of this process so far, its threads and its io_uring
+ * workers (which belong to it) together. */
+static double process_cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
 int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	       struct disk_limit *out, char *err, size_t errlen)
 {
@@ -340,6 +353,7 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	}
 	if (!r) {
 		uint32_t running = 0;
+		double cpu0 = process_cpu_s();
 
 		t0 = clock_ns();
 		for (uint32_t t = 0; t < threads; t++)
@@ -351,6 +365,7 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 		for (uint32_t t = 0; t < running; t++)
 			pthread_join(w[t].thread, NULL);
 		out->seconds = (double)(clock_ns() - t0) / 1e9;
+		out->cpu_s = process_cpu_s() - cpu0;
 		out->bytes = p.bytes;
 		out->threads = running;
 		r = running ? p.error : -EAGAIN;

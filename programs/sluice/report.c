@@ -42,6 +42,10 @@ struct figures {
 	 * to the device, page faults outside the stages). */
 	double cpu_read, cpu_verify, cpu_decompress, cpu_assemble, cpu_other;
 	struct limit disk, cpu, pcie;
+	/* Every stage at once on the same CPUs: what each above costs per
+	 * GB decoded (CPU s), added up. */
+	struct limit cpus;
+	double cpus_read, cpus_verify, cpus_decompress, cpus_copy;
 	double copy_dev_gbps;    /* bytes copied to the device per second */
 	double h2d_fraction;     /* copy_dev_gbps over the PCIe probe */
 	double gpu_idle;         /* 1 - compute time / wall; -1: n/a */
@@ -56,6 +60,39 @@ struct figures {
 static double div0(double a, double b)
 {
 	return b > 0 ? a / b : 0;
+}
+
+/*
+ * The loader does every stage on the same CPUs, where each limit above
+ * has them all to itself: the page cache's copies (the disk probe's CPU,
+ * per file byte), checksums, zstd and, unless batches are gathered on the
+ * device, the batch copy.  Their CPU seconds per GB decoded add up; the
+ * CPUs the process may use divided by the sum is what they allow
+ * together.  On page-cache data this binds before any of them alone.
+ */
+static void derive_cpus(const struct bench_report *r, int gathered,
+			struct figures *x)
+{
+	const struct shard_set *s = r->shards;
+	const struct cpu_limit *c = r->cpu;
+	double raw, sum;
+
+	x->cpus.name = "cpus";
+	x->cpus.unit = "decoded";
+	if (!r->disk || !r->disk->bytes || !c || !c->sample_raw || !s ||
+	    !s->raw_bytes)
+		return;
+	raw = (double)c->sample_raw;
+	x->cpus_read = r->disk->cpu_s / (double)r->disk->bytes *
+		       (double)s->file_bytes / (double)s->raw_bytes * GB;
+	x->cpus_verify = r->o->cfg.verify ? c->verify_s / raw * GB : 0;
+	x->cpus_decompress = c->decompress_s / raw * GB;
+	x->cpus_copy = gathered ? 0 : c->copy_s / raw * GB;
+	sum = x->cpus_read + x->cpus_verify + x->cpus_decompress +
+	      x->cpus_copy;
+	x->cpus.gbps = div0(c->threads, sum);
+	x->cpus.records_s = div0(x->cpus.gbps * GB * (double)s->records,
+				 (double)s->raw_bytes);
 }
 
 static void derive_limits(const struct bench_report *r, struct figures *x)
@@ -97,6 +134,7 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 				 GB;
 		x->copy_gbps = c->threads * div0(raw, c->copy_s) / GB;
 	}
+	derive_cpus(r, gathered, x);
 	x->pcie.name = "pcie";
 	x->pcie.unit = "decoded";
 	if (r->run->h2d_bps > 0) {
@@ -119,6 +157,9 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 	if (x->cpu.records_s > 0 &&
 	    (!x->binding || x->cpu.records_s < x->binding->records_s))
 		x->binding = &x->cpu;
+	if (x->cpus.records_s > 0 &&
+	    (!x->binding || x->cpus.records_s < x->binding->records_s))
+		x->binding = &x->cpus;
 	if (x->pcie.records_s > 0 &&
 	    (!x->binding || x->pcie.records_s < x->binding->records_s))
 		x->binding = &x->pcie;
@@ -333,6 +374,13 @@ void report_text(FILE *f, const struct bench_report *r)
 	} else {
 		text_limit(f, &x.cpu, r->cpu_error ? r->cpu_error
 						   : "not measured");
+	}
+	if (x.cpus.records_s > 0) {
+		snprintf(buf, sizeof(buf),
+			 "every stage on the same %u CPUs: read %.3f + verify %.3f + decompress %.3f + copy %.3f CPU s/GB",
+			 r->cpu->threads, x.cpus_read, x.cpus_verify,
+			 x.cpus_decompress, x.cpus_copy);
+		text_limit(f, &x.cpus, buf);
 	}
 	text_limit(f, &x.pcie, x.pcie_status);
 	if (x.loader_binds)
@@ -553,6 +601,7 @@ static void json_limits(FILE *f, const struct bench_report *r,
 		jint(f, "block_bytes", r->disk->block_bytes, 0);
 		jint(f, "queue_depth", r->disk->queue_depth, 0);
 		jint(f, "threads", r->disk->threads, 0);
+		jnum(f, "cpu_seconds", r->disk->cpu_s, 0);
 		fputs("\"note\":", f);
 		cli_json_string(f, r->disk->note);
 		fputs("},", f);
@@ -578,6 +627,18 @@ static void json_limits(FILE *f, const struct bench_report *r,
 			jnum(f, "decompress_gbps", x->decompress_gbps, 1);
 		else
 			fputs("\"decompress_gbps\":\"n/a (raw)\"", f);
+		fputs("},", f);
+	}
+	json_limit(f, &x->cpus, x->cpus.records_s > 0
+		   ? "derived: the disk, verify, decompression and copy "
+		     "probes' CPU per GB, on the same CPUs"
+		   : "not measured", 0);
+	if (x->cpus.records_s > 0) {
+		fputs("\"cpus_s_per_gb\":{", f);
+		jnum(f, "read", x->cpus_read, 0);
+		jnum(f, "verify", x->cpus_verify, 0);
+		jnum(f, "decompress", x->cpus_decompress, 0);
+		jnum(f, "copy", x->cpus_copy, 1);
 		fputs("},", f);
 	}
 	json_limit(f, &x->pcie, x->pcie_status, 0);

@@ -159,6 +159,9 @@ void shards_summarize(const sluice_dataset *ds, struct shard_set *s);
 struct disk_limit {
 	double seconds;
 	uint64_t bytes;
+	double cpu_s;            /* the process's CPU over the reads (user +
+				    sys, io_uring's kernel workers too):
+				    the page cache's copies */
 	int direct;              /* O_DIRECT was used on every file */
 	uint32_t block_bytes, queue_depth; /* queue depth per thread */
 	uint32_t threads;        /* reading threads, a ring each */
