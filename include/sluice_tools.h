@@ -259,6 +259,10 @@ enum sluice_force {
 	SLUICE_FORCE_PAGEABLE_COPIES = 1u << 1, /* no cudaHostRegister of
 						   the arena: copies from
 						   pageable memory */
+	SLUICE_FORCE_WHOLE_BLOCK_CHECKS = 1u << 2, /* checksums once a
+						   block is whole, not as
+						   its pieces land (the
+						   A/B of stream.c) */
 };
 
 /*

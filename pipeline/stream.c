@@ -26,7 +26,8 @@ int stream_open(struct loader_core *c)
 	uint32_t n = c->nentries < STREAM_STATES_MAX ? c->nentries
 						     : STREAM_STATES_MAX;
 
-	if (!c->cfg.verify)
+	if (!c->cfg.verify || (sluice_loader_config_forced(&c->cfg) &
+				SLUICE_FORCE_WHOLE_BLOCK_CHECKS))
 		return 0;
 	p->all = calloc(n, sizeof(*p->all));
 	p->free = calloc(n, sizeof(*p->free));

@@ -178,6 +178,14 @@ def row(sluice, name, path, args, runs, timeout):
             "decompression_gbps": med(
                 g["limits"].get("decompression", {}).get("gbps")
                 for g in got),
+            "cpus_gbps": med(g["limits"].get("cpus", {}).get("gbps")
+                             for g in got),
+            "cpu_s_per_gb_by_stage": got[0]["result"].get(
+                "cpu_s_per_gb_by_stage"),
+            "verified_landing_fraction": med(
+                r.get("bytes_verified_landing", 0) / r["read_bytes"]
+                for r in res if r.get("read_bytes")),
+            "read_ahead_blocks": got[0]["result"].get("read_ahead_blocks"),
             "binding": got[0]["limits"].get("binding"),
             "fallbacks": got[0]["fallbacks"].get("reasons"),
         })
@@ -252,7 +260,11 @@ def main():
     if "base" in groups:
         rows += [("defaults", base + ["--shuffle", "none"]),
                  ("defaults-window", base),
-                 ("defaults-block", base + ["--shuffle", "block"])]
+                 ("defaults-block", base + ["--shuffle", "block"]),
+                 # checksums as pieces land (stream.c) against once each
+                 # block is whole: the A/B of the cache-hot checks
+                 ("defaults-whole-block-checks",
+                  base + ["--shuffle", "none", "--whole-block-checks"])]
         if a.device == "cuda":
             rows.append(("host-defaults", ["--device", "host",
                                            "--batch-size", "64",

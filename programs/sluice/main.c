@@ -69,6 +69,8 @@ static const char loader_options[] =
 "                       it: a kernel on the GPU (cuda), a busy loop (host)\n"
 "  --plain-reads        no io_uring registered buffers (forced fallback)\n"
 "  --pageable           no cudaHostRegister: pageable copies (fallback)\n"
+"  --whole-block-checks checksums once each block is whole, not piece by\n"
+"                       piece as it lands (fallback, for A/B runs)\n"
 "  --read-delay-us N    every read starts N us after it is submitted: a\n"
 "                       slow device, so that GB/s x latency shows the\n"
 "                       bytes the loader keeps in flight (diagnostic)\n";
