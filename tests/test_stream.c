@@ -2,18 +2,25 @@
  * test_stream.c - blocks checked as their read's pieces land
  * (pipeline/stream.c): blocks of 12 MiB, read buffered in 2 MiB pieces,
  * hashed piece by piece while the rest is still being read, and on the
- * simulated device uploaded piece by piece too.  Every byte delivered is
- * checked, each record once per epoch; a byte flipped in the middle of a
- * block (a piece hashed early) fails the loader naming shard and block,
- * or is skipped with on_error=skip.
+ * simulated device uploaded piece by piece too, with room for every
+ * block and with a budget that evicts them (read again each epoch).
+ * Every byte delivered is checked, each record once per epoch, and every
+ * block read for a gather is uploaded exactly once.  A byte flipped in
+ * the middle of a block (a piece hashed early) fails the loader naming
+ * shard and block, or is skipped with on_error=skip; so is a read that
+ * ends early (a truncated file) after its first pieces were hashed: the
+ * hashing job hands the failure on.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
+
+#include "ring.h"
 
 #include "sluice_tools.h"
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
 #include "sim_util.h"
 
-#define N 128u
+#define N 256u
 #define IMG ((uint64_t)256 << 10)
 #define B 16u
 
@@ -32,7 +39,7 @@ static void write_big(const char *dir)
 
 	T_ASSERT(img != NULL);
 	sluice_writer_config_init(&wc);
-	wc.block_size = 12u << 20;      /* 47 records: 12 MiB, then 4 MiB */
+	wc.block_size = 12u << 20;      /* 47 records: 12, 12, 8.5 MiB */
 	wc.compression_level = 0;
 	wc.records_per_shard = N / 2;
 	wc.threads = 2;
@@ -72,7 +79,7 @@ static int check_img(struct sim_pending *p)
 }
 
 static sluice_loader *open_loader(sluice_dataset *ds, int device,
-				  int on_error)
+				  int on_error, uint64_t memory)
 {
 	struct sluice_loader_config cfg;
 	sluice_loader *ld = NULL;
@@ -86,6 +93,7 @@ static sluice_loader *open_loader(sluice_dataset *ds, int device,
 	cfg.device = device;
 	cfg.direct_io = SLUICE_DIRECT_IO_OFF;   /* pieces: buffered reads */
 	cfg.on_error = on_error;
+	cfg.memory_bytes = memory;
 	if (sluice_loader_open(ds, &cfg, &ld)) {
 		sluice_loader_error(ld, msg, sizeof(msg));
 		T_FAIL_AT("open: %s", msg);
@@ -95,13 +103,15 @@ static sluice_loader *open_loader(sluice_dataset *ds, int device,
 
 /* Two epochs through the sim consumer (this thread's reads when the
  * device is the host's); every record once per epoch, every byte right. */
-static void two_epochs(sluice_dataset *ds, int device, const char *what)
+static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
+		       const char *what)
 {
 	struct sluice_stats st = { .size = sizeof(st) };
 	uint32_t seen[N] = { 0 };
 	const char *const names[1] = { "img" };
 	struct sim_consumer c;
-	sluice_loader *ld = open_loader(ds, device, SLUICE_ON_ERROR_FAIL);
+	sluice_loader *ld = open_loader(ds, device, SLUICE_ON_ERROR_FAIL,
+					memory);
 
 	memset(&c, 0, sizeof(c));
 	c.names = names;
@@ -126,6 +136,12 @@ static void two_epochs(sluice_dataset *ds, int device, const char *what)
 	/* pieces of the 12 MiB blocks were hashed before their last one */
 	T_LT(0, st.bytes_verified_landing);
 	T_ASSERT(st.bytes_verified_landing <= st.read.bytes);
+	if (device != SLUICE_DEVICE_HOST) {
+		/* every batch gathered; each block read uploaded once, some
+		 * of it piece by piece, the rest by the decode */
+		T_EQ(st.batches_gathered, st.batches);
+		T_EQ(st.device_upload_bytes, st.decode.bytes);
+	}
 	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
 	       "uploaded\n", what, st.bytes_verified_landing / 1e6,
 	       st.read.bytes / 1e6, st.device_upload_bytes / 1e6);
@@ -154,6 +170,68 @@ static void corrupt_mid_block(const char *dir)
 	close(fd);
 }
 
+/* Completions of shard 0's piece at 10 MiB into its first block end
+ * there (0 bytes: end of file), as a truncated file's would. */
+static _Atomic uint64_t cut_at;
+static _Atomic int cuts;
+
+static void cut_short(void *ctx, uint32_t file, uint64_t offset,
+		      uint64_t length, int *res)
+{
+	uint64_t at = atomic_load(&cut_at);
+
+	(void)ctx;
+	if (file == 0 && offset <= at && at < offset + length && *res > 0) {
+		*res = 0;
+		atomic_fetch_add(&cuts, 1);
+	}
+}
+
+/* One epoch with on_error=skip: every record but the skipped ones, right,
+ * at most once.  @return: records skipped. */
+static uint64_t skip_epoch(sluice_dataset *ds, uint64_t memory)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	uint32_t seen[N] = { 0 };
+	const char *const names[1] = { "img" };
+	struct sim_consumer c;
+	sluice_loader *ld = open_loader(ds, SLUICE_DEVICE_HOST,
+					SLUICE_ON_ERROR_SKIP, memory);
+
+	memset(&c, 0, sizeof(c));
+	c.names = names;
+	c.ntensors = 1;
+	c.check = check_img;
+	c.seen = seen;
+	c.records = N;
+	T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
+	sim_finish(&c);
+	T_EQ(c.bad, 0);
+	for (uint32_t i = 0; i < N; i++)
+		T_ASSERT(seen[i] <= 1);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.records + st.records_skipped, N);
+	sluice_loader_close(ld);
+	return st.records_skipped;
+}
+
+static void check_truncated_read(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	struct shard_block bi;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	bi = dataset_table(ds)->shards[0].blocks[0];
+	atomic_store(&cut_at, bi.offset + (10u << 20));
+	io_ring_set_fault(cut_short, NULL);
+	/* its records skipped, with room for every block and without */
+	T_EQ(skip_epoch(ds, 0), bi.record_count);
+	T_EQ(skip_epoch(ds, 56u << 20), bi.record_count);
+	io_ring_set_fault(NULL, NULL);
+	T_LT(0, atomic_load(&cuts));
+	sluice_dataset_close(ds);
+}
+
 static void check_corrupt(const char *dir)
 {
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -166,7 +244,7 @@ static void check_corrupt(const char *dir)
 
 	corrupt_mid_block(dir);
 	T_OK(sluice_dataset_open(dir, &ds));
-	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_FAIL);
+	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_FAIL, 0);
 	while ((r = sluice_loader_next(ld, &b)) == 0)
 		sluice_batch_release(b);
 	T_EQ(r, -SLUICE_ECORRUPT);
@@ -175,7 +253,7 @@ static void check_corrupt(const char *dir)
 	T_CONTAINS(msg, "block 0");
 	sluice_loader_close(ld);
 
-	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_SKIP);
+	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_SKIP, 0);
 	while ((r = sluice_loader_next(ld, &b)) == 0) {
 		const uint64_t *idx = sluice_batch_indices(b);
 
@@ -202,11 +280,15 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/big", dir);
 	write_big(path);
 	T_OK(sluice_dataset_open(path, &ds));
-	two_epochs(ds, SLUICE_DEVICE_HOST, "host");
+	two_epochs(ds, SLUICE_DEVICE_HOST, 0, "host");
+	two_epochs(ds, SLUICE_DEVICE_HOST, 56u << 20, "host, blocks evicted");
 	sim_use_seed(sim_seed);
-	two_epochs(ds, SLUICE_DEVICE_AUTO, "sim device, gathered");
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 0, "sim device, gathered");
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
+		   "sim device, gathered, blocks evicted");
 	T_OK(unsetenv("SLUICE_DEVICE_SIM") ? -1 : 0);
 	sluice_dataset_close(ds);
+	check_truncated_read(path);
 	check_corrupt(path);
 	fx_rmrf(dir);
 	free(dir);
