@@ -24,6 +24,7 @@
 #include "../gpu/device.h"
 #include "sampler.h"
 #include "pool.h"
+#include "jobs.h"
 #include "stream.h"
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
@@ -179,20 +180,6 @@ struct slot {
 	struct gather_run *runs;
 	uint32_t nruns;
 	int gathering;          /* this batch is gathered on the device */
-};
-
-enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_STREAM };
-
-struct job {
-	int kind;
-	uint32_t id;            /* entry (decode) or slot (assemble) */
-	uint32_t part, parts;
-};
-
-/* A ring of jobs, bounded by construction (loader_open.c sizes it). */
-struct job_queue {
-	struct job *ring;
-	uint32_t cap, head, len;
 };
 
 /* Block reads of the current window (read_ahead.c) [mu]. */
@@ -485,8 +472,6 @@ const struct shard_block *loader_block(const struct loader_core *c,
 
 /* decode.c */
 void *decode_worker_main(void *arg);
-void jobs_push_locked(struct loader_core *c, struct job j);
-int jobs_pop_locked(struct loader_core *c, struct job *j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
 
 /* assemble.c */
