@@ -46,10 +46,10 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 		skip = 1;
 	}
 	/* Records read by range that failed their checksum or read. */
-	if (s->range_error)
-		return s->range_error;
-	for (uint32_t r = 0; r < s->count && s->nranged && !skip; r++) {
-		if (s->rec_entry[r] != RANGE_ENTRY || !s->rec_bad[r])
+	if (s->ranges.error)
+		return s->ranges.error;
+	for (uint32_t r = 0; r < s->count && s->ranges.nranged && !skip; r++) {
+		if (s->rec_entry[r] != RANGE_ENTRY || !s->ranges.rec_bad[r])
 			continue;
 		if (c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
 			return -SLUICE_ECORRUPT;
@@ -82,7 +82,7 @@ static uint64_t record_block(const struct loader_core *c,
 			     const struct slot *s, uint32_t r)
 {
 	return s->rec_entry[r] == RANGE_ENTRY
-		? s->rec_block[r] : c->entries[s->rec_entry[r]].block;
+		? s->ranges.rec_block[r] : c->entries[s->rec_entry[r]].block;
 }
 
 /* The max_value_bytes of the shard a block belongs to: its own bound on
@@ -243,7 +243,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
-	if (s->nranged == 0 && slot_view_locked(c, s))
+	if (s->ranges.nranged == 0 && slot_view_locked(c, s))
 		return;
 	if (s->has_mem) {
 		/* direct.c took its memory when it was planned */
@@ -311,8 +311,8 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				if (e == RANGE_ENTRY) {
 					/* read by range (ranges.c); a bad
 					 * record fails the batch */
-					if (s->verify_in_copy &&
-					    f == c->ranges_main_field) {
+					if (s->ranges.verify_in_copy &&
+					    f == c->ranges.main_field) {
 						uint64_t v0 = now_ns();
 
 						(void)range_record_check(c, s, r);
@@ -348,8 +348,9 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 			const uint8_t *p;
 			uint64_t len;
 
-			if (s->rec_entry[r] == RANGE_ENTRY && s->verify_in_copy &&
-			    f == c->ranges_main_field) {
+			if (s->rec_entry[r] == RANGE_ENTRY &&
+			    s->ranges.verify_in_copy &&
+			    f == c->ranges.main_field) {
 				/* as for fixed fields, above */
 				uint64_t v0 = now_ns();
 

@@ -271,7 +271,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	if (io_want > z.io_sum)
 		io_want = z.io_sum;     /* the whole dataset fits */
 	/* records read by their byte ranges (ranges.c) */
-	io_want = add_sat(io_want, c->ranges_io_want);
+	io_want = add_sat(io_want, c->ranges.io_want);
 	io_want = align_up(io_want ? io_want : IO_ALIGN, IO_ALIGN);
 
 	/* The median record's variable bytes: its raw size less the fixed
@@ -439,7 +439,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	 * (ranges.c), freed in whatever order their assemblies end.  Sized
 	 * for the entries alone, out-of-order frees split the free space
 	 * into more extents than pool_free() has room for. */
-	io_allocs = (uint32_t)entries + (c->ranges ? c->slots_cap : 0);
+	io_allocs = (uint32_t)entries + (c->ranges.on ? c->slots_cap : 0);
 	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, io_allocs);
 	if (!r)
 		r = pool_init(&c->view_pool, c->io_bytes, IO_ALIGN,

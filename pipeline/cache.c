@@ -284,7 +284,7 @@ uint64_t cache_dataset_bytes(const struct loader_core *c)
 int cache_holds_dataset(const struct loader_core *c)
 {
 	return c->nentries >= c->nblocks &&
-	       c->io_bytes >= cache_dataset_bytes(c) + c->ranges_io_want;
+	       c->io_bytes >= cache_dataset_bytes(c) + c->ranges.io_want;
 }
 
 static int cmp_u64(const void *a, const void *b)

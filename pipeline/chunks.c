@@ -39,7 +39,7 @@ void chunks_init(struct loader_core *c)
 	const struct shard_schema *sc = &c->ds->schema;
 
 	c->chunks_possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
-			     !c->ranges &&
+			     !c->ranges.on &&
 			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
 			     sc->nfields > 0;
 	for (uint32_t f = 0; f < sc->nfields; f++)
@@ -100,7 +100,7 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 	s->truncated = 0;
 	s->nentries = 0;
 	s->pending = 0;
-	s->nranged = 0;
+	s->ranges.nranged = 0;
 	s->chunk_lo = s->chunk_hi = 0;
 	s->chunked = 1;
 	return 0;

@@ -38,7 +38,7 @@ static int gather_suits(const struct loader_core *c)
 
 	/* Every record read by range: no block to upload (ranges.c runs
 	 * before the device opens). */
-	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges_all ||
+	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges.all ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;
@@ -94,7 +94,7 @@ int slot_gather_init(const struct loader_core *c, struct slot *s)
 /* With its memory granted: is this batch gathered on the device? */
 int slot_gathers(const struct loader_core *c, const struct slot *s)
 {
-	return c->gather && s->runs && s->nranged == 0 && !s->chunked &&
+	return c->gather && s->runs && s->ranges.nranged == 0 && !s->chunked &&
 	       !s->own_host &&
 	       s->host && s->id < c->cfg.prefetch_depth;
 }

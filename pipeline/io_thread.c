@@ -147,7 +147,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	}
 	s->nentries = 0;
 	s->pending = 0;
-	s->nranged = 0;
+	s->ranges.nranged = 0;
 	for (uint32_t r = 0; r < count; r++) {
 		uint64_t rec = s->indices[r];
 		uint64_t g = loader_block_of(c, rec);
@@ -158,8 +158,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		if (range_block(c, g)) {
 			/* read by its byte ranges (ranges.c) */
 			s->rec_entry[r] = RANGE_ENTRY;
-			s->rec_block[r] = g;
-			s->nranged++;
+			s->ranges.rec_block[r] = g;
+			s->ranges.nranged++;
 			continue;
 		}
 		/* Records of one block are usually neighbours: look at the
@@ -220,7 +220,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		unpin_all(c, s);
 		return -ENOSPC;
 	}
-	if (s->nranged == 0)
+	if (s->ranges.nranged == 0)
 		direct_plan_locked(c, s);
 	/* Every block is pinned: read the new ones, wait for those on
 	 * their way. */

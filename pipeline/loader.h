@@ -25,6 +25,7 @@
 #include "sampler.h"
 #include "pool.h"
 #include "jobs.h"
+#include "ranges.h"
 #include "stream.h"
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
@@ -85,29 +86,6 @@ enum slot_state {
 	SLOT_HELD,              /* handed to the consumer */
 };
 
-/* rec_entry of a record read by its byte ranges (ranges.c), which has
- * no cache entry. */
-#define RANGE_ENTRY UINT32_MAX
-
-/* One io_uring read of a batch's record ranges (ranges.c): neighbouring
- * records' ranges coalesced.  Its io_read's user is NULL, which tells it
- * from a cache entry's read (user: the entry). */
-struct range_read {
-	struct io_read rd;      /* first: the ring hands back &rd */
-	struct slot *slot;
-	uint64_t buf_off;       /* where it lands in the slot's range_buf */
-	uint64_t submit_ns;
-	int error;              /* negative when the read failed */
-};
-
-/* One field of one record, to be read (ranges.c; allocated for the
- * planner at open, ranges_open.c). */
-struct range_piece {
-	uint32_t file;
-	uint32_t slot_index;    /* r * nfields + f */
-	uint64_t offset, len;
-};
-
 struct tensor_desc {
 	char name[SLUICE_NAME_MAX + 8];
 	DLDataType dtype;
@@ -157,24 +135,7 @@ struct slot {
 	int chunked;
 	int chunk_busy;         /* a chunk is claimed, not yet copied [mu] */
 	uint32_t chunk_lo, chunk_hi; /* [mu] */
-	/* Record-range reads (ranges.c), arrays allocated only when the
-	 * loader uses them.  The records whose rec_entry is RANGE_ENTRY are
-	 * read by range into range_buf (io pool), verified, then gathered. */
-	uint32_t nranged;       /* such records [mu] */
-	uint64_t *rec_block;    /* their global block */
-	uint64_t *rec_src;      /* [r * nfields + f]: field f of record r in
-				   range_buf */
-	uint8_t *rec_bad;       /* 1: failed its checksum or read */
-	struct range_read *rreads;
-	uint32_t nrreads;
-	uint32_t rreads_pending; /* reads not back yet [mu] */
-	uint32_t rparts_left;   /* verify parts running [mu] */
-	int range_failed;       /* a read failed: look records up [mu] */
-	int range_error;        /* fatal (not corrupt data) read error [mu] */
-	int verify_in_copy;     /* checksums checked by the assembly, record
-				   by record before its copy (ranges.c) */
-	uint64_t range_off, range_len; /* in the io pool; 0 len: none [mu] */
-	uint8_t *range_buf;
+	struct slot_ranges ranges; /* record-range reads (ranges.c) */
 	/* Device gather (gather.c): the batch's copy runs, allocated only
 	 * when the loader gathers. */
 	struct gather_run *runs;
@@ -325,30 +286,7 @@ struct loader_core {
 	int stop;                   /* [mu] */
 	int failed;                 /* [mu] first fatal error code */
 
-	/* record-range reads (ranges.c) */
-	int ranges;                 /* on: eligible records read by range */
-	int ranges_all;             /* every block is */
-	uint64_t ranges_io_want;    /* io memory their batches in flight
-				       take at most (budget.c adds it) */
-	uint32_t ranges_main_field; /* the largest: verified in its copy */
-	uint8_t *range_resident[DLS_MAX_FIELDS]; /* small fields of every
-				       record, read at open; NULL: by range */
-	/* Datasets with variable fields: their raw blocks' layout, read at
-	 * open (shard_read_layout).  NULL when every field is fixed. */
-	uint64_t *range_sec;        /* [g * nfields + f]: section start in
-				       block g; [g * nfields] UINT64_MAX: g
-				       is read whole */
-	uint64_t *range_offs[DLS_MAX_FIELDS]; /* variable field f: block g's
-				       offsets at block_first[g] + g */
-	uint64_t range_layout_bytes; /* what they take (RANGE_SUMS_MAX) */
-	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
-				       (its blocks are read whole when
-				       verify is on) */
-	uint32_t record_sums_shards; /* entries of record_sums */
-	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
-	uint32_t ranges_max_reads;  /* batch_size * fields */
-	struct range_piece *range_pieces; /* the planner's scratch */
-	_Atomic uint64_t range_reads, range_records;
+	struct loader_ranges ranges; /* record-range reads (ranges.c) */
 
 	/* device gather (gather.c) */
 	int gather;                 /* on: eligible batches are gathered */
@@ -523,27 +461,6 @@ uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 			   uint32_t lo, uint32_t hi);
 int chunk_done_locked(struct loader_core *c, struct slot *s);
 
-/* ranges_open.c */
-int ranges_open(struct loader_core *c, char *err, size_t errlen);
-void ranges_close(struct loader_core *c);
-int range_block(const struct loader_core *c, uint64_t g);
-/* Where field @f of record @i of block @g lies in its file; its length in
- * @len. */
-uint64_t record_field_at(const struct loader_core *c, uint64_t g,
-			 uint32_t i, uint32_t f, uint64_t *len);
-
-/* ranges.c */
-int slot_ranges_init(struct loader_core *c, struct slot *s);
-void slot_ranges_free(struct slot *s);
-int ranges_plan_locked(struct loader_core *c, struct slot *s,
-		       unsigned *nsubmit);
-void range_read_done_locked(struct loader_core *c, struct io_read *rd);
-void ranges_verify_part(struct loader_core *c, struct job j);
-void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
-int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
-uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
-			  uint32_t from, uint32_t to);
-
 /* gather.c */
 int gather_wanted(const struct loader_core *c);
 uint32_t gather_runs_max(const struct loader_core *c);
@@ -560,6 +477,9 @@ int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
  * blocks as needed.  0 or -EAGAIN. */
 int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off);
 
+/* ranges.c's helpers for the copy (assemble.c), inline: here, since
+ * they read struct slot and struct loader_core. */
+
 /* Field @f of range record @r of @s: in the slot's range buffer, or
  * kept since open for a small field (ranges.c). */
 static inline const uint8_t *range_src(const struct loader_core *c,
@@ -568,10 +488,10 @@ static inline const uint8_t *range_src(const struct loader_core *c,
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	if (c->range_resident[f])
-		return c->range_resident[f] +
+	if (c->ranges.resident[f])
+		return c->ranges.resident[f] +
 		       s->indices[r] * sc->fields[f].record_bytes;
-	return s->range_buf + s->rec_src[(uint64_t)r * sc->nfields + f];
+	return s->ranges.buf + s->ranges.rec_src[(uint64_t)r * sc->nfields + f];
 }
 
 /* Field @f of range record @r of @s: its bytes and their length (a
@@ -583,13 +503,13 @@ static inline void range_field(const struct loader_core *c,
 	const struct shard_field *fd = &c->ds->schema.fields[f];
 
 	if (fd->variable) {
-		uint64_t g = s->rec_block[r];
-		const uint64_t *o = c->range_offs[f] + c->block_first[g] + g +
+		uint64_t g = s->ranges.rec_block[r];
+		const uint64_t *o = c->ranges.offs[f] + c->block_first[g] + g +
 				    s->rec_in_block[r];
 
 		*len = o[1] - o[0];
 		if (*len == 0) {
-			/* not read: no place in range_buf (which may be
+			/* not read: no place in ranges.buf (which may be
 			 * NULL); any valid pointer for 0 bytes */
 			*ptr = (const uint8_t *)(const void *)o;
 			return;

@@ -203,7 +203,7 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
 	/* One batch's block and range reads, or the read-ahead's. */
-	c->reads_max = c->nentries + c->ranges_max_reads;
+	c->reads_max = c->nentries + c->ranges.max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
 	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
 	if (!c->decode_jobs.ring || !c->batch_jobs.ring ||
@@ -254,7 +254,7 @@ static int shrink_window(struct loader_core *c,
 	int r = -E2BIG;
 
 	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes ||
-	    c->cfg.cache_bytes || c->ranges_all)
+	    c->cfg.cache_bytes || c->ranges.all)
 		return r;
 	c->window_asked = c->cfg.window_blocks;
 	while (r == -E2BIG && c->cfg.window_blocks > 1) {
@@ -296,7 +296,7 @@ static int open_core(struct loader_core *c,
 	if (r)
 		return r;
 	need = cache_needed(c, c->cfg.batch_size);
-	if (c->ranges_all)
+	if (c->ranges.all)
 		need = 1;       /* no block is read whole (ranges.c) */
 	chunks_init(c);
 	c->need = need;

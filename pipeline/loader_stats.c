@@ -70,8 +70,8 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
 	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);
 	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
-	st->range_reads = atomic_load(&c->range_reads);
-	st->range_records = atomic_load(&c->range_records);
+	st->range_reads = atomic_load(&c->ranges.reads);
+	st->range_records = atomic_load(&c->ranges.records);
 	st->batches_gathered = atomic_load(&c->batches_gathered);
 	st->gather_runs = atomic_load(&c->gather_runs);
 	st->device_upload_bytes = atomic_load(&c->device_upload_bytes);
