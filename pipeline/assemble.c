@@ -222,7 +222,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 	int r;
 
 	s->gathering = 0;
-	if (s->chunked) {
+	if (s->chunk.chunked) {
 		chunk_ready_locked(c, s);
 		return;
 	}
@@ -263,7 +263,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
 	s->state = SLOT_ASSEMBLING;
-	if (s->chunked) {
+	if (s->chunk.chunked) {
 		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
 		return;
 	}
@@ -448,10 +448,11 @@ void run_assemble(struct loader_core *c, struct job j)
 	int last, next_chunk;
 
 	if (j.parts) {
-		/* a chunk's rows (positions in chunk_rows, chunks.c), or
+		/* a chunk's rows (positions in chunk.rows, chunks.c), or
 		 * the whole batch's */
-		uint32_t base = s->chunked ? s->chunk_lo : 0;
-		uint32_t n = s->chunked ? s->chunk_hi - base : s->delivered;
+		uint32_t base = s->chunk.chunked ? s->chunk.lo : 0;
+		uint32_t n = s->chunk.chunked ? s->chunk.hi - base
+					       : s->delivered;
 		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = base +
 			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
@@ -462,7 +463,7 @@ void run_assemble(struct loader_core *c, struct job j)
 		 * budget only after its last copy (batch.c, loader.c). */
 		if (s->gathering)
 			bytes = gather_plan(c, s);  /* the device copies */
-		else if (s->chunked)
+		else if (s->chunk.chunked)
 			bytes = chunk_copy_part(c, s, lo, hi);
 		else
 			bytes = assemble_part(c, s, lo, hi, &verify);
@@ -482,7 +483,7 @@ void run_assemble(struct loader_core *c, struct job j)
 	}
 	pthread_mutex_lock(&c->mu);
 	last = --s->parts_left == 0;
-	next_chunk = last && s->chunked && !chunk_done_locked(c, s);
+	next_chunk = last && s->chunk.chunked && !chunk_done_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
 	if (next_chunk) {
 		io_ring_wake(c->ring);  /* the I/O thread claims it */

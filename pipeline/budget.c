@@ -387,7 +387,8 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 (unsigned long long)add_sat(batch_fixed, big));
 		return -ENOSPC;
 	}
-	if (c->chunks_possible && !c->chunked && c->io_bytes < z.io_top_need) {
+	if (c->chunks.possible && !c->chunks.chunked &&
+	    c->io_bytes < z.io_top_need) {
 		/* the caller gathers batches by chunks instead (chunks.c) */
 		snprintf(err, errlen,
 			 "a batch's %llu blocks take up to %llu bytes of io memory at once, more than the %llu memory_bytes leaves",
@@ -396,7 +397,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 (unsigned long long)c->io_bytes);
 		return -ENOSPC;
 	}
-	if (!c->chunks_possible && c->io_bytes < z.io_top_need) {
+	if (!c->chunks.possible && c->io_bytes < z.io_top_need) {
 		/* A batch could never have its blocks in memory at once: say
 		 * so at open, not at that batch (the caller may shrink a
 		 * shuffle window instead, loader_open.c). */

@@ -59,7 +59,7 @@ static int gather_suits(const struct loader_core *c)
  * they are assembled on the CPU (chunks.c). */
 int gather_wanted(const struct loader_core *c)
 {
-	return !c->chunked && gather_suits(c);
+	return !c->chunks.chunked && gather_suits(c);
 }
 
 /* Runs one batch can take: one per field and record at most. */
@@ -76,7 +76,7 @@ void gather_init(struct loader_core *c)
 		     c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON;
 
 	c->gather = gather_wanted(c) && device;
-	c->gather_lost_to_chunks = c->chunked && gather_suits(c) && device;
+	c->gather_lost_to_chunks = c->chunks.chunked && gather_suits(c) && device;
 	if (c->gather) {
 		c->views = 0;
 		c->direct = 0;
@@ -94,7 +94,7 @@ int slot_gather_init(const struct loader_core *c, struct slot *s)
 /* With its memory granted: is this batch gathered on the device? */
 int slot_gathers(const struct loader_core *c, const struct slot *s)
 {
-	return c->gather && s->runs && s->ranges.nranged == 0 && !s->chunked &&
+	return c->gather && s->runs && s->ranges.nranged == 0 && !s->chunk.chunked &&
 	       !s->own_host &&
 	       s->host && s->id < c->cfg.prefetch_depth;
 }

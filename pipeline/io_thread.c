@@ -139,7 +139,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		return 0;
 
 	count = sampler_batch(&c->sampler, c->plan_batch, s->indices);
-	if (c->chunked) {
+	if (c->chunks.chunked) {
 		/* its blocks come a chunk at a time (chunks.c) */
 		if (chunk_plan_locked(c, s, count))
 			return -ENOSPC;
@@ -235,7 +235,7 @@ planned:
 	s->error = 0;
 	c->fifo[(c->fifo_head + c->fifo_len++) % c->slots_cap] = s->id;
 	c->inflight++;
-	if (c->chunked) {
+	if (c->chunks.chunked) {
 		s->state = SLOT_MEMORY;
 		batch_memory_grant_locked(c);
 		if (!s->has_mem)    /* only next() may resolve it (budget.c) */
@@ -348,7 +348,7 @@ void *io_thread_main(void *arg)
 		}
 		/* Chunks of batches in flight go on while planning is
 		 * paused: a restart waits for those batches. */
-		if (!c->stop && !c->failed && c->chunked) {
+		if (!c->stop && !c->failed && c->chunks.chunked) {
 			chunks_claim_locked(c, &nsubmit);
 			if (nsubmit)
 				submit_locked(c, nsubmit);

@@ -24,6 +24,7 @@
 #include "../gpu/device.h"
 #include "sampler.h"
 #include "pool.h"
+#include "chunks.h"
 #include "jobs.h"
 #include "ranges.h"
 #include "stream.h"
@@ -128,13 +129,7 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
-	/* Gathered a chunk of blocks at a time (chunks.c): its rows
-	 * sorted by block (block << 24 | row), of which [chunk_lo,
-	 * chunk_hi) are the chunk pinned in entries. */
-	uint64_t *chunk_rows;   /* allocated only when the loader uses it */
-	int chunked;
-	int chunk_busy;         /* a chunk is claimed, not yet copied [mu] */
-	uint32_t chunk_lo, chunk_hi; /* [mu] */
+	struct slot_chunk chunk; /* a chunk of blocks at a time (chunks.c) */
 	struct slot_ranges ranges; /* record-range reads (ranges.c) */
 	/* Device gather (gather.c): the batch's copy runs, allocated only
 	 * when the loader gathers. */
@@ -193,13 +188,10 @@ struct loader_core {
 	int views;                  /* batches may view blocks (view.c) */
 	int direct;                 /* blocks may decode into batches
 				       (direct.c) */
-	int chunks_possible;        /* batches could gather a chunk of
-				       blocks at a time (chunks.c) */
-	int chunked;                /* they do: their blocks do not fit
-				       at once */
+	struct loader_chunks chunks; /* a chunk of blocks at a time
+				       (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
-	uint32_t chunks_inflight;   /* chunks pinned [mu] */
 	uint64_t *ahead_recs;       /* records of one batch for the
 				       read-ahead (direct.c) [mu] */
 	uint64_t ahead_recs_pass, ahead_recs_batch;
@@ -450,16 +442,6 @@ int direct_likely(const struct loader_core *c);
 void direct_plan_locked(struct loader_core *c, struct slot *s);
 int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 		      uint64_t g);
-
-/* chunks.c */
-void chunks_init(struct loader_core *c);
-uint64_t chunk_blocks(const struct loader_core *c);
-int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
-void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
-void chunk_ready_locked(struct loader_core *c, struct slot *s);
-uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
-			   uint32_t lo, uint32_t hi);
-int chunk_done_locked(struct loader_core *c, struct slot *s);
 
 /* gather.c */
 int gather_wanted(const struct loader_core *c);

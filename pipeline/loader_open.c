@@ -315,10 +315,10 @@ static int open_core(struct loader_core *c,
 		return r;
 	}
 	r = budget_open(c, entries, batch_fixed, err, errlen);
-	if (r == -ENOSPC && c->chunks_possible && need > chunk_blocks(c)) {
+	if (r == -ENOSPC && c->chunks.possible && need > chunk_blocks(c)) {
 		/* A batch's blocks do not fit at once: gather it a chunk of
 		 * blocks at a time (chunks.c). */
-		c->chunked = 1;
+		c->chunks.chunked = 1;
 		c->need = need = chunk_blocks(c);
 		entries = cache_entries(c, need);
 		r = budget_open(c, entries, batch_fixed, err, errlen);

@@ -91,7 +91,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 c->cfg.window_blocks, c->window_asked);
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
-	if (c->chunked)
+	if (c->chunks.chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 c->gather_lost_to_chunks
 				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device"
