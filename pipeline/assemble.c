@@ -221,7 +221,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
 	int r;
 
-	s->gathering = 0;
+	s->gather.gathering = 0;
 	if (s->chunk.chunked) {
 		chunk_ready_locked(c, s);
 		return;
@@ -268,10 +268,11 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 		return;
 	}
 	/* Gathered batches only build their run table: one part. */
-	s->gathering = slot_gathers(c, s);
+	s->gather.gathering = slot_gathers(c, s);
 	write_variable_index(c, s);
 	/* Enough records per part to amortise the hand-off. */
-	assemble_jobs_push_locked(c, s, s->gathering ? 1 : s->delivered / 32);
+	assemble_jobs_push_locked(c, s,
+				  s->gather.gathering ? 1 : s->delivered / 32);
 }
 
 /* Queue slot @s's assembly as @parts jobs (1 to one per worker). */
@@ -387,7 +388,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 
 	/* Before its blocks are unpinned: an upload into their io memory
 	 * then waits for this gather (gather.c). */
-	if (s->gathering && !s->error) {
+	if (s->gather.gathering && !s->error) {
 		r = gather_submit(c, s);
 		if (r)
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
@@ -400,7 +401,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);     /* entries are free again */
 
-	if (!s->error && !s->gathering &&
+	if (!s->error && !s->gather.gathering &&
 	    (c->dev_info.caps & DEVICE_CAP_MIRROR)) {
 		struct slot_range used[LOADER_MAX_TENSORS];
 		uint64_t t0 = now_ns(), bytes = 0;
@@ -422,7 +423,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_lock(&c->mu);
 	if (r)
 		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
-				   s->gathering ? "gather" : "copy",
+				   s->gather.gathering ? "gather" : "copy",
 				   (unsigned long long)s->batch,
 				   dev_msg[0] ? ": " : "", dev_msg);
 	if (s->error)
@@ -461,7 +462,7 @@ void run_assemble(struct loader_core *c, struct job j)
 
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
-		if (s->gathering)
+		if (s->gather.gathering)
 			bytes = gather_plan(c, s);  /* the device copies */
 		else if (s->chunk.chunked)
 			bytes = chunk_copy_part(c, s, lo, hi);

@@ -147,7 +147,7 @@ void slot_free(struct slot *s)
 	free(s->entries);
 	free(s->chunk.rows);
 	slot_ranges_free(s);
-	free(s->runs);
+	free(s->gather.runs);
 	if (s->own_host)
 		free(s->host);
 	free(s);

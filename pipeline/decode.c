@@ -88,7 +88,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 	/* The device copy must be whole before the entry is READY: gathers
 	 * read it from then on (gather.c). */
-	if (!r && c->gather) {
+	if (!r && c->gather.on) {
 		/* what stream.c uploaded as it landed (raw blocks) */
 		uint64_t up = raw == stored ? e->stream.uploaded : 0;
 

@@ -272,9 +272,11 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				atomic_fetch_add(&c->records, s->delivered);
 				if (s->viewed)
 					atomic_fetch_add(&c->batches_viewed, 1);
-				if (s->gathering) {
-					atomic_fetch_add(&c->batches_gathered, 1);
-					atomic_fetch_add(&c->gather_runs, s->nruns);
+				if (s->gather.gathering) {
+					atomic_fetch_add(
+						&c->gather.batches_gathered, 1);
+					atomic_fetch_add(&c->gather.runs,
+							 s->gather.nruns);
 				}
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped,

@@ -25,6 +25,7 @@
 #include "sampler.h"
 #include "pool.h"
 #include "chunks.h"
+#include "gather.h"
 #include "jobs.h"
 #include "ranges.h"
 #include "stream.h"
@@ -131,11 +132,7 @@ struct slot {
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
 	struct slot_chunk chunk; /* a chunk of blocks at a time (chunks.c) */
 	struct slot_ranges ranges; /* record-range reads (ranges.c) */
-	/* Device gather (gather.c): the batch's copy runs, allocated only
-	 * when the loader gathers. */
-	struct gather_run *runs;
-	uint32_t nruns;
-	int gathering;          /* this batch is gathered on the device */
+	struct slot_gather gather; /* device gather (gather.c) */
 };
 
 /* Block reads of the current window (read_ahead.c) [mu]. */
@@ -280,11 +277,7 @@ struct loader_core {
 
 	struct loader_ranges ranges; /* record-range reads (ranges.c) */
 
-	/* device gather (gather.c) */
-	int gather;                 /* on: eligible batches are gathered */
-	int gather_lost_to_chunks;  /* would be on, but the loader is
-				       chunked */
-	_Atomic uint64_t batches_gathered, gather_runs, device_upload_bytes;
+	struct loader_gather gather; /* device gather (gather.c) */
 
 	/* reads the I/O thread collects outside the lock */
 	struct io_read **submit;
@@ -442,18 +435,6 @@ int direct_likely(const struct loader_core *c);
 void direct_plan_locked(struct loader_core *c, struct slot *s);
 int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 		      uint64_t g);
-
-/* gather.c */
-int gather_wanted(const struct loader_core *c);
-uint32_t gather_runs_max(const struct loader_core *c);
-void gather_init(struct loader_core *c);
-int slot_gather_init(const struct loader_core *c, struct slot *s);
-int slot_gathers(const struct loader_core *c, const struct slot *s);
-void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
-		       uint64_t dst, uint64_t len);
-uint64_t gather_plan(struct loader_core *c, struct slot *s);
-int gather_submit(struct loader_core *c, struct slot *s);
-int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
 
 /* cache.c: io memory for something else than a block, evicting unpinned
  * blocks as needed.  0 or -EAGAIN. */

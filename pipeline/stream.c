@@ -103,7 +103,7 @@ void stream_part(struct loader_core *c, uint32_t i)
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	/* raw blocks are their batches' bytes: upload them as they land */
-	int upload = c->gather && blk->codec == DLS_CODEC_RAW &&
+	int upload = c->gather.on && blk->codec == DLS_CODEC_RAW &&
 		     blk->stored_size == blk->raw_size;
 	uint64_t hashed = e->stream.hashed, t0 = now_ns();
 	uint64_t cpu0 = thread_cpu_ns(), upload_cpu = 0;
