@@ -443,7 +443,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	io_allocs = (uint32_t)entries + (c->ranges.on ? c->slots_cap : 0);
 	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, io_allocs);
 	if (!r)
-		r = pool_init(&c->view_pool, c->io_bytes, IO_ALIGN,
+		r = pool_init(&c->views.pool, c->io_bytes, IO_ALIGN,
 			      (uint32_t)entries);
 	if (!r)
 		r = pool_init(&c->batch_pool, c->batch_bytes, SLOT_ALIGN,
@@ -454,7 +454,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 void budget_close(struct loader_core *c)
 {
 	pool_destroy(&c->io_pool);
-	pool_destroy(&c->view_pool);
+	pool_destroy(&c->views.pool);
 	pool_destroy(&c->batch_pool);
 }
 

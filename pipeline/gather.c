@@ -79,8 +79,8 @@ void gather_init(struct loader_core *c)
 	c->gather.lost_to_chunks = c->chunks.chunked && gather_suits(c) &&
 				   device;
 	if (c->gather.on) {
-		c->views = 0;
-		c->direct = 0;
+		c->views.on = 0;
+		c->direct.on = 0;
 	}
 }
 

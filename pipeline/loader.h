@@ -25,10 +25,12 @@
 #include "sampler.h"
 #include "pool.h"
 #include "chunks.h"
+#include "direct.h"
 #include "gather.h"
 #include "jobs.h"
 #include "ranges.h"
 #include "stream.h"
+#include "view.h"
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
 #define SLOT_ALIGN 256u
@@ -182,22 +184,12 @@ struct loader_core {
 				       and whose memory is not back yet */
 	uint64_t waits_for_release; /* next() waited for one rather than
 				       take memory or a slot [mu] */
-	int views;                  /* batches may view blocks (view.c) */
-	int direct;                 /* blocks may decode into batches
-				       (direct.c) */
+	struct loader_views views; /* views of blocks (view.c) */
+	struct loader_direct direct; /* decodes into batches (direct.c) */
 	struct loader_chunks chunks; /* a chunk of blocks at a time
 				       (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
-	uint64_t *ahead_recs;       /* records of one batch for the
-				       read-ahead (direct.c) [mu] */
-	uint64_t ahead_recs_pass, ahead_recs_batch;
-	uint32_t ahead_recs_count;
-	int ahead_recs_valid;
-	uint32_t view_entries;      /* entries viewed by batches [mu] */
-	uint64_t view_bytes;        /* their io memory [mu] */
-	struct pool view_pool;      /* the io pool with only their memory
-				       taken: where views leave room [mu] */
 	uint64_t io_batch_max;      /* most io memory one batch's blocks
 				       take: the need largest blocks' */
 
@@ -422,19 +414,6 @@ uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s);
 int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_free(struct slot *s);
 void slot_release_ref(struct loader_core *c, struct slot *s);
-
-/* view.c */
-void views_init(struct loader_core *c);
-int slot_view_locked(struct loader_core *c, struct slot *s);
-void slot_unview_locked(struct loader_core *c, struct slot *s);
-
-/* direct.c */
-void direct_init(struct loader_core *c);
-/* Would most zstd blocks decompress straight into their batch? */
-int direct_likely(const struct loader_core *c);
-void direct_plan_locked(struct loader_core *c, struct slot *s);
-int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
-		      uint64_t g);
 
 /* cache.c: io memory for something else than a block, evicting unpinned
  * blocks as needed.  0 or -EAGAIN. */

@@ -28,7 +28,7 @@ static void free_core(struct loader_core *c)
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
-	free(c->ahead_recs);
+	free(c->direct.ahead_recs);
 	free(c->block_first);
 	free(c->block_shard);
 	free(c->shard_block_base);
