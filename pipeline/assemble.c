@@ -22,7 +22,8 @@ static uint32_t skip_failed_records(struct loader_core *c, struct slot *s)
 	for (uint32_t r = 0; r < s->count; r++) {
 		if (s->rec_entry[r] == RANGE_ENTRY
 			    ? !slot_ranges_keep(c, s, r, kept)
-			    : c->entries[s->rec_entry[r]].state == ENTRY_FAILED)
+			    : c->cache.entries[s->rec_entry[r]].state ==
+				      ENTRY_FAILED)
 			continue;
 		s->indices[kept] = s->indices[r];
 		s->rec_entry[kept] = s->rec_entry[r];
@@ -37,7 +38,7 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	int skip = 0;
 
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *e = &c->entries[s->entries[k]];
+		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (e->state != ENTRY_FAILED)
 			continue;
@@ -73,7 +74,7 @@ static void record_field(const struct loader_core *c, const struct slot *s,
 		range_field(c, s, r, f, p, len);
 	else
 		block_view_get(&c->ds->schema,
-			       &c->entries[s->rec_entry[r]].view, f,
+			       &c->cache.entries[s->rec_entry[r]].view, f,
 			       s->rec_in_block[r], p, len);
 }
 
@@ -82,7 +83,8 @@ static uint64_t record_block(const struct loader_core *c,
 			     const struct slot *s, uint32_t r)
 {
 	return s->rec_entry[r] == RANGE_ENTRY
-		? s->ranges.rec_block[r] : c->entries[s->rec_entry[r]].block;
+		? s->ranges.rec_block[r]
+		: c->cache.entries[s->rec_entry[r]].block;
 }
 
 /* The max_value_bytes of the shard a block belongs to: its own bound on
@@ -329,7 +331,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				       s->rec_in_block[r + run] ==
 					       s->rec_in_block[r] + run)
 					run++;
-				block_view_get(sc, &c->entries[e].view, f,
+				block_view_get(sc, &c->cache.entries[e].view, f,
 					       s->rec_in_block[r], &p, &len);
 				/* decoded in place (direct.c) */
 				if (p != dst + (uint64_t)r * rb) {

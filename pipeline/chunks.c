@@ -195,7 +195,7 @@ void chunk_ready_locked(struct loader_core *c, struct slot *s)
 	uint32_t parts = (s->chunk.hi - s->chunk.lo) / 32;
 
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		const struct cache_entry *e = &c->entries[s->entries[k]];
+		const struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (e->state == ENTRY_FAILED && !s->error)
 			s->error = e->error;
@@ -242,7 +242,8 @@ uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 
 	for (uint32_t p = lo; p < hi; p++) {
 		uint32_t r = (uint32_t)(s->chunk.rows[p] & ROW_MASK);
-		const struct cache_entry *e = &c->entries[s->rec_entry[r]];
+		const struct cache_entry *e =
+			&c->cache.entries[s->rec_entry[r]];
 
 		for (uint32_t f = 0; f < sc->nfields; f++) {
 			uint64_t rb = sc->fields[f].record_bytes, len;

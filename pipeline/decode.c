@@ -38,7 +38,7 @@ int jobs_pop_locked(struct loader_core *c, struct job *j)
 
 void entry_ready_locked(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
 	for (uint32_t k = 0; k < e->nwaiters; k++) {
 		struct slot *s = c->slots[e->waiters[k]];
@@ -56,7 +56,7 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 
 static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);

@@ -42,7 +42,7 @@ void direct_init(struct loader_core *c)
 	/* When the cache holds every block, decoding a block into its
 	 * batch would cost a read and a decompression of it every epoch
 	 * instead of a copy (cache.c). */
-	c->direct.on = direct_possible(c) && !c->cache_all;
+	c->direct.on = direct_possible(c) && !c->cache.all;
 	if (c->direct.on) {
 		/* without it, no direct decoding: nothing fails */
 		c->direct.ahead_recs = malloc(c->cfg.batch_size *
@@ -98,7 +98,7 @@ static int earlier_batches_have_memory(const struct loader_core *c)
 static int whole_block_at(const struct loader_core *c, const struct slot *s,
 			  uint32_t i, uint32_t r, uint32_t *n)
 {
-	const struct cache_entry *e = &c->entries[i];
+	const struct cache_entry *e = &c->cache.entries[i];
 	uint32_t count = (uint32_t)(c->block_first[e->block + 1] -
 				    c->block_first[e->block]);
 
@@ -124,10 +124,10 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 	if (!c->direct.on || s->count == 0 || !earlier_batches_have_memory(c))
 		return;
 	for (uint32_t k = 0; k < s->nentries; k++)
-		c->entries[s->entries[k]].direct_slot = NULL;
+		c->cache.entries[s->entries[k]].direct_slot = NULL;
 	for (uint32_t r = 0; r < s->count;) {
 		uint32_t i = s->rec_entry[r], n = 1, shard;
-		struct cache_entry *e = &c->entries[i];
+		struct cache_entry *e = &c->cache.entries[i];
 
 		if (e->state == ENTRY_EMPTY && e->refs == 1 &&
 		    loader_block(c, e->block, &shard)->codec == DLS_CODEC_ZSTD &&
@@ -144,14 +144,14 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 	s->host_bytes = slot_place_tensors(c, s);
 	if (pool_alloc(&c->batch_pool, s->host_bytes, &off)) {
 		for (uint32_t k = 0; k < s->nentries; k++)
-			c->entries[s->entries[k]].direct_slot = NULL;
+			c->cache.entries[s->entries[k]].direct_slot = NULL;
 		return;
 	}
 	s->mem_off = off;
 	s->host = c->arena + c->io_bytes + off;
 	s->has_mem = 1;
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *e = &c->entries[s->entries[k]];
+		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (e->direct_slot != s)
 			continue;

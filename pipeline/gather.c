@@ -140,7 +140,7 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 			while (r + run < s->delivered && s->rec_entry[r + run] == e &&
 			       s->rec_in_block[r + run] == s->rec_in_block[r] + run)
 				run++;
-			block_view_get(sc, &c->entries[e].view, f,
+			block_view_get(sc, &c->cache.entries[e].view, f,
 				       s->rec_in_block[r], &p, &len);
 			gather_run_append(s->gather.runs, &n,
 					  (uint64_t)(p - c->arena),

@@ -47,7 +47,7 @@ const struct shard_block *loader_block(const struct loader_core *c,
 
 void entry_prepare_read(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
@@ -89,7 +89,7 @@ void slot_await_entries_locked(struct loader_core *c, struct slot *s,
 	uint32_t nread = 0;
 
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *ce = &c->entries[s->entries[k]];
+		struct cache_entry *ce = &c->cache.entries[s->entries[k]];
 
 		switch (ce->state) {
 		case ENTRY_EMPTY:
@@ -151,7 +151,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	for (uint32_t r = 0; r < count; r++) {
 		uint64_t rec = s->indices[r];
 		uint64_t g = loader_block_of(c, rec);
-		int32_t have = c->block_entry[g];
+		int32_t have = c->cache.block_entry[g];
 		uint32_t e;
 
 		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
@@ -259,7 +259,7 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 {
 	const struct io_read *rd = &e->rd;
-	uint32_t i = (uint32_t)(e - c->entries);
+	uint32_t i = (uint32_t)(e - c->cache.entries);
 
 	if (rd->result >= 0) {
 		uint64_t t = now_ns();

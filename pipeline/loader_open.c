@@ -196,14 +196,14 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	if (r)
 		return r;
 
-	c->decode_jobs.cap = c->nentries + 16;
+	c->decode_jobs.cap = c->cache.nentries + 16;
 	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
 	c->stream_jobs.cap = c->streams.cap + 16; /* one per state */
 	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
 	/* One batch's block and range reads, or the read-ahead's. */
-	c->reads_max = c->nentries + c->ranges.max_reads;
+	c->reads_max = c->cache.nentries + c->ranges.max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
 	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
 	if (!c->decode_jobs.ring || !c->batch_jobs.ring ||
@@ -331,7 +331,7 @@ static int open_core(struct loader_core *c,
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
 	if (!r)
-		c->cache_all = cache_holds_dataset(c);
+		c->cache.all = cache_holds_dataset(c);
 	views_init(c);
 	direct_init(c);
 	gather_init(c);

@@ -50,7 +50,7 @@ void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
 	/* blocks in flight that bandwidth x latency asks for, twice */
 	want = 2 * (w->reads * w->fastest_ns + span - 1) / span;
 	/* at most every entry a batch does not need */
-	most = c->nentries > c->need ? c->nentries - c->need : 0;
+	most = c->cache.nentries > c->need ? c->cache.nentries - c->need : 0;
 	if (want > most)
 		want = most;
 	c->ahead_limit = want > c->ahead_max ? (uint32_t)want : c->ahead_max;
@@ -61,10 +61,10 @@ void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
  * its batch is not read again for the read-ahead either). */
 static int cached_or_coming(const struct loader_core *c, uint64_t g)
 {
-	int32_t have = c->block_entry[g];
+	int32_t have = c->cache.block_entry[g];
 
-	return have >= 0 && (c->entries[have].direct ||
-			     cache_usable(c, &c->entries[have]));
+	return have >= 0 && (c->cache.entries[have].direct ||
+			     cache_usable(c, &c->cache.entries[have]));
 }
 
 /*
@@ -80,9 +80,9 @@ static int lru_head_waits(const struct loader_core *c)
 {
 	const struct cache_entry *e;
 
-	if (c->lru_head == UINT32_MAX)
+	if (c->cache.lru_head == UINT32_MAX)
 		return 0;
-	e = &c->entries[c->lru_head];
+	e = &c->cache.entries[c->cache.lru_head];
 	return e->ahead_unused && e->claim_pass == c->plan_pass;
 }
 
@@ -95,7 +95,8 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 	uint64_t horizon = c->nblocks ? (uint64_t)c->ahead_limit *
 		(c->ds->record_count / c->nblocks + 1) : 0;
 
-	while (c->ahead_inflight < c->ahead_limit && c->lru_count > c->need) {
+	while (c->ahead_inflight < c->ahead_limit &&
+	       c->cache.lru_count > c->need) {
 		struct sampler_span sp;
 		uint64_t i, pos;
 		int full = 0;
@@ -125,7 +126,7 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 			uint32_t e;
 
 			if (c->ahead_inflight >= c->ahead_limit ||
-			    c->lru_count <= c->need || lru_head_waits(c)) {
+			    c->cache.lru_count <= c->need || lru_head_waits(c)) {
 				full = 1; /* come back to this span */
 				break;
 			}
@@ -135,11 +136,11 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 					       g)) ||
 			    cache_claim(c, g, c->io_need_bytes, &e) != 1)
 				continue;
-			c->entries[e].ahead = 1;
-			c->entries[e].ahead_unused = 1;
+			c->cache.entries[e].ahead = 1;
+			c->cache.entries[e].ahead_unused = 1;
 			c->ahead_inflight++;
 			entry_prepare_read(c, e);
-			c->submit[(*nsubmit)++] = &c->entries[e].rd;
+			c->submit[(*nsubmit)++] = &c->cache.entries[e].rd;
 		}
 		if (full)
 			return;

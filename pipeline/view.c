@@ -35,7 +35,7 @@ void views_init(struct loader_core *c)
 
 	/* A cache that holds every block keeps them clean for the next
 	 * epochs: a viewed block would be read again each pass (cache.c). */
-	c->views.on = !(c->dev_info.caps & DEVICE_CAP_MIRROR) && !c->cache_all;
+	c->views.on = !(c->dev_info.caps & DEVICE_CAP_MIRROR) && !c->cache.all;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
 			c->views.on = 0;
@@ -73,7 +73,8 @@ static int room_for_view(const struct loader_core *c,
 {
 	if (e->view_refs)
 		return 1;
-	return (uint64_t)c->views.entries + 1 + 2 * c->need <= c->nentries &&
+	return (uint64_t)c->views.entries + 1 + 2 * c->need <=
+		       c->cache.nentries &&
 	       c->views.bytes + e->mem_len + 2 * c->io_need_bytes <=
 		       c->io_bytes &&
 	       pool_longest_free_after(&c->views.pool, e->mem_off,
@@ -95,7 +96,7 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	if (!c->views.on || s->nentries != 1 || s->count == 0 ||
 	    s->delivered != s->count || s->has_mem)
 		return 0;
-	e = &c->entries[s->entries[0]];
+	e = &c->cache.entries[s->entries[0]];
 	/* A batch of another pass (another epoch, or this one restarted)
 	 * may hold the block too, and its consumer may have written into it. */
 	if (e->state != ENTRY_READY || !room_for_view(c, e) ||
@@ -133,7 +134,7 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 void slot_unview_locked(struct loader_core *c, struct slot *s)
 {
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *e = &c->entries[s->entries[k]];
+		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (--e->view_refs == 0) {
 			c->views.entries--;
