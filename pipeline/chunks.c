@@ -171,7 +171,7 @@ void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
 			s->chunk.busy = 1;
 			continue;
 		}
-		if (c->chunks.inflight || c->ahead_inflight)
+		if (c->chunks.inflight || c->ahead.inflight)
 			return;    /* their blocks come back: wait */
 		cache_evict_all(c);
 		if (claim_chunk_locked(c, s, nsubmit)) {

@@ -49,7 +49,7 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 	e->nwaiters = 0;
 	if (e->ahead) {
 		e->ahead = 0;
-		c->ahead_inflight--;
+		c->ahead.inflight--;
 		cache_unpin(c, i);
 	}
 }

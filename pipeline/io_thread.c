@@ -129,8 +129,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		c->plan_pass++;
 		sampler_set_epoch(&c->sampler, c->plan_epoch);
 		c->plan_batch = 0;
-		c->ahead_batch = 0;
-		c->ahead_rec = 0;
+		c->ahead.batch = 0;
+		c->ahead.rec = 0;
 		if (c->sampler.nbatches == 0)
 			return 0;
 	}
@@ -179,7 +179,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 			/* Not enough free entries or io memory yet: undo and
 			 * wait for the batches in flight to unpin theirs. */
 			unpin_all(c, s);
-			if (c->inflight == 0 && c->ahead_inflight == 0 &&
+			if (c->inflight == 0 && c->ahead.inflight == 0 &&
 			    !c->plan_compacted) {
 				/* Cached blocks may split the free memory:
 				 * drop them all and try once more. */
@@ -187,7 +187,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 				c->plan_compacted = 1;
 				return plan_one_locked(c, nsubmit);
 			}
-			if (c->inflight == 0 && c->ahead_inflight == 0) {
+			if (c->inflight == 0 && c->ahead.inflight == 0) {
 				uint32_t shard;
 				const struct shard_block *blk =
 					loader_block(c, g, &shard);

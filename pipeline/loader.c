@@ -172,8 +172,8 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 		c->plan_epoch = epoch;
 		c->plan_pass++;
 		c->plan_batch = batch;
-		c->ahead_batch = batch;
-		c->ahead_rec = 0;
+		c->ahead.batch = batch;
+		c->ahead.rec = 0;
 		c->epoch = epoch;
 		c->consumed = batch;
 		c->epoch_batches = c->sampler.nbatches;

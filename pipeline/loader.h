@@ -30,6 +30,7 @@
 #include "gather.h"
 #include "jobs.h"
 #include "ranges.h"
+#include "read_ahead.h"
 #include "stream.h"
 #include "view.h"
 
@@ -91,11 +92,6 @@ struct slot {
 	struct slot_chunk chunk; /* a chunk of blocks at a time (chunks.c) */
 	struct slot_ranges ranges; /* record-range reads (ranges.c) */
 	struct slot_gather gather; /* device gather (gather.c) */
-};
-
-/* Block reads of the current window (read_ahead.c) [mu]. */
-struct read_ahead_window {
-	uint64_t start_ns, reads, fastest_ns;
 };
 
 struct stage_clock {
@@ -175,18 +171,7 @@ struct loader_core {
 	uint64_t need;              /* most blocks one batch can touch */
 	int plan_compacted;         /* this batch's plan emptied the cache */
 
-	/* read-ahead [mu]: blocks of batches not yet planned, so that every
-	 * decode worker has a block to work on even when one block feeds
-	 * many batches (more than the slots hold) */
-	uint64_t ahead_batch;       /* scan position: batch, record in it */
-	uint32_t ahead_rec;
-	uint32_t ahead_inflight;    /* read-ahead blocks not yet decoded */
-	uint32_t ahead_max;         /* at open: two per decode worker */
-	_Atomic uint32_t ahead_limit; /* now: at least ahead_max, more
-				       where reads are slow (read_ahead.c;
-				       stats read it without mu) */
-	struct read_ahead_window ahead_window;
-	struct sampler_memo ahead_memo; /* the scan's window permutation */
+	struct read_ahead ahead;   /* read-ahead (read_ahead.c) [mu] */
 
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */
@@ -298,15 +283,6 @@ uint64_t now_ns(void);
 
 /* mixture.c */
 void mixture_free(struct dataset *d);
-
-/* read_ahead.c */
-/* ahead_max and ahead_limit, once the decode threads are known. */
-void read_ahead_open(struct loader_core *c);
-/* A block read took @latency_ns, back at @now. */
-void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
-			      uint64_t now);
-/* Claim and queue read-ahead reads onto c->submit. */
-void read_ahead_locked(struct loader_core *c, unsigned *nsubmit);
 
 /* io_thread.c */
 void *io_thread_main(void *arg);

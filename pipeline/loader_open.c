@@ -161,7 +161,7 @@ static void stop_threads(struct loader_core *c)
  * and the read-ahead's, or as many as cache_bytes holds. */
 static uint64_t cache_entries(const struct loader_core *c, uint64_t need)
 {
-	uint64_t entries = 2 * need + 2 * c->ahead_max;
+	uint64_t entries = 2 * need + 2 * c->ahead.max;
 
 	if (c->cfg.cache_bytes && c->nblocks) {
 		/* as many entries as blocks of the average size fit, in the

@@ -76,7 +76,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->gather_runs = atomic_load(&c->gather.runs);
 	st->device_upload_bytes = atomic_load(&c->gather.device_upload_bytes);
 	st->bytes_verified_landing = atomic_load(&c->bytes_verified_landing);
-	st->read_ahead_blocks = atomic_load(&c->ahead_limit);
+	st->read_ahead_blocks = atomic_load(&c->ahead.limit);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),

@@ -198,7 +198,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		return 1;
 	}
 	if (cache_alloc_io(c, len, &s->ranges.off)) {
-		if (c->inflight == 0 && c->ahead_inflight == 0) {
+		if (c->inflight == 0 && c->ahead.inflight == 0) {
 			loader_fail_locked(c, -ENOSPC,
 				"batch %llu of epoch %llu: its %u records read by range take %llu bytes of io memory, more than the %llu bytes memory_bytes leaves beside the cached blocks it needs: raise memory_bytes (sluice --memory, Python memory_bytes=)",
 				(unsigned long long)c->plan_batch,
