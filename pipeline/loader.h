@@ -24,6 +24,7 @@
 #include "../gpu/device.h"
 #include "sampler.h"
 #include "pool.h"
+#include "budget.h"
 #include "cache.h"
 #include "chunks.h"
 #include "direct.h"
@@ -368,17 +369,5 @@ static inline void range_field(const struct loader_core *c,
 	}
 	*ptr = range_src(c, s, r, f);
 }
-
-/* budget.c */
-uint64_t block_io_bytes(const struct shard_block *blk);
-int budget_open(struct loader_core *c, uint64_t entries,
-		uint64_t batch_fixed_bytes, char *err, size_t errlen);
-void budget_close(struct loader_core *c);
-void batch_memory_grant_locked(struct loader_core *c);
-int batch_memory_hoarded_locked(struct loader_core *c);
-void batch_memory_release_begin(struct loader_core *c);
-void batch_memory_release_end_locked(struct loader_core *c);
-void batch_memory_free_locked(struct loader_core *c, struct slot *s);
-void batch_memory_drop_waiting_locked(struct loader_core *c);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */
