@@ -3,13 +3,20 @@
  * pipeline/: block cache (cache.c), I/O thread and planner (io_thread.c),
  * decode workers (decode.c), batch assembly (assemble.c), batch export
  * (batch.c), the loader's open and close (loader_open.c) and public API
- * (loader.c).
+ * (loader.c).  struct slot and struct loader_core are composed of the
+ * stages' own state, each stage's header holding it with the stage's
+ * functions: block cache (cache.h), memory budget (budget.h), jobs
+ * (jobs.h), read-ahead (read_ahead.h), streamed checks (stream.h),
+ * record-range reads (ranges.h), chunked assembly (chunks.h), device
+ * gather (gather.h), views (view.h) and direct decodes (direct.h).  Those
+ * headers forward-declare struct slot and struct loader_core and never
+ * include this one.
  *
- * One mutex (mu) guards every field marked [mu].  The blocks' and slots'
- * payload memory is touched without the lock by the one thread that owns
- * the current stage (a decode worker for a DECODING entry, assembly parts
- * for disjoint record ranges of an ASSEMBLING slot, the consumer for a
- * HELD slot).
+ * One mutex (mu) guards every field marked [mu], here and in the stage
+ * headers.  The blocks' and slots' payload memory is touched without the
+ * lock by the one thread that owns the current stage (a decode worker for
+ * a DECODING entry, assembly parts for disjoint record ranges of an
+ * ASSEMBLING slot, the consumer for a HELD slot).
  */
 #ifndef SLUICE_PIPELINE_LOADER_H
 #define SLUICE_PIPELINE_LOADER_H
@@ -90,7 +97,7 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
-	struct slot_chunk chunk; /* a chunk of blocks at a time (chunks.c) */
+	struct slot_chunk chunk; /* chunked assembly (chunks.c) */
 	struct slot_ranges ranges; /* record-range reads (ranges.c) */
 	struct slot_gather gather; /* device gather (gather.c) */
 };
@@ -137,17 +144,16 @@ struct loader_core {
 				       and whose memory is not back yet */
 	uint64_t waits_for_release; /* next() waited for one rather than
 				       take memory or a slot [mu] */
-	struct loader_views views; /* views of blocks (view.c) */
+	struct loader_views views;  /* views of blocks (view.c) */
 	struct loader_direct direct; /* decodes into batches (direct.c) */
-	struct loader_chunks chunks; /* a chunk of blocks at a time
-				       (chunks.c) */
+	struct loader_chunks chunks; /* chunked assembly (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
 	uint64_t io_batch_max;      /* most io memory one batch's blocks
 				       take: the need largest blocks' */
 
 	/* block cache [mu] */
-	struct block_cache cache;  /* its entries (cache.c) */
+	struct block_cache cache;   /* its entries (cache.c) */
 	struct pool io_pool;
 
 	/* slots [mu]: prefetch_depth at open; more only while the consumer
@@ -172,7 +178,7 @@ struct loader_core {
 	uint64_t need;              /* most blocks one batch can touch */
 	int plan_compacted;         /* this batch's plan emptied the cache */
 
-	struct read_ahead ahead;   /* read-ahead (read_ahead.c) [mu] */
+	struct read_ahead ahead;    /* read-ahead (read_ahead.c) [mu] */
 
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */
