@@ -22,7 +22,8 @@ static uint32_t skip_failed_records(struct loader_core *c, struct slot *s)
 	for (uint32_t r = 0; r < s->count; r++) {
 		if (s->rec_entry[r] == RANGE_ENTRY
 			    ? !slot_ranges_keep(c, s, r, kept)
-			    : c->entries[s->rec_entry[r]].state == ENTRY_FAILED)
+			    : c->cache.entries[s->rec_entry[r]].state ==
+				      ENTRY_FAILED)
 			continue;
 		s->indices[kept] = s->indices[r];
 		s->rec_entry[kept] = s->rec_entry[r];
@@ -37,7 +38,7 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	int skip = 0;
 
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *e = &c->entries[s->entries[k]];
+		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (e->state != ENTRY_FAILED)
 			continue;
@@ -46,10 +47,10 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 		skip = 1;
 	}
 	/* Records read by range that failed their checksum or read. */
-	if (s->range_error)
-		return s->range_error;
-	for (uint32_t r = 0; r < s->count && s->nranged && !skip; r++) {
-		if (s->rec_entry[r] != RANGE_ENTRY || !s->rec_bad[r])
+	if (s->ranges.error)
+		return s->ranges.error;
+	for (uint32_t r = 0; r < s->count && s->ranges.nranged && !skip; r++) {
+		if (s->rec_entry[r] != RANGE_ENTRY || !s->ranges.rec_bad[r])
 			continue;
 		if (c->cfg.on_error != SLUICE_ON_ERROR_SKIP)
 			return -SLUICE_ECORRUPT;
@@ -73,7 +74,7 @@ static void record_field(const struct loader_core *c, const struct slot *s,
 		range_field(c, s, r, f, p, len);
 	else
 		block_view_get(&c->ds->schema,
-			       &c->entries[s->rec_entry[r]].view, f,
+			       &c->cache.entries[s->rec_entry[r]].view, f,
 			       s->rec_in_block[r], p, len);
 }
 
@@ -82,7 +83,8 @@ static uint64_t record_block(const struct loader_core *c,
 			     const struct slot *s, uint32_t r)
 {
 	return s->rec_entry[r] == RANGE_ENTRY
-		? s->rec_block[r] : c->entries[s->rec_entry[r]].block;
+		? s->ranges.rec_block[r]
+		: c->cache.entries[s->rec_entry[r]].block;
 }
 
 /* The max_value_bytes of the shard a block belongs to: its own bound on
@@ -221,8 +223,8 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
 	int r;
 
-	s->gathering = 0;
-	if (s->chunked) {
+	s->gather.gathering = 0;
+	if (s->chunk.chunked) {
 		chunk_ready_locked(c, s);
 		return;
 	}
@@ -243,7 +245,7 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
-	if (s->nranged == 0 && slot_view_locked(c, s))
+	if (s->ranges.nranged == 0 && slot_view_locked(c, s))
 		return;
 	if (s->has_mem) {
 		/* direct.c took its memory when it was planned */
@@ -263,15 +265,16 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
 	s->state = SLOT_ASSEMBLING;
-	if (s->chunked) {
+	if (s->chunk.chunked) {
 		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
 		return;
 	}
 	/* Gathered batches only build their run table: one part. */
-	s->gathering = slot_gathers(c, s);
+	s->gather.gathering = slot_gathers(c, s);
 	write_variable_index(c, s);
 	/* Enough records per part to amortise the hand-off. */
-	assemble_jobs_push_locked(c, s, s->gathering ? 1 : s->delivered / 32);
+	assemble_jobs_push_locked(c, s,
+				  s->gather.gathering ? 1 : s->delivered / 32);
 }
 
 /* Queue slot @s's assembly as @parts jobs (1 to one per worker). */
@@ -311,8 +314,8 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				if (e == RANGE_ENTRY) {
 					/* read by range (ranges.c); a bad
 					 * record fails the batch */
-					if (s->verify_in_copy &&
-					    f == c->ranges_main_field) {
+					if (s->ranges.verify_in_copy &&
+					    f == c->ranges.main_field) {
 						uint64_t v0 = now_ns();
 
 						(void)range_record_check(c, s, r);
@@ -328,7 +331,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 				       s->rec_in_block[r + run] ==
 					       s->rec_in_block[r] + run)
 					run++;
-				block_view_get(sc, &c->entries[e].view, f,
+				block_view_get(sc, &c->cache.entries[e].view, f,
 					       s->rec_in_block[r], &p, &len);
 				/* decoded in place (direct.c) */
 				if (p != dst + (uint64_t)r * rb) {
@@ -348,8 +351,9 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 			const uint8_t *p;
 			uint64_t len;
 
-			if (s->rec_entry[r] == RANGE_ENTRY && s->verify_in_copy &&
-			    f == c->ranges_main_field) {
+			if (s->rec_entry[r] == RANGE_ENTRY &&
+			    s->ranges.verify_in_copy &&
+			    f == c->ranges.main_field) {
 				/* as for fixed fields, above */
 				uint64_t v0 = now_ns();
 
@@ -386,7 +390,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 
 	/* Before its blocks are unpinned: an upload into their io memory
 	 * then waits for this gather (gather.c). */
-	if (s->gathering && !s->error) {
+	if (s->gather.gathering && !s->error) {
 		r = gather_submit(c, s);
 		if (r)
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
@@ -399,7 +403,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);     /* entries are free again */
 
-	if (!s->error && !s->gathering &&
+	if (!s->error && !s->gather.gathering &&
 	    (c->dev_info.caps & DEVICE_CAP_MIRROR)) {
 		struct slot_range used[LOADER_MAX_TENSORS];
 		uint64_t t0 = now_ns(), bytes = 0;
@@ -421,7 +425,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_lock(&c->mu);
 	if (r)
 		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
-				   s->gathering ? "gather" : "copy",
+				   s->gather.gathering ? "gather" : "copy",
 				   (unsigned long long)s->batch,
 				   dev_msg[0] ? ": " : "", dev_msg);
 	if (s->error)
@@ -447,10 +451,11 @@ void run_assemble(struct loader_core *c, struct job j)
 	int last, next_chunk;
 
 	if (j.parts) {
-		/* a chunk's rows (positions in chunk_rows, chunks.c), or
+		/* a chunk's rows (positions in chunk.rows, chunks.c), or
 		 * the whole batch's */
-		uint32_t base = s->chunked ? s->chunk_lo : 0;
-		uint32_t n = s->chunked ? s->chunk_hi - base : s->delivered;
+		uint32_t base = s->chunk.chunked ? s->chunk.lo : 0;
+		uint32_t n = s->chunk.chunked ? s->chunk.hi - base
+					       : s->delivered;
 		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = base +
 			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
@@ -459,9 +464,9 @@ void run_assemble(struct loader_core *c, struct job j)
 
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
-		if (s->gathering)
+		if (s->gather.gathering)
 			bytes = gather_plan(c, s);  /* the device copies */
-		else if (s->chunked)
+		else if (s->chunk.chunked)
 			bytes = chunk_copy_part(c, s, lo, hi);
 		else
 			bytes = assemble_part(c, s, lo, hi, &verify);
@@ -481,7 +486,7 @@ void run_assemble(struct loader_core *c, struct job j)
 	}
 	pthread_mutex_lock(&c->mu);
 	last = --s->parts_left == 0;
-	next_chunk = last && s->chunked && !chunk_done_locked(c, s);
+	next_chunk = last && s->chunk.chunked && !chunk_done_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
 	if (next_chunk) {
 		io_ring_wake(c->ring);  /* the I/O thread claims it */

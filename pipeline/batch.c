@@ -127,10 +127,10 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
-	if (c->chunked)
-		s->chunk_rows = malloc(b * sizeof(*s->chunk_rows));
+	if (c->chunks.chunked)
+		s->chunk.rows = malloc(b * sizeof(*s->chunk.rows));
 	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries ||
-	    (c->chunked && !s->chunk_rows) || slot_gather_init(c, s))
+	    (c->chunks.chunked && !s->chunk.rows) || slot_gather_init(c, s))
 		return -ENOMEM;
 	return slot_ranges_init(c, s);
 }
@@ -145,9 +145,9 @@ void slot_free(struct slot *s)
 	free(s->rec_entry);
 	free(s->rec_in_block);
 	free(s->entries);
-	free(s->chunk_rows);
+	free(s->chunk.rows);
 	slot_ranges_free(s);
-	free(s->runs);
+	free(s->gather.runs);
 	if (s->own_host)
 		free(s->host);
 	free(s);

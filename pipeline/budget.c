@@ -271,7 +271,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	if (io_want > z.io_sum)
 		io_want = z.io_sum;     /* the whole dataset fits */
 	/* records read by their byte ranges (ranges.c) */
-	io_want = add_sat(io_want, c->ranges_io_want);
+	io_want = add_sat(io_want, c->ranges.io_want);
 	io_want = align_up(io_want ? io_want : IO_ALIGN, IO_ALIGN);
 
 	/* The median record's variable bytes: its raw size less the fixed
@@ -387,7 +387,8 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 (unsigned long long)add_sat(batch_fixed, big));
 		return -ENOSPC;
 	}
-	if (c->chunks_possible && !c->chunked && c->io_bytes < z.io_top_need) {
+	if (c->chunks.possible && !c->chunks.chunked &&
+	    c->io_bytes < z.io_top_need) {
 		/* the caller gathers batches by chunks instead (chunks.c) */
 		snprintf(err, errlen,
 			 "a batch's %llu blocks take up to %llu bytes of io memory at once, more than the %llu memory_bytes leaves",
@@ -396,7 +397,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 			 (unsigned long long)c->io_bytes);
 		return -ENOSPC;
 	}
-	if (!c->chunks_possible && c->io_bytes < z.io_top_need) {
+	if (!c->chunks.possible && c->io_bytes < z.io_top_need) {
 		/* A batch could never have its blocks in memory at once: say
 		 * so at open, not at that batch (the caller may shrink a
 		 * shuffle window instead, loader_open.c). */
@@ -439,10 +440,10 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	 * (ranges.c), freed in whatever order their assemblies end.  Sized
 	 * for the entries alone, out-of-order frees split the free space
 	 * into more extents than pool_free() has room for. */
-	io_allocs = (uint32_t)entries + (c->ranges ? c->slots_cap : 0);
+	io_allocs = (uint32_t)entries + (c->ranges.on ? c->slots_cap : 0);
 	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, io_allocs);
 	if (!r)
-		r = pool_init(&c->view_pool, c->io_bytes, IO_ALIGN,
+		r = pool_init(&c->views.pool, c->io_bytes, IO_ALIGN,
 			      (uint32_t)entries);
 	if (!r)
 		r = pool_init(&c->batch_pool, c->batch_bytes, SLOT_ALIGN,
@@ -453,7 +454,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 void budget_close(struct loader_core *c)
 {
 	pool_destroy(&c->io_pool);
-	pool_destroy(&c->view_pool);
+	pool_destroy(&c->views.pool);
 	pool_destroy(&c->batch_pool);
 }
 

@@ -21,18 +21,19 @@
 
 int cache_init(struct loader_core *c, uint32_t nentries)
 {
-	c->entries = calloc(nentries, sizeof(*c->entries));
-	c->block_entry = malloc(c->nblocks * sizeof(*c->block_entry));
-	if (!c->entries || !c->block_entry)
+	c->cache.entries = calloc(nentries, sizeof(*c->cache.entries));
+	c->cache.block_entry = malloc(c->nblocks *
+				      sizeof(*c->cache.block_entry));
+	if (!c->cache.entries || !c->cache.block_entry)
 		return -ENOMEM;
-	c->nentries = nentries;
+	c->cache.nentries = nentries;
 	for (uint64_t b = 0; b < c->nblocks; b++)
-		c->block_entry[b] = -1;
-	c->lru_head = c->lru_tail = NIL;
-	c->lru_count = 0;
-	c->lru_bytes = 0;
+		c->cache.block_entry[b] = -1;
+	c->cache.lru_head = c->cache.lru_tail = NIL;
+	c->cache.lru_count = 0;
+	c->cache.lru_bytes = 0;
 	for (uint32_t i = 0; i < nentries; i++) {
-		struct cache_entry *e = &c->entries[i];
+		struct cache_entry *e = &c->cache.entries[i];
 
 		e->waiters = calloc(c->slots_cap, sizeof(*e->waiters));
 		if (!e->waiters)
@@ -44,65 +45,65 @@ int cache_init(struct loader_core *c, uint32_t nentries)
 
 void cache_destroy(struct loader_core *c)
 {
-	if (c->entries) {
-		for (uint32_t i = 0; i < c->nentries; i++)
-			free(c->entries[i].waiters);
+	if (c->cache.entries) {
+		for (uint32_t i = 0; i < c->cache.nentries; i++)
+			free(c->cache.entries[i].waiters);
 	}
-	free(c->entries);
-	free(c->block_entry);
-	c->entries = NULL;
-	c->block_entry = NULL;
+	free(c->cache.entries);
+	free(c->cache.block_entry);
+	c->cache.entries = NULL;
+	c->cache.block_entry = NULL;
 }
 
 void cache_lru_remove(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
 	if (!e->in_lru)
 		return;
 	if (e->lru_prev != NIL)
-		c->entries[e->lru_prev].lru_next = e->lru_next;
+		c->cache.entries[e->lru_prev].lru_next = e->lru_next;
 	else
-		c->lru_head = e->lru_next;
+		c->cache.lru_head = e->lru_next;
 	if (e->lru_next != NIL)
-		c->entries[e->lru_next].lru_prev = e->lru_prev;
+		c->cache.entries[e->lru_next].lru_prev = e->lru_prev;
 	else
-		c->lru_tail = e->lru_prev;
+		c->cache.lru_tail = e->lru_prev;
 	e->in_lru = 0;
-	c->lru_count--;
-	c->lru_bytes -= e->mem_len;
+	c->cache.lru_count--;
+	c->cache.lru_bytes -= e->mem_len;
 }
 
 /* Most recently used at the tail; victims come from the head. */
 void cache_lru_push(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
-	e->lru_prev = c->lru_tail;
+	e->lru_prev = c->cache.lru_tail;
 	e->lru_next = NIL;
-	if (c->lru_tail != NIL)
-		c->entries[c->lru_tail].lru_next = i;
+	if (c->cache.lru_tail != NIL)
+		c->cache.entries[c->cache.lru_tail].lru_next = i;
 	else
-		c->lru_head = i;
-	c->lru_tail = i;
+		c->cache.lru_head = i;
+	c->cache.lru_tail = i;
 	e->in_lru = 1;
-	c->lru_count++;
-	c->lru_bytes += e->mem_len;
+	c->cache.lru_count++;
+	c->cache.lru_bytes += e->mem_len;
 }
 
 /* Entry @i no longer serves its block.  A block viewed by batches may
  * have been given a new entry meanwhile (cache_claim): leave that one. */
 static void forget_block(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
-	if (c->block_entry[e->block] == (int32_t)i)
-		c->block_entry[e->block] = -1;
+	if (c->cache.block_entry[e->block] == (int32_t)i)
+		c->cache.block_entry[e->block] = -1;
 }
 
 void cache_unpin(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
 	if (--e->refs > 0)
 		return;
@@ -128,20 +129,20 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 /* io memory that free space and unpinned entries could give. */
 uint64_t cache_reclaimable(const struct loader_core *c)
 {
-	return c->io_pool.size - c->io_pool.used + c->lru_bytes;
+	return c->io_pool.size - c->io_pool.used + c->cache.lru_bytes;
 }
 
 /* Forget entry @i's block and give its memory back (it is unpinned). */
 static void cache_evict(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
 	if (e->state != ENTRY_EMPTY)
 		forget_block(c, i);
 	e->state = ENTRY_EMPTY;
 	if (e->mem_len) {
 		if (e->in_lru)
-			c->lru_bytes -= e->mem_len;
+			c->cache.lru_bytes -= e->mem_len;
 		pool_free(&c->io_pool, e->mem_off, e->mem_len);
 	}
 	e->mem_len = 0;
@@ -152,7 +153,8 @@ static void cache_evict(struct loader_core *c, uint32_t i)
  * cached ones may fit in one piece of the pool. */
 void cache_evict_all(struct loader_core *c)
 {
-	for (uint32_t v = c->lru_head; v != NIL; v = c->entries[v].lru_next)
+	for (uint32_t v = c->cache.lru_head; v != NIL;
+	     v = c->cache.entries[v].lru_next)
 		cache_evict(c, v);
 }
 
@@ -160,11 +162,11 @@ void cache_evict_all(struct loader_core *c)
  * until a range is free.  0 or -EAGAIN. */
 int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off)
 {
-	uint32_t v = c->lru_head;
+	uint32_t v = c->cache.lru_head;
 
 	while (pool_alloc(&c->io_pool, len, off)) {
-		while (v != NIL && c->entries[v].mem_len == 0)
-			v = c->entries[v].lru_next;
+		while (v != NIL && c->cache.entries[v].mem_len == 0)
+			v = c->cache.entries[v].lru_next;
 		if (v == NIL)
 			return -EAGAIN;
 		cache_evict(c, v);
@@ -176,7 +178,7 @@ int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off)
 static int cache_take_memory(struct loader_core *c, uint32_t i,
 			     const struct shard_block *blk)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 	uint64_t len = block_io_bytes(blk), off;
 
 	if (cache_alloc_io(c, len, &off))
@@ -211,37 +213,37 @@ int cache_usable(const struct loader_core *c, const struct cache_entry *e)
 int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		uint32_t *entry)
 {
-	int32_t have = c->block_entry[block];
+	int32_t have = c->cache.block_entry[block];
 	const struct shard_block *blk;
 	struct cache_entry *e;
 	uint32_t i, shard;
 
-	if (have >= 0 && !cache_usable(c, &c->entries[have])) {
-		c->block_entry[block] = -1;
+	if (have >= 0 && !cache_usable(c, &c->cache.entries[have])) {
+		c->cache.block_entry[block] = -1;
 		have = -1;
 	}
 	if (have >= 0) {
 		i = (uint32_t)have;
 		cache_lru_remove(c, i);
-		c->entries[i].refs++;
-		c->entries[i].ahead_unused = 0;
-		c->entries[i].claim_pass = c->plan_pass;
+		c->cache.entries[i].refs++;
+		c->cache.entries[i].ahead_unused = 0;
+		c->cache.entries[i].claim_pass = c->plan_pass;
 		*entry = i;
 		return 0;
 	}
-	if (c->lru_head == NIL)
+	if (c->cache.lru_head == NIL)
 		return -EAGAIN;
 	blk = loader_block(c, block, &shard);
 	if (keep && cache_reclaimable(c) < block_io_bytes(blk) + keep)
 		return -EAGAIN;
-	i = c->lru_head;
+	i = c->cache.lru_head;
 	cache_lru_remove(c, i);
 	cache_evict(c, i);
 	if (cache_take_memory(c, i, blk)) {
 		cache_lru_push(c, i);
 		return -EAGAIN;
 	}
-	e = &c->entries[i];
+	e = &c->cache.entries[i];
 	e->block = block;
 	e->state = ENTRY_EMPTY;
 	e->refs = 1;
@@ -252,7 +254,7 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->exposed = 0;
 	e->ahead_unused = 0;
 	e->claim_pass = c->plan_pass;
-	c->block_entry[block] = (int32_t)i;
+	c->cache.block_entry[block] = (int32_t)i;
 	*entry = i;
 	return 1;
 }
@@ -283,8 +285,8 @@ uint64_t cache_dataset_bytes(const struct loader_core *c)
  */
 int cache_holds_dataset(const struct loader_core *c)
 {
-	return c->nentries >= c->nblocks &&
-	       c->io_bytes >= cache_dataset_bytes(c) + c->ranges_io_want;
+	return c->cache.nentries >= c->nblocks &&
+	       c->io_bytes >= cache_dataset_bytes(c) + c->ranges.io_want;
 }
 
 static int cmp_u64(const void *a, const void *b)

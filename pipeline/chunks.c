@@ -38,13 +38,13 @@ void chunks_init(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	c->chunks_possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
-			     !c->ranges &&
+	c->chunks.possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
+			     !c->ranges.on &&
 			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
 			     sc->nfields > 0;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
-			c->chunks_possible = 0;
+			c->chunks.possible = 0;
 }
 
 /* Blocks a chunk may pin: the cache is sized for this many (c->need). */
@@ -92,34 +92,34 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 
 		s->rec_in_block[r] = (uint32_t)(s->indices[r] -
 						c->block_first[g]);
-		s->chunk_rows[r] = g << ROW_BITS | r;
+		s->chunk.rows[r] = g << ROW_BITS | r;
 	}
-	qsort(s->chunk_rows, count, sizeof(*s->chunk_rows), cmp_u64);
+	qsort(s->chunk.rows, count, sizeof(*s->chunk.rows), cmp_u64);
 	s->count = count;
 	s->delivered = count;
 	s->truncated = 0;
 	s->nentries = 0;
 	s->pending = 0;
-	s->nranged = 0;
-	s->chunk_lo = s->chunk_hi = 0;
-	s->chunked = 1;
+	s->ranges.nranged = 0;
+	s->chunk.lo = s->chunk.hi = 0;
+	s->chunk.chunked = 1;
 	return 0;
 }
 
-/* Pin the blocks of the rows from s->chunk_lo on (in block order), at
+/* Pin the blocks of the rows from s->chunk.lo on (in block order), at
  * most c->need of them and io_need_bytes of io memory, and read those
  * not cached.  @return: 1 when
  * claimed, 0 when entries or io memory are short (nothing is pinned). */
 static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 			      unsigned *nsubmit)
 {
-	uint32_t p = s->chunk_lo, shard;
+	uint32_t p = s->chunk.lo, shard;
 	uint64_t last = UINT64_MAX, bytes = 0;
 
 	s->nentries = 0;
 	for (; p < s->count; p++) {
-		uint64_t g = s->chunk_rows[p] >> ROW_BITS;
-		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK), e;
+		uint64_t g = s->chunk.rows[p] >> ROW_BITS;
+		uint32_t r = (uint32_t)(s->chunk.rows[p] & ROW_MASK), e;
 
 		if (g != last) {
 			/* at most c->need blocks and io_need_bytes (at most
@@ -142,10 +142,10 @@ static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 		}
 		s->rec_entry[r] = s->entries[s->nentries - 1];
 	}
-	s->chunk_hi = p;
+	s->chunk.hi = p;
 	s->pending = 0;
 	slot_await_entries_locked(c, s, nsubmit);
-	c->chunks_inflight++;
+	c->chunks.inflight++;
 	if (s->pending == 0)
 		chunk_ready_locked(c, s);
 	return 1;
@@ -164,18 +164,18 @@ void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
 		struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
 						  c->slots_cap]];
 
-		if (!s->chunked || s->state != SLOT_ASSEMBLING ||
-		    s->chunk_busy || s->chunk_lo >= s->count)
+		if (!s->chunk.chunked || s->state != SLOT_ASSEMBLING ||
+		    s->chunk.busy || s->chunk.lo >= s->count)
 			continue;
 		if (claim_chunk_locked(c, s, nsubmit)) {
-			s->chunk_busy = 1;
+			s->chunk.busy = 1;
 			continue;
 		}
-		if (c->chunks_inflight || c->ahead_inflight)
+		if (c->chunks.inflight || c->ahead.inflight)
 			return;    /* their blocks come back: wait */
 		cache_evict_all(c);
 		if (claim_chunk_locked(c, s, nsubmit)) {
-			s->chunk_busy = 1;
+			s->chunk.busy = 1;
 			continue;
 		}
 		loader_fail_locked(c, -ENOSPC,
@@ -192,10 +192,10 @@ void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
  * their rows, in parallel parts; a failed block fails the batch. */
 void chunk_ready_locked(struct loader_core *c, struct slot *s)
 {
-	uint32_t parts = (s->chunk_hi - s->chunk_lo) / 32;
+	uint32_t parts = (s->chunk.hi - s->chunk.lo) / 32;
 
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		const struct cache_entry *e = &c->entries[s->entries[k]];
+		const struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (e->state == ENTRY_FAILED && !s->error)
 			s->error = e->error;
@@ -211,7 +211,7 @@ void chunk_ready_locked(struct loader_core *c, struct slot *s)
 /*
  * The chunk's records are in their rows: unpin its blocks.  @return: 1
  * when the batch is done (the caller finishes it), 0 when the I/O thread
- * claims the next chunk.  The blocks go back before chunks_inflight
+ * claims the next chunk.  The blocks go back before chunks.inflight
  * drops: the I/O thread takes "no chunk in flight" to mean that no io
  * memory will come back, and would fail a claim that only had to wait
  * for this chunk's.
@@ -221,13 +221,13 @@ int chunk_done_locked(struct loader_core *c, struct slot *s)
 	for (uint32_t k = 0; k < s->nentries; k++)
 		cache_unpin(c, s->entries[k]);
 	s->nentries = 0;
-	c->chunks_inflight--;
-	s->chunk_busy = 0;
-	if (s->error || s->chunk_hi >= s->count) {
-		s->chunk_lo = s->count;
+	c->chunks.inflight--;
+	s->chunk.busy = 0;
+	if (s->error || s->chunk.hi >= s->count) {
+		s->chunk.lo = s->count;
 		return 1;
 	}
-	s->chunk_lo = s->chunk_hi;
+	s->chunk.lo = s->chunk.hi;
 	return 0;
 }
 
@@ -241,8 +241,9 @@ uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
 	uint64_t bytes = 0;
 
 	for (uint32_t p = lo; p < hi; p++) {
-		uint32_t r = (uint32_t)(s->chunk_rows[p] & ROW_MASK);
-		const struct cache_entry *e = &c->entries[s->rec_entry[r]];
+		uint32_t r = (uint32_t)(s->chunk.rows[p] & ROW_MASK);
+		const struct cache_entry *e =
+			&c->cache.entries[s->rec_entry[r]];
 
 		for (uint32_t f = 0; f < sc->nfields; f++) {
 			uint64_t rb = sc->fields[f].record_bytes, len;

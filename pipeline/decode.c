@@ -38,7 +38,7 @@ int jobs_pop_locked(struct loader_core *c, struct job *j)
 
 void entry_ready_locked(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 
 	for (uint32_t k = 0; k < e->nwaiters; k++) {
 		struct slot *s = c->slots[e->waiters[k]];
@@ -49,14 +49,14 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 	e->nwaiters = 0;
 	if (e->ahead) {
 		e->ahead = 0;
-		c->ahead_inflight--;
+		c->ahead.inflight--;
 		cache_unpin(c, i);
 	}
 }
 
 static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
@@ -88,7 +88,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 	/* The device copy must be whole before the entry is READY: gathers
 	 * read it from then on (gather.c). */
-	if (!r && c->gather) {
+	if (!r && c->gather.on) {
 		/* what stream.c uploaded as it landed (raw blocks) */
 		uint64_t up = raw == stored ? e->stream.uploaded : 0;
 

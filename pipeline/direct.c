@@ -42,12 +42,12 @@ void direct_init(struct loader_core *c)
 	/* When the cache holds every block, decoding a block into its
 	 * batch would cost a read and a decompression of it every epoch
 	 * instead of a copy (cache.c). */
-	c->direct = direct_possible(c) && !c->cache_all;
-	if (c->direct) {
+	c->direct.on = direct_possible(c) && !c->cache.all;
+	if (c->direct.on) {
 		/* without it, no direct decoding: nothing fails */
-		c->ahead_recs = malloc(c->cfg.batch_size *
-				       sizeof(*c->ahead_recs));
-		c->direct = c->ahead_recs != NULL;
+		c->direct.ahead_recs = malloc(c->cfg.batch_size *
+					      sizeof(*c->direct.ahead_recs));
+		c->direct.on = c->direct.ahead_recs != NULL;
 	}
 }
 
@@ -63,21 +63,22 @@ int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 	uint64_t first = c->block_first[g], n = c->block_first[g + 1] - first;
 	uint32_t shard;
 
-	if (!c->direct || c->cfg.shuffle > SLUICE_SHUFFLE_BLOCK ||
+	if (!c->direct.on || c->cfg.shuffle > SLUICE_SHUFFLE_BLOCK ||
 	    loader_block(c, g, &shard)->codec != DLS_CODEC_ZSTD)
 		return 0;
-	if (!c->ahead_recs_valid || c->ahead_recs_pass != c->plan_pass ||
-	    c->ahead_recs_batch != batch) {
-		c->ahead_recs_count = sampler_batch(&c->sampler, batch,
-						    c->ahead_recs);
-		c->ahead_recs_pass = c->plan_pass;
-		c->ahead_recs_batch = batch;
-		c->ahead_recs_valid = 1;
+	if (!c->direct.ahead_recs_valid ||
+	    c->direct.ahead_recs_pass != c->plan_pass ||
+	    c->direct.ahead_recs_batch != batch) {
+		c->direct.ahead_recs_count =
+			sampler_batch(&c->sampler, batch, c->direct.ahead_recs);
+		c->direct.ahead_recs_pass = c->plan_pass;
+		c->direct.ahead_recs_batch = batch;
+		c->direct.ahead_recs_valid = 1;
 	}
-	if (r + n > c->ahead_recs_count)
+	if (r + n > c->direct.ahead_recs_count)
 		return 0;
 	for (uint64_t k = 0; k < n; k++)
-		if (c->ahead_recs[r + k] != first + k)
+		if (c->direct.ahead_recs[r + k] != first + k)
 			return 0;
 	return 1;
 }
@@ -97,7 +98,7 @@ static int earlier_batches_have_memory(const struct loader_core *c)
 static int whole_block_at(const struct loader_core *c, const struct slot *s,
 			  uint32_t i, uint32_t r, uint32_t *n)
 {
-	const struct cache_entry *e = &c->entries[i];
+	const struct cache_entry *e = &c->cache.entries[i];
 	uint32_t count = (uint32_t)(c->block_first[e->block + 1] -
 				    c->block_first[e->block]);
 
@@ -120,13 +121,13 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 	uint64_t rb = c->ds->schema.fields[0].record_bytes, off;
 	int any = 0;
 
-	if (!c->direct || s->count == 0 || !earlier_batches_have_memory(c))
+	if (!c->direct.on || s->count == 0 || !earlier_batches_have_memory(c))
 		return;
 	for (uint32_t k = 0; k < s->nentries; k++)
-		c->entries[s->entries[k]].direct_slot = NULL;
+		c->cache.entries[s->entries[k]].direct_slot = NULL;
 	for (uint32_t r = 0; r < s->count;) {
 		uint32_t i = s->rec_entry[r], n = 1, shard;
-		struct cache_entry *e = &c->entries[i];
+		struct cache_entry *e = &c->cache.entries[i];
 
 		if (e->state == ENTRY_EMPTY && e->refs == 1 &&
 		    loader_block(c, e->block, &shard)->codec == DLS_CODEC_ZSTD &&
@@ -143,14 +144,14 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 	s->host_bytes = slot_place_tensors(c, s);
 	if (pool_alloc(&c->batch_pool, s->host_bytes, &off)) {
 		for (uint32_t k = 0; k < s->nentries; k++)
-			c->entries[s->entries[k]].direct_slot = NULL;
+			c->cache.entries[s->entries[k]].direct_slot = NULL;
 		return;
 	}
 	s->mem_off = off;
 	s->host = c->arena + c->io_bytes + off;
 	s->has_mem = 1;
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *e = &c->entries[s->entries[k]];
+		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (e->direct_slot != s)
 			continue;

@@ -38,7 +38,7 @@ static int gather_suits(const struct loader_core *c)
 
 	/* Every record read by range: no block to upload (ranges.c runs
 	 * before the device opens). */
-	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges_all ||
+	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges.all ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;
@@ -59,7 +59,7 @@ static int gather_suits(const struct loader_core *c)
  * they are assembled on the CPU (chunks.c). */
 int gather_wanted(const struct loader_core *c)
 {
-	return !c->chunked && gather_suits(c);
+	return !c->chunks.chunked && gather_suits(c);
 }
 
 /* Runs one batch can take: one per field and record at most. */
@@ -75,27 +75,29 @@ void gather_init(struct loader_core *c)
 	int device = (c->dev_info.caps & DEVICE_CAP_GATHER) ||
 		     c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON;
 
-	c->gather = gather_wanted(c) && device;
-	c->gather_lost_to_chunks = c->chunked && gather_suits(c) && device;
-	if (c->gather) {
-		c->views = 0;
-		c->direct = 0;
+	c->gather.on = gather_wanted(c) && device;
+	c->gather.lost_to_chunks = c->chunks.chunked && gather_suits(c) &&
+				   device;
+	if (c->gather.on) {
+		c->views.on = 0;
+		c->direct.on = 0;
 	}
 }
 
 int slot_gather_init(const struct loader_core *c, struct slot *s)
 {
-	if (!c->gather || s->id >= c->cfg.prefetch_depth)
+	if (!c->gather.on || s->id >= c->cfg.prefetch_depth)
 		return 0;
-	s->runs = malloc((size_t)gather_runs_max(c) * sizeof(*s->runs));
-	return s->runs ? 0 : -1;
+	s->gather.runs = malloc((size_t)gather_runs_max(c) *
+				sizeof(*s->gather.runs));
+	return s->gather.runs ? 0 : -1;
 }
 
 /* With its memory granted: is this batch gathered on the device? */
 int slot_gathers(const struct loader_core *c, const struct slot *s)
 {
-	return c->gather && s->runs && s->nranged == 0 && !s->chunked &&
-	       !s->own_host &&
+	return c->gather.on && s->gather.runs && s->ranges.nranged == 0 &&
+	       !s->chunk.chunked && !s->own_host &&
 	       s->host && s->id < c->cfg.prefetch_depth;
 }
 
@@ -138,15 +140,16 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 			while (r + run < s->delivered && s->rec_entry[r + run] == e &&
 			       s->rec_in_block[r + run] == s->rec_in_block[r] + run)
 				run++;
-			block_view_get(sc, &c->entries[e].view, f,
+			block_view_get(sc, &c->cache.entries[e].view, f,
 				       s->rec_in_block[r], &p, &len);
-			gather_run_append(s->runs, &n, (uint64_t)(p - c->arena),
+			gather_run_append(s->gather.runs, &n,
+					  (uint64_t)(p - c->arena),
 					  dst + (uint64_t)r * rb, rb * run);
 			bytes += rb * run;
 			r += run;
 		}
 	}
-	s->nruns = n;
+	s->gather.nruns = n;
 	atomic_fetch_add(&c->st_assemble.bytes, bytes);
 	return bytes;
 }
@@ -159,7 +162,7 @@ int gather_submit(struct loader_core *c, struct slot *s)
 
 	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
 		bytes += tensor_bytes(&s->tensors[k]);
-	r = device_gather_slot(c->dev, s->id, s->runs, s->nruns);
+	r = device_gather_slot(c->dev, s->id, s->gather.runs, s->gather.nruns);
 	/* Assembly's CPU: enqueueing on a GPU, the whole memcpy on the
 	 * host (ON there). */
 	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
@@ -181,6 +184,6 @@ int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
 	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
 
 	if (!r)
-		atomic_fetch_add(&c->device_upload_bytes, len);
+		atomic_fetch_add(&c->gather.device_upload_bytes, len);
 	return r;
 }

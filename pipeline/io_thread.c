@@ -47,7 +47,7 @@ const struct shard_block *loader_block(const struct loader_core *c,
 
 void entry_prepare_read(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
@@ -89,7 +89,7 @@ void slot_await_entries_locked(struct loader_core *c, struct slot *s,
 	uint32_t nread = 0;
 
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *ce = &c->entries[s->entries[k]];
+		struct cache_entry *ce = &c->cache.entries[s->entries[k]];
 
 		switch (ce->state) {
 		case ENTRY_EMPTY:
@@ -129,8 +129,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		c->plan_pass++;
 		sampler_set_epoch(&c->sampler, c->plan_epoch);
 		c->plan_batch = 0;
-		c->ahead_batch = 0;
-		c->ahead_rec = 0;
+		c->ahead.batch = 0;
+		c->ahead.rec = 0;
 		if (c->sampler.nbatches == 0)
 			return 0;
 	}
@@ -139,7 +139,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		return 0;
 
 	count = sampler_batch(&c->sampler, c->plan_batch, s->indices);
-	if (c->chunked) {
+	if (c->chunks.chunked) {
 		/* its blocks come a chunk at a time (chunks.c) */
 		if (chunk_plan_locked(c, s, count))
 			return -ENOSPC;
@@ -147,19 +147,19 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	}
 	s->nentries = 0;
 	s->pending = 0;
-	s->nranged = 0;
+	s->ranges.nranged = 0;
 	for (uint32_t r = 0; r < count; r++) {
 		uint64_t rec = s->indices[r];
 		uint64_t g = loader_block_of(c, rec);
-		int32_t have = c->block_entry[g];
+		int32_t have = c->cache.block_entry[g];
 		uint32_t e;
 
 		s->rec_in_block[r] = (uint32_t)(rec - c->block_first[g]);
 		if (range_block(c, g)) {
 			/* read by its byte ranges (ranges.c) */
 			s->rec_entry[r] = RANGE_ENTRY;
-			s->rec_block[r] = g;
-			s->nranged++;
+			s->ranges.rec_block[r] = g;
+			s->ranges.nranged++;
 			continue;
 		}
 		/* Records of one block are usually neighbours: look at the
@@ -179,7 +179,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 			/* Not enough free entries or io memory yet: undo and
 			 * wait for the batches in flight to unpin theirs. */
 			unpin_all(c, s);
-			if (c->inflight == 0 && c->ahead_inflight == 0 &&
+			if (c->inflight == 0 && c->ahead.inflight == 0 &&
 			    !c->plan_compacted) {
 				/* Cached blocks may split the free memory:
 				 * drop them all and try once more. */
@@ -187,7 +187,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 				c->plan_compacted = 1;
 				return plan_one_locked(c, nsubmit);
 			}
-			if (c->inflight == 0 && c->ahead_inflight == 0) {
+			if (c->inflight == 0 && c->ahead.inflight == 0) {
 				uint32_t shard;
 				const struct shard_block *blk =
 					loader_block(c, g, &shard);
@@ -220,7 +220,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 		unpin_all(c, s);
 		return -ENOSPC;
 	}
-	if (s->nranged == 0)
+	if (s->ranges.nranged == 0)
 		direct_plan_locked(c, s);
 	/* Every block is pinned: read the new ones, wait for those on
 	 * their way. */
@@ -235,7 +235,7 @@ planned:
 	s->error = 0;
 	c->fifo[(c->fifo_head + c->fifo_len++) % c->slots_cap] = s->id;
 	c->inflight++;
-	if (c->chunked) {
+	if (c->chunks.chunked) {
 		s->state = SLOT_MEMORY;
 		batch_memory_grant_locked(c);
 		if (!s->has_mem)    /* only next() may resolve it (budget.c) */
@@ -259,7 +259,7 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 {
 	const struct io_read *rd = &e->rd;
-	uint32_t i = (uint32_t)(e - c->entries);
+	uint32_t i = (uint32_t)(e - c->cache.entries);
 
 	if (rd->result >= 0) {
 		uint64_t t = now_ns();
@@ -348,7 +348,7 @@ void *io_thread_main(void *arg)
 		}
 		/* Chunks of batches in flight go on while planning is
 		 * paused: a restart waits for those batches. */
-		if (!c->stop && !c->failed && c->chunked) {
+		if (!c->stop && !c->failed && c->chunks.chunked) {
 			chunks_claim_locked(c, &nsubmit);
 			if (nsubmit)
 				submit_locked(c, nsubmit);

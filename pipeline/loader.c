@@ -172,8 +172,8 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 		c->plan_epoch = epoch;
 		c->plan_pass++;
 		c->plan_batch = batch;
-		c->ahead_batch = batch;
-		c->ahead_rec = 0;
+		c->ahead.batch = batch;
+		c->ahead.rec = 0;
 		c->epoch = epoch;
 		c->consumed = batch;
 		c->epoch_batches = c->sampler.nbatches;
@@ -272,9 +272,11 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				atomic_fetch_add(&c->records, s->delivered);
 				if (s->viewed)
 					atomic_fetch_add(&c->batches_viewed, 1);
-				if (s->gathering) {
-					atomic_fetch_add(&c->batches_gathered, 1);
-					atomic_fetch_add(&c->gather_runs, s->nruns);
+				if (s->gather.gathering) {
+					atomic_fetch_add(
+						&c->gather.batches_gathered, 1);
+					atomic_fetch_add(&c->gather.runs,
+							 s->gather.nruns);
 				}
 				/* counted on delivery, not when prefetched */
 				atomic_fetch_add(&c->skipped,

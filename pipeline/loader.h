@@ -3,13 +3,20 @@
  * pipeline/: block cache (cache.c), I/O thread and planner (io_thread.c),
  * decode workers (decode.c), batch assembly (assemble.c), batch export
  * (batch.c), the loader's open and close (loader_open.c) and public API
- * (loader.c).
+ * (loader.c).  struct slot and struct loader_core are composed of the
+ * stages' own state, each stage's header holding it with the stage's
+ * functions: block cache (cache.h), memory budget (budget.h), jobs
+ * (jobs.h), read-ahead (read_ahead.h), streamed checks (stream.h),
+ * record-range reads (ranges.h), chunked assembly (chunks.h), device
+ * gather (gather.h), views (view.h) and direct decodes (direct.h).  Those
+ * headers forward-declare struct slot and struct loader_core and never
+ * include this one.
  *
- * One mutex (mu) guards every field marked [mu].  The blocks' and slots'
- * payload memory is touched without the lock by the one thread that owns
- * the current stage (a decode worker for a DECODING entry, assembly parts
- * for disjoint record ranges of an ASSEMBLING slot, the consumer for a
- * HELD slot).
+ * One mutex (mu) guards every field marked [mu], here and in the stage
+ * headers.  The blocks' and slots' payload memory is touched without the
+ * lock by the one thread that owns the current stage (a decode worker for
+ * a DECODING entry, assembly parts for disjoint record ranges of an
+ * ASSEMBLING slot, the consumer for a HELD slot).
  */
 #ifndef SLUICE_PIPELINE_LOADER_H
 #define SLUICE_PIPELINE_LOADER_H
@@ -24,56 +31,20 @@
 #include "../gpu/device.h"
 #include "sampler.h"
 #include "pool.h"
+#include "budget.h"
+#include "cache.h"
+#include "chunks.h"
+#include "direct.h"
+#include "gather.h"
+#include "jobs.h"
+#include "ranges.h"
+#include "read_ahead.h"
 #include "stream.h"
+#include "view.h"
 
 #define LOADER_MAX_TENSORS (2 * DLS_MAX_FIELDS)
 #define SLOT_ALIGN 256u
 #define SLOT_GROWTH_MAX 4096u  /* extra slots for a hoarding consumer */
-
-enum entry_state {
-	ENTRY_EMPTY = 0,
-	ENTRY_READING,
-	ENTRY_DECODING,
-	ENTRY_READY,
-	ENTRY_FAILED,
-};
-
-/* One decoded-block cache entry: while it holds a block, an io buffer
- * carved from the arena's io pool, followed by a decode buffer when the
- * block is zstd (sized for that block, not the largest). */
-struct cache_entry {
-	uint64_t block;         /* global block id [mu] */
-	int state;              /* enum entry_state [mu] */
-	uint32_t refs;          /* planned slots that need it [mu] */
-	uint32_t nwaiters;      /* slots waiting for it to be READY [mu] */
-	uint32_t *waiters;      /* slot ids, capacity = max slots */
-	uint32_t lru_prev, lru_next; /* free list (refs == 0) [mu] */
-	int in_lru;
-	uint64_t mem_off, mem_len; /* in the io pool; mem_len 0: none [mu] */
-	uint8_t *stored;        /* io buffer (arena) */
-	uint8_t *scratch;       /* decode buffer (zstd), after stored */
-	const uint8_t *raw;     /* decoded bytes (stored or scratch) */
-	struct block_view view;
-	int error;              /* negative code when FAILED */
-	int corrupt;            /* FAILED for bad data (skippable) */
-	int ahead;              /* read ahead of any batch: pinned by the
-				   read-ahead until decoded */
-	int ahead_unused;       /* read ahead, and no batch of its pass
-				   (claim_pass) has claimed it yet [mu] */
-	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
-	uint64_t view_pass;     /* their pass (plan_pass) [mu] */
-	uint64_t claim_pass;    /* pass of its latest claim [mu] */
-	struct slot *direct_slot; /* decode into this batch (direct.c) [mu] */
-	uint32_t direct_row;    /* at this row of its tensor [mu] */
-	uint8_t *direct;        /* there; NULL: into scratch [mu] */
-	int forget;             /* decoded into a batch (direct.c): drop
-				   the block once unpinned [mu] */
-	int exposed;            /* viewed by batches of view_pass, whose
-				   consumers may write into it [mu] */
-	uint64_t submit_ns;     /* when its read was submitted (tracing) */
-	struct stream_entry stream; /* checked as it lands (stream.c) */
-	struct io_read rd;
-};
 
 enum slot_state {
 	SLOT_FREE = 0,
@@ -82,29 +53,6 @@ enum slot_state {
 	SLOT_ASSEMBLING,
 	SLOT_READY,
 	SLOT_HELD,              /* handed to the consumer */
-};
-
-/* rec_entry of a record read by its byte ranges (ranges.c), which has
- * no cache entry. */
-#define RANGE_ENTRY UINT32_MAX
-
-/* One io_uring read of a batch's record ranges (ranges.c): neighbouring
- * records' ranges coalesced.  Its io_read's user is NULL, which tells it
- * from a cache entry's read (user: the entry). */
-struct range_read {
-	struct io_read rd;      /* first: the ring hands back &rd */
-	struct slot *slot;
-	uint64_t buf_off;       /* where it lands in the slot's range_buf */
-	uint64_t submit_ns;
-	int error;              /* negative when the read failed */
-};
-
-/* One field of one record, to be read (ranges.c; allocated for the
- * planner at open, ranges_open.c). */
-struct range_piece {
-	uint32_t file;
-	uint32_t slot_index;    /* r * nfields + f */
-	uint64_t offset, len;
 };
 
 struct tensor_desc {
@@ -149,55 +97,9 @@ struct slot {
 	int viewed;             /* tensors view a decoded block (view.c):
 				   its entry stays pinned, no host memory */
 	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
-	/* Gathered a chunk of blocks at a time (chunks.c): its rows
-	 * sorted by block (block << 24 | row), of which [chunk_lo,
-	 * chunk_hi) are the chunk pinned in entries. */
-	uint64_t *chunk_rows;   /* allocated only when the loader uses it */
-	int chunked;
-	int chunk_busy;         /* a chunk is claimed, not yet copied [mu] */
-	uint32_t chunk_lo, chunk_hi; /* [mu] */
-	/* Record-range reads (ranges.c), arrays allocated only when the
-	 * loader uses them.  The records whose rec_entry is RANGE_ENTRY are
-	 * read by range into range_buf (io pool), verified, then gathered. */
-	uint32_t nranged;       /* such records [mu] */
-	uint64_t *rec_block;    /* their global block */
-	uint64_t *rec_src;      /* [r * nfields + f]: field f of record r in
-				   range_buf */
-	uint8_t *rec_bad;       /* 1: failed its checksum or read */
-	struct range_read *rreads;
-	uint32_t nrreads;
-	uint32_t rreads_pending; /* reads not back yet [mu] */
-	uint32_t rparts_left;   /* verify parts running [mu] */
-	int range_failed;       /* a read failed: look records up [mu] */
-	int range_error;        /* fatal (not corrupt data) read error [mu] */
-	int verify_in_copy;     /* checksums checked by the assembly, record
-				   by record before its copy (ranges.c) */
-	uint64_t range_off, range_len; /* in the io pool; 0 len: none [mu] */
-	uint8_t *range_buf;
-	/* Device gather (gather.c): the batch's copy runs, allocated only
-	 * when the loader gathers. */
-	struct gather_run *runs;
-	uint32_t nruns;
-	int gathering;          /* this batch is gathered on the device */
-};
-
-enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_STREAM };
-
-struct job {
-	int kind;
-	uint32_t id;            /* entry (decode) or slot (assemble) */
-	uint32_t part, parts;
-};
-
-/* A ring of jobs, bounded by construction (loader_open.c sizes it). */
-struct job_queue {
-	struct job *ring;
-	uint32_t cap, head, len;
-};
-
-/* Block reads of the current window (read_ahead.c) [mu]. */
-struct read_ahead_window {
-	uint64_t start_ns, reads, fastest_ns;
+	struct slot_chunk chunk; /* chunked assembly (chunks.c) */
+	struct slot_ranges ranges; /* record-range reads (ranges.c) */
+	struct slot_gather gather; /* device gather (gather.c) */
 };
 
 struct stage_clock {
@@ -242,36 +144,16 @@ struct loader_core {
 				       and whose memory is not back yet */
 	uint64_t waits_for_release; /* next() waited for one rather than
 				       take memory or a slot [mu] */
-	int views;                  /* batches may view blocks (view.c) */
-	int direct;                 /* blocks may decode into batches
-				       (direct.c) */
-	int chunks_possible;        /* batches could gather a chunk of
-				       blocks at a time (chunks.c) */
-	int chunked;                /* they do: their blocks do not fit
-				       at once */
+	struct loader_views views;  /* views of blocks (view.c) */
+	struct loader_direct direct; /* decodes into batches (direct.c) */
+	struct loader_chunks chunks; /* chunked assembly (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
-	uint32_t chunks_inflight;   /* chunks pinned [mu] */
-	uint64_t *ahead_recs;       /* records of one batch for the
-				       read-ahead (direct.c) [mu] */
-	uint64_t ahead_recs_pass, ahead_recs_batch;
-	uint32_t ahead_recs_count;
-	int ahead_recs_valid;
-	uint32_t view_entries;      /* entries viewed by batches [mu] */
-	uint64_t view_bytes;        /* their io memory [mu] */
-	struct pool view_pool;      /* the io pool with only their memory
-				       taken: where views leave room [mu] */
 	uint64_t io_batch_max;      /* most io memory one batch's blocks
 				       take: the need largest blocks' */
 
 	/* block cache [mu] */
-	int cache_all;              /* it holds every block at once: no
-				       views, no direct decodes (cache.c) */
-	struct cache_entry *entries;
-	uint32_t nentries;
-	int32_t *block_entry;       /* global block -> entry, -1 */
-	uint32_t lru_head, lru_tail, lru_count;
-	uint64_t lru_bytes;         /* io memory held by entries on the LRU */
+	struct block_cache cache;   /* its entries (cache.c) */
 	struct pool io_pool;
 
 	/* slots [mu]: prefetch_depth at open; more only while the consumer
@@ -296,18 +178,7 @@ struct loader_core {
 	uint64_t need;              /* most blocks one batch can touch */
 	int plan_compacted;         /* this batch's plan emptied the cache */
 
-	/* read-ahead [mu]: blocks of batches not yet planned, so that every
-	 * decode worker has a block to work on even when one block feeds
-	 * many batches (more than the slots hold) */
-	uint64_t ahead_batch;       /* scan position: batch, record in it */
-	uint32_t ahead_rec;
-	uint32_t ahead_inflight;    /* read-ahead blocks not yet decoded */
-	uint32_t ahead_max;         /* at open: two per decode worker */
-	_Atomic uint32_t ahead_limit; /* now: at least ahead_max, more
-				       where reads are slow (read_ahead.c;
-				       stats read it without mu) */
-	struct read_ahead_window ahead_window;
-	struct sampler_memo ahead_memo; /* the scan's window permutation */
+	struct read_ahead ahead;    /* read-ahead (read_ahead.c) [mu] */
 
 	/* consumer [consumer thread; read by planner under mu] */
 	uint64_t epoch;             /* the consumer's epoch */
@@ -338,36 +209,9 @@ struct loader_core {
 	int stop;                   /* [mu] */
 	int failed;                 /* [mu] first fatal error code */
 
-	/* record-range reads (ranges.c) */
-	int ranges;                 /* on: eligible records read by range */
-	int ranges_all;             /* every block is */
-	uint64_t ranges_io_want;    /* io memory their batches in flight
-				       take at most (budget.c adds it) */
-	uint32_t ranges_main_field; /* the largest: verified in its copy */
-	uint8_t *range_resident[DLS_MAX_FIELDS]; /* small fields of every
-				       record, read at open; NULL: by range */
-	/* Datasets with variable fields: their raw blocks' layout, read at
-	 * open (shard_read_layout).  NULL when every field is fixed. */
-	uint64_t *range_sec;        /* [g * nfields + f]: section start in
-				       block g; [g * nfields] UINT64_MAX: g
-				       is read whole */
-	uint64_t *range_offs[DLS_MAX_FIELDS]; /* variable field f: block g's
-				       offsets at block_first[g] + g */
-	uint64_t range_layout_bytes; /* what they take (RANGE_SUMS_MAX) */
-	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
-				       (its blocks are read whole when
-				       verify is on) */
-	uint32_t record_sums_shards; /* entries of record_sums */
-	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
-	uint32_t ranges_max_reads;  /* batch_size * fields */
-	struct range_piece *range_pieces; /* the planner's scratch */
-	_Atomic uint64_t range_reads, range_records;
+	struct loader_ranges ranges; /* record-range reads (ranges.c) */
 
-	/* device gather (gather.c) */
-	int gather;                 /* on: eligible batches are gathered */
-	int gather_lost_to_chunks;  /* would be on, but the loader is
-				       chunked */
-	_Atomic uint64_t batches_gathered, gather_runs, device_upload_bytes;
+	struct loader_gather gather; /* device gather (gather.c) */
 
 	/* reads the I/O thread collects outside the lock */
 	struct io_read **submit;
@@ -447,30 +291,6 @@ uint64_t now_ns(void);
 /* mixture.c */
 void mixture_free(struct dataset *d);
 
-/* cache.c */
-int cache_init(struct loader_core *c, uint32_t nentries);
-void cache_destroy(struct loader_core *c);
-void cache_lru_remove(struct loader_core *c, uint32_t e);
-void cache_lru_push(struct loader_core *c, uint32_t e);
-void cache_unpin(struct loader_core *c, uint32_t e);
-int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
-		uint32_t *entry);
-uint64_t cache_reclaimable(const struct loader_core *c);
-int cache_usable(const struct loader_core *c, const struct cache_entry *e);
-void cache_evict_all(struct loader_core *c);
-uint64_t cache_needed(const struct loader_core *c, uint32_t batch_size);
-uint64_t cache_dataset_bytes(const struct loader_core *c);
-int cache_holds_dataset(const struct loader_core *c);
-
-/* read_ahead.c */
-/* ahead_max and ahead_limit, once the decode threads are known. */
-void read_ahead_open(struct loader_core *c);
-/* A block read took @latency_ns, back at @now. */
-void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
-			      uint64_t now);
-/* Claim and queue read-ahead reads onto c->submit. */
-void read_ahead_locked(struct loader_core *c, unsigned *nsubmit);
-
 /* io_thread.c */
 void *io_thread_main(void *arg);
 uint64_t loader_block_of(const struct loader_core *c, uint64_t r);
@@ -485,8 +305,6 @@ const struct shard_block *loader_block(const struct loader_core *c,
 
 /* decode.c */
 void *decode_worker_main(void *arg);
-void jobs_push_locked(struct loader_core *c, struct job j);
-int jobs_pop_locked(struct loader_core *c, struct job *j);
 void entry_ready_locked(struct loader_core *c, uint32_t e);
 
 /* assemble.c */
@@ -515,65 +333,8 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_free(struct slot *s);
 void slot_release_ref(struct loader_core *c, struct slot *s);
 
-/* view.c */
-void views_init(struct loader_core *c);
-int slot_view_locked(struct loader_core *c, struct slot *s);
-void slot_unview_locked(struct loader_core *c, struct slot *s);
-
-/* direct.c */
-void direct_init(struct loader_core *c);
-/* Would most zstd blocks decompress straight into their batch? */
-int direct_likely(const struct loader_core *c);
-void direct_plan_locked(struct loader_core *c, struct slot *s);
-int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
-		      uint64_t g);
-
-/* chunks.c */
-void chunks_init(struct loader_core *c);
-uint64_t chunk_blocks(const struct loader_core *c);
-int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
-void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
-void chunk_ready_locked(struct loader_core *c, struct slot *s);
-uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
-			   uint32_t lo, uint32_t hi);
-int chunk_done_locked(struct loader_core *c, struct slot *s);
-
-/* ranges_open.c */
-int ranges_open(struct loader_core *c, char *err, size_t errlen);
-void ranges_close(struct loader_core *c);
-int range_block(const struct loader_core *c, uint64_t g);
-/* Where field @f of record @i of block @g lies in its file; its length in
- * @len. */
-uint64_t record_field_at(const struct loader_core *c, uint64_t g,
-			 uint32_t i, uint32_t f, uint64_t *len);
-
-/* ranges.c */
-int slot_ranges_init(struct loader_core *c, struct slot *s);
-void slot_ranges_free(struct slot *s);
-int ranges_plan_locked(struct loader_core *c, struct slot *s,
-		       unsigned *nsubmit);
-void range_read_done_locked(struct loader_core *c, struct io_read *rd);
-void ranges_verify_part(struct loader_core *c, struct job j);
-void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
-int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
-uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
-			  uint32_t from, uint32_t to);
-
-/* gather.c */
-int gather_wanted(const struct loader_core *c);
-uint32_t gather_runs_max(const struct loader_core *c);
-void gather_init(struct loader_core *c);
-int slot_gather_init(const struct loader_core *c, struct slot *s);
-int slot_gathers(const struct loader_core *c, const struct slot *s);
-void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
-		       uint64_t dst, uint64_t len);
-uint64_t gather_plan(struct loader_core *c, struct slot *s);
-int gather_submit(struct loader_core *c, struct slot *s);
-int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
-
-/* cache.c: io memory for something else than a block, evicting unpinned
- * blocks as needed.  0 or -EAGAIN. */
-int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off);
+/* ranges.c's helpers for the copy (assemble.c), inline: here, since
+ * they read struct slot and struct loader_core. */
 
 /* Field @f of range record @r of @s: in the slot's range buffer, or
  * kept since open for a small field (ranges.c). */
@@ -583,10 +344,10 @@ static inline const uint8_t *range_src(const struct loader_core *c,
 {
 	const struct shard_schema *sc = &c->ds->schema;
 
-	if (c->range_resident[f])
-		return c->range_resident[f] +
+	if (c->ranges.resident[f])
+		return c->ranges.resident[f] +
 		       s->indices[r] * sc->fields[f].record_bytes;
-	return s->range_buf + s->rec_src[(uint64_t)r * sc->nfields + f];
+	return s->ranges.buf + s->ranges.rec_src[(uint64_t)r * sc->nfields + f];
 }
 
 /* Field @f of range record @r of @s: its bytes and their length (a
@@ -598,13 +359,13 @@ static inline void range_field(const struct loader_core *c,
 	const struct shard_field *fd = &c->ds->schema.fields[f];
 
 	if (fd->variable) {
-		uint64_t g = s->rec_block[r];
-		const uint64_t *o = c->range_offs[f] + c->block_first[g] + g +
+		uint64_t g = s->ranges.rec_block[r];
+		const uint64_t *o = c->ranges.offs[f] + c->block_first[g] + g +
 				    s->rec_in_block[r];
 
 		*len = o[1] - o[0];
 		if (*len == 0) {
-			/* not read: no place in range_buf (which may be
+			/* not read: no place in ranges.buf (which may be
 			 * NULL); any valid pointer for 0 bytes */
 			*ptr = (const uint8_t *)(const void *)o;
 			return;
@@ -614,17 +375,5 @@ static inline void range_field(const struct loader_core *c,
 	}
 	*ptr = range_src(c, s, r, f);
 }
-
-/* budget.c */
-uint64_t block_io_bytes(const struct shard_block *blk);
-int budget_open(struct loader_core *c, uint64_t entries,
-		uint64_t batch_fixed_bytes, char *err, size_t errlen);
-void budget_close(struct loader_core *c);
-void batch_memory_grant_locked(struct loader_core *c);
-int batch_memory_hoarded_locked(struct loader_core *c);
-void batch_memory_release_begin(struct loader_core *c);
-void batch_memory_release_end_locked(struct loader_core *c);
-void batch_memory_free_locked(struct loader_core *c, struct slot *s);
-void batch_memory_drop_waiting_locked(struct loader_core *c);
 
 #endif /* SLUICE_PIPELINE_LOADER_H */

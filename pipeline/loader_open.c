@@ -28,7 +28,7 @@ static void free_core(struct loader_core *c)
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
-	free(c->ahead_recs);
+	free(c->direct.ahead_recs);
 	free(c->block_first);
 	free(c->block_shard);
 	free(c->shard_block_base);
@@ -161,7 +161,7 @@ static void stop_threads(struct loader_core *c)
  * and the read-ahead's, or as many as cache_bytes holds. */
 static uint64_t cache_entries(const struct loader_core *c, uint64_t need)
 {
-	uint64_t entries = 2 * need + 2 * c->ahead_max;
+	uint64_t entries = 2 * need + 2 * c->ahead.max;
 
 	if (c->cfg.cache_bytes && c->nblocks) {
 		/* as many entries as blocks of the average size fit, in the
@@ -196,14 +196,14 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	if (r)
 		return r;
 
-	c->decode_jobs.cap = c->nentries + 16;
+	c->decode_jobs.cap = c->cache.nentries + 16;
 	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
 	c->stream_jobs.cap = c->streams.cap + 16; /* one per state */
 	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
 	/* One batch's block and range reads, or the read-ahead's. */
-	c->reads_max = c->nentries + c->ranges_max_reads;
+	c->reads_max = c->cache.nentries + c->ranges.max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
 	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
 	if (!c->decode_jobs.ring || !c->batch_jobs.ring ||
@@ -254,7 +254,7 @@ static int shrink_window(struct loader_core *c,
 	int r = -E2BIG;
 
 	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes ||
-	    c->cfg.cache_bytes || c->ranges_all)
+	    c->cfg.cache_bytes || c->ranges.all)
 		return r;
 	c->window_asked = c->cfg.window_blocks;
 	while (r == -E2BIG && c->cfg.window_blocks > 1) {
@@ -296,7 +296,7 @@ static int open_core(struct loader_core *c,
 	if (r)
 		return r;
 	need = cache_needed(c, c->cfg.batch_size);
-	if (c->ranges_all)
+	if (c->ranges.all)
 		need = 1;       /* no block is read whole (ranges.c) */
 	chunks_init(c);
 	c->need = need;
@@ -315,10 +315,10 @@ static int open_core(struct loader_core *c,
 		return r;
 	}
 	r = budget_open(c, entries, batch_fixed, err, errlen);
-	if (r == -ENOSPC && c->chunks_possible && need > chunk_blocks(c)) {
+	if (r == -ENOSPC && c->chunks.possible && need > chunk_blocks(c)) {
 		/* A batch's blocks do not fit at once: gather it a chunk of
 		 * blocks at a time (chunks.c). */
-		c->chunked = 1;
+		c->chunks.chunked = 1;
 		c->need = need = chunk_blocks(c);
 		entries = cache_entries(c, need);
 		r = budget_open(c, entries, batch_fixed, err, errlen);
@@ -331,7 +331,7 @@ static int open_core(struct loader_core *c,
 	if (!r)
 		r = cache_init(c, (uint32_t)entries);
 	if (!r)
-		c->cache_all = cache_holds_dataset(c);
+		c->cache.all = cache_holds_dataset(c);
 	views_init(c);
 	direct_init(c);
 	gather_init(c);

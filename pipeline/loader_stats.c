@@ -70,13 +70,13 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->cpu_verify_ns = atomic_load(&c->cpu_verify_ns);
 	st->cpu_decompress_ns = atomic_load(&c->cpu_decompress_ns);
 	st->cpu_assemble_ns = atomic_load(&c->cpu_assemble_ns);
-	st->range_reads = atomic_load(&c->range_reads);
-	st->range_records = atomic_load(&c->range_records);
-	st->batches_gathered = atomic_load(&c->batches_gathered);
-	st->gather_runs = atomic_load(&c->gather_runs);
-	st->device_upload_bytes = atomic_load(&c->device_upload_bytes);
+	st->range_reads = atomic_load(&c->ranges.reads);
+	st->range_records = atomic_load(&c->ranges.records);
+	st->batches_gathered = atomic_load(&c->gather.batches_gathered);
+	st->gather_runs = atomic_load(&c->gather.runs);
+	st->device_upload_bytes = atomic_load(&c->gather.device_upload_bytes);
 	st->bytes_verified_landing = atomic_load(&c->bytes_verified_landing);
-	st->read_ahead_blocks = atomic_load(&c->ahead_limit);
+	st->read_ahead_blocks = atomic_load(&c->ahead.limit);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
@@ -95,9 +95,9 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 c->cfg.window_blocks, c->window_asked);
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
-	if (c->chunked)
+	if (c->chunks.chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
-				 c->gather_lost_to_chunks
+				 c->gather.lost_to_chunks
 				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device"
 				 : "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time");
 	all.size = (uint32_t)n;

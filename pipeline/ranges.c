@@ -46,23 +46,25 @@ int slot_ranges_init(struct loader_core *c, struct slot *s)
 {
 	uint32_t b = c->cfg.batch_size;
 
-	if (!c->ranges)
+	if (!c->ranges.on)
 		return 0;
-	s->rec_block = malloc(b * sizeof(*s->rec_block));
-	s->rec_src = malloc((size_t)c->ranges_max_reads * sizeof(*s->rec_src));
-	s->rec_bad = malloc(b);
-	s->rreads = calloc(c->ranges_max_reads, sizeof(*s->rreads));
-	if (!s->rec_block || !s->rec_src || !s->rec_bad || !s->rreads)
+	s->ranges.rec_block = malloc(b * sizeof(*s->ranges.rec_block));
+	s->ranges.rec_src = malloc((size_t)c->ranges.max_reads *
+				   sizeof(*s->ranges.rec_src));
+	s->ranges.rec_bad = malloc(b);
+	s->ranges.reads = calloc(c->ranges.max_reads, sizeof(*s->ranges.reads));
+	if (!s->ranges.rec_block || !s->ranges.rec_src ||
+	    !s->ranges.rec_bad || !s->ranges.reads)
 		return -ENOMEM;
 	return 0;
 }
 
 void slot_ranges_free(struct slot *s)
 {
-	free(s->rec_block);
-	free(s->rec_src);
-	free(s->rec_bad);
-	free(s->rreads);
+	free(s->ranges.rec_block);
+	free(s->ranges.rec_src);
+	free(s->ranges.rec_bad);
+	free(s->ranges.reads);
 }
 
 static int by_file_offset(const void *pa, const void *pb)
@@ -88,17 +90,18 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 		for (uint32_t f = 0; f < sc->nfields; f++) {
 			uint64_t off, len;
 
-			if (c->range_resident[f])
+			if (c->ranges.resident[f])
 				continue;
-			off = record_field_at(c, s->rec_block[r],
+			off = record_field_at(c, s->ranges.rec_block[r],
 					      s->rec_in_block[r], f, &len);
 			if (len == 0) {
 				/* an empty value: nothing to read */
-				s->rec_src[(uint64_t)r * sc->nfields + f] = 0;
+				s->ranges.rec_src[(uint64_t)r * sc->nfields +
+						  f] = 0;
 				continue;
 			}
-			c->range_pieces[n++] = (struct range_piece){
-				.file = c->block_shard[s->rec_block[r]],
+			c->ranges.pieces[n++] = (struct range_piece){
+				.file = c->block_shard[s->ranges.rec_block[r]],
 				.slot_index = r * sc->nfields + f,
 				.offset = off,
 				.len = len,
@@ -109,7 +112,7 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 }
 
 /*
- * Coalesce the sorted pieces into reads (s->rreads, buffer offsets from
+ * Coalesce the sorted pieces into reads (s->ranges.reads, buffer offsets from
  * 0) and point each record's fields at their bytes.  @return: the bytes
  * the reads take.
  */
@@ -120,9 +123,9 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 	uint64_t total = 0;
 	struct range_read *cur = NULL;
 
-	s->nrreads = 0;
+	s->ranges.nreads = 0;
 	for (uint32_t k = 0; k < npieces; k++) {
-		const struct range_piece *p = &c->range_pieces[k];
+		const struct range_piece *p = &c->ranges.pieces[k];
 		uint64_t start = p->offset & ~(a - 1);
 		uint64_t end = align_up(p->offset + p->len, a);
 
@@ -134,7 +137,7 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 		} else {
 			if (cur)
 				total += cur->rd.length;
-			cur = &s->rreads[s->nrreads++];
+			cur = &s->ranges.reads[s->ranges.nreads++];
 			memset(cur, 0, sizeof(*cur));
 			cur->rd.file = p->file;
 			cur->rd.offset = start;
@@ -144,8 +147,8 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 		}
 		if (p->offset + p->len - cur->rd.offset > cur->rd.min_length)
 			cur->rd.min_length = p->offset + p->len - cur->rd.offset;
-		s->rec_src[p->slot_index] = cur->buf_off +
-					    (p->offset - cur->rd.offset);
+		s->ranges.rec_src[p->slot_index] = cur->buf_off +
+						   (p->offset - cur->rd.offset);
 	}
 	if (cur)
 		total += cur->rd.length;
@@ -169,56 +172,57 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	uint32_t npieces;
 	uint64_t len;
 
-	s->range_len = 0;
-	s->range_buf = NULL;
-	s->range_failed = 0;
-	s->range_error = 0;
-	s->rreads_pending = 0;
-	if (s->nranged == 0)
+	s->ranges.len = 0;
+	s->ranges.buf = NULL;
+	s->ranges.failed = 0;
+	s->ranges.error = 0;
+	s->ranges.reads_pending = 0;
+	if (s->ranges.nranged == 0)
 		return 1;
 	npieces = collect_pieces(c, s);
-	qsort(c->range_pieces, npieces, sizeof(*c->range_pieces),
+	qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
 	      by_file_offset);
 	len = build_reads(c, s, npieces);
-	if (s->nrreads == 0) {
+	if (s->ranges.nreads == 0) {
 		/* Every value empty, every other field kept since open:
 		 * nothing to read, and no completion to wait for.  Check
 		 * the records now (their bytes are few). */
-		memset(s->rec_bad, 0, c->cfg.batch_size);
-		s->verify_in_copy = 0;
+		memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
+		s->ranges.verify_in_copy = 0;
 		for (uint32_t r = 0; r < s->count; r++)
 			if (s->rec_entry[r] == RANGE_ENTRY)
-				s->rec_bad[r] = (uint8_t)record_bad(c, s, r);
+				s->ranges.rec_bad[r] =
+					(uint8_t)record_bad(c, s, r);
 		ranges_report_locked(c, s);
-		atomic_fetch_add(&c->range_records, s->nranged);
+		atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
 		return 1;
 	}
-	if (cache_alloc_io(c, len, &s->range_off)) {
-		if (c->inflight == 0 && c->ahead_inflight == 0) {
+	if (cache_alloc_io(c, len, &s->ranges.off)) {
+		if (c->inflight == 0 && c->ahead.inflight == 0) {
 			loader_fail_locked(c, -ENOSPC,
 				"batch %llu of epoch %llu: its %u records read by range take %llu bytes of io memory, more than the %llu bytes memory_bytes leaves beside the cached blocks it needs: raise memory_bytes (sluice --memory, Python memory_bytes=)",
 				(unsigned long long)c->plan_batch,
 				(unsigned long long)c->plan_epoch,
-				s->nranged, (unsigned long long)len,
+				s->ranges.nranged, (unsigned long long)len,
 				(unsigned long long)c->io_bytes);
 			return -ENOSPC;
 		}
 		return 0;
 	}
-	s->range_len = len;
-	s->range_buf = c->arena + s->range_off;
-	memset(s->rec_bad, 0, c->cfg.batch_size);
-	for (uint32_t k = 0; k < s->nrreads; k++) {
-		struct range_read *rr = &s->rreads[k];
+	s->ranges.len = len;
+	s->ranges.buf = c->arena + s->ranges.off;
+	memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
+	for (uint32_t k = 0; k < s->ranges.nreads; k++) {
+		struct range_read *rr = &s->ranges.reads[k];
 
-		rr->rd.buf = s->range_buf + rr->buf_off;
+		rr->rd.buf = s->ranges.buf + rr->buf_off;
 		rr->rd.user = NULL;
 		c->submit[(*nsubmit)++] = &rr->rd;
 	}
-	s->rreads_pending = s->nrreads;
+	s->ranges.reads_pending = s->ranges.nreads;
 	s->pending++;            /* all of its ranges, as one */
-	atomic_fetch_add(&c->range_reads, s->nrreads);
-	atomic_fetch_add(&c->range_records, s->nranged);
+	atomic_fetch_add(&c->ranges.reads, s->ranges.nreads);
+	atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
 	return 1;
 }
 
@@ -226,10 +230,10 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
  * dropped). */
 void slot_ranges_release_locked(struct loader_core *c, struct slot *s)
 {
-	if (s->range_len)
-		pool_free(&c->io_pool, s->range_off, s->range_len);
-	s->range_len = 0;
-	s->range_buf = NULL;
+	if (s->ranges.len)
+		pool_free(&c->io_pool, s->ranges.off, s->ranges.len);
+	s->ranges.len = 0;
+	s->ranges.buf = NULL;
 }
 
 static void report_bad_locked(struct loader_core *c, const struct slot *s,
@@ -262,7 +266,7 @@ static void ranges_report_locked(struct loader_core *c, struct slot *s)
 	}
 	atomic_fetch_add(&c->st_decode.bytes, bytes);
 	for (uint32_t r = 0; r < s->count; r++)
-		if (s->rec_entry[r] == RANGE_ENTRY && s->rec_bad[r])
+		if (s->rec_entry[r] == RANGE_ENTRY && s->ranges.rec_bad[r])
 			report_bad_locked(c, s, r);
 }
 
@@ -271,19 +275,19 @@ static void report_bad_locked(struct loader_core *c, const struct slot *s,
 			      uint32_t r)
 {
 	uint32_t shard;
-	const struct shard_block *blk = loader_block(c, s->rec_block[r],
+	const struct shard_block *blk = loader_block(c, s->ranges.rec_block[r],
 						     &shard);
-	uint64_t len, at = record_field_at(c, s->rec_block[r],
+	uint64_t len, at = record_field_at(c, s->ranges.rec_block[r],
 					   s->rec_in_block[r], 0, &len);
 
 	loader_block_failed_locked(c, -SLUICE_ECORRUPT, 1,
 		"%s: block %llu: offset %llu: record %llu: %s",
 		c->ds->shards[shard].path,
-		(unsigned long long)(s->rec_block[r] -
+		(unsigned long long)(s->ranges.rec_block[r] -
 				     c->shard_block_base[shard]),
 		(unsigned long long)at,
 		(unsigned long long)(blk->first_record + s->rec_in_block[r]),
-		s->range_failed
+		s->ranges.failed
 			? "read failed or record checksum mismatch (corrupt record)"
 			: "record checksum mismatch (corrupt record)");
 }
@@ -303,9 +307,9 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 		/* A file shorter than its index says is damaged data (its
 		 * records are skippable); anything else is fatal. */
 		rr->error = (int)rd->result;
-		s->range_failed = 1;
-		if (rr->error != -ENODATA && !s->range_error) {
-			s->range_error = rr->error;
+		s->ranges.failed = 1;
+		if (rr->error != -ENODATA && !s->ranges.error) {
+			s->ranges.error = rr->error;
 			loader_fail_locked(c, rr->error,
 					   "%s: offset %llu: read failed: %s",
 					   c->ds->shards[rd->file].path,
@@ -313,49 +317,49 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 					   strerror(-rr->error));
 		}
 	}
-	if (--s->rreads_pending > 0)
+	if (--s->ranges.reads_pending > 0)
 		return;
 	/* A bad record fails the batch (on_error=fail): check each right
 	 * before its copy, while its bytes are in the cache.  With skip the
 	 * records are checked first, since a dropped one moves the rest. */
-	s->verify_in_copy = c->cfg.verify && !s->range_failed &&
-			    c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
-	if ((!c->cfg.verify && !s->range_failed) || s->verify_in_copy) {
+	s->ranges.verify_in_copy = c->cfg.verify && !s->ranges.failed &&
+				   c->cfg.on_error != SLUICE_ON_ERROR_SKIP;
+	if ((!c->cfg.verify && !s->ranges.failed) || s->ranges.verify_in_copy) {
 		ranges_checked_locked(c, s);
 		return;
 	}
 	/* Enough records per part to amortise the hand-off. */
-	parts = s->nranged / 32;
+	parts = s->ranges.nranged / 32;
 	if (parts > c->nworkers)
 		parts = c->nworkers;
 	if (parts == 0)
 		parts = 1;
-	s->rparts_left = parts;
+	s->ranges.parts_left = parts;
 	for (uint32_t p = 0; p < parts; p++)
 		jobs_push_locked(c, (struct job){ JOB_RANGES, s->id, p, parts });
 }
 
-/* Did the read holding range_buf offset @off fail? */
+/* Did the read holding ranges.buf offset @off fail? */
 static int range_lost(const struct slot *s, uint64_t off)
 {
-	uint32_t lo = 0, hi = s->nrreads;
+	uint32_t lo = 0, hi = s->ranges.nreads;
 
 	while (hi - lo > 1) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (s->rreads[mid].buf_off <= off)
+		if (s->ranges.reads[mid].buf_off <= off)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	return s->rreads[lo].error != 0;
+	return s->ranges.reads[lo].error != 0;
 }
 
 static int record_bad(const struct loader_core *c, const struct slot *s,
 		      uint32_t r)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	const uint64_t *src = &s->rec_src[(uint64_t)r * sc->nfields];
+	const uint64_t *src = &s->ranges.rec_src[(uint64_t)r * sc->nfields];
 	const uint8_t *ptr[DLS_MAX_FIELDS];
 	uint64_t len[DLS_MAX_FIELDS];
 	uint32_t shard;
@@ -364,15 +368,16 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		range_field(c, s, r, f, &ptr[f], &len[f]);
 		/* an empty value was not read */
-		if (!c->range_resident[f] && s->range_failed && len[f] &&
+		if (!c->ranges.resident[f] && s->ranges.failed && len[f] &&
 		    range_lost(s, src[f]))
 			return 1;
 	}
 	if (!c->cfg.verify)
 		return 0;
-	blk = loader_block(c, s->rec_block[r], &shard);
+	blk = loader_block(c, s->ranges.rec_block[r], &shard);
 	return record_checksum(sc->nfields, ptr, len) !=
-	       c->record_sums[shard][blk->first_record + s->rec_in_block[r]];
+	       c->ranges.record_sums[shard][blk->first_record +
+					    s->rec_in_block[r]];
 }
 
 /*
@@ -385,7 +390,7 @@ int range_record_check(struct loader_core *c, struct slot *s, uint32_t r)
 	if (!record_bad(c, s, r))
 		return 0;
 	pthread_mutex_lock(&c->mu);
-	s->rec_bad[r] = 1;
+	s->ranges.rec_bad[r] = 1;
 	report_bad_locked(c, s, r);
 	if (!s->error)
 		s->error = -SLUICE_ECORRUPT;
@@ -404,10 +409,10 @@ void ranges_verify_part(struct loader_core *c, struct job j)
 
 	for (uint32_t r = lo; r < hi; r++)
 		if (s->rec_entry[r] == RANGE_ENTRY)
-			s->rec_bad[r] = (uint8_t)record_bad(c, s, r);
+			s->ranges.rec_bad[r] = (uint8_t)record_bad(c, s, r);
 	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
 	pthread_mutex_lock(&c->mu);
-	last = --s->rparts_left == 0;
+	last = --s->ranges.parts_left == 0;
 	if (last)
 		ranges_checked_locked(c, s);
 	pthread_mutex_unlock(&c->mu);
@@ -425,13 +430,14 @@ uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 
 	if (s->rec_entry[from] != RANGE_ENTRY)
 		return 1;
-	if (s->rec_bad[from])
+	if (s->ranges.rec_bad[from])
 		return 0;
 	if (from != to) {
-		s->rec_block[to] = s->rec_block[from];
-		s->rec_bad[to] = 0;
-		memmove(&s->rec_src[(uint64_t)to * nf],
-			&s->rec_src[(uint64_t)from * nf], nf * sizeof(uint64_t));
+		s->ranges.rec_block[to] = s->ranges.rec_block[from];
+		s->ranges.rec_bad[to] = 0;
+		memmove(&s->ranges.rec_src[(uint64_t)to * nf],
+			&s->ranges.rec_src[(uint64_t)from * nf],
+			nf * sizeof(uint64_t));
 	}
 	return 1;
 }

@@ -45,16 +45,16 @@ static int load_layout(struct loader_core *c, char *err, size_t errlen)
 	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX ||
 	    bytes > SLUICE_RANGE_SUMS_MAX)
 		return 0;
-	c->range_layout_bytes = bytes;
-	c->range_sec = malloc((size_t)(nf * c->nblocks * 8));
-	if (!c->range_sec)
+	c->ranges.layout_bytes = bytes;
+	c->ranges.sec = malloc((size_t)(nf * c->nblocks * 8));
+	if (!c->ranges.sec)
 		return -ENOMEM;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		if (!sc->fields[f].variable)
 			continue;
-		c->range_offs[f] = malloc((size_t)((ds->record_count +
-						   c->nblocks) * 8));
-		if (!c->range_offs[f])
+		c->ranges.offs[f] = malloc((size_t)((ds->record_count +
+						    c->nblocks) * 8));
+		if (!c->ranges.offs[f])
 			return -ENOMEM;
 	}
 	for (uint32_t s = 0; s < ds->nshards; s++) {
@@ -63,11 +63,11 @@ static int load_layout(struct loader_core *c, char *err, size_t errlen)
 		int r;
 
 		for (uint32_t f = 0; f < sc->nfields; f++)
-			if (c->range_offs[f])
-				tab[f] = c->range_offs[f] + ds->shard_first[s] +
-					 base;
+			if (c->ranges.offs[f])
+				tab[f] = c->ranges.offs[f] +
+					 ds->shard_first[s] + base;
 		r = shard_read_layout(sc, &ds->shards[s],
-				      c->range_sec + base * nf, tab, err,
+				      c->ranges.sec + base * nf, tab, err,
 				      errlen);
 		if (r < 0)
 			return r;
@@ -85,7 +85,7 @@ uint64_t record_field_at(const struct loader_core *c, uint64_t g,
 	const struct shard_block *blk = loader_block(c, g, &shard);
 	uint64_t rb = sc->fields[f].record_bytes;
 
-	if (!c->range_sec) {
+	if (!c->ranges.sec) {
 		/* Field-major sections; the index's raw size covers them
 		 * all (shard_parse). */
 		*len = rb;
@@ -93,13 +93,14 @@ uint64_t record_field_at(const struct loader_core *c, uint64_t g,
 		       (uint64_t)i * rb;
 	}
 	if (sc->fields[f].variable) {
-		const uint64_t *o = c->range_offs[f] + c->block_first[g] + g + i;
+		const uint64_t *o = c->ranges.offs[f] + c->block_first[g] +
+				    g + i;
 
 		*len = o[1] - o[0];
-		return blk->offset + c->range_sec[g * sc->nfields + f] + o[0];
+		return blk->offset + c->ranges.sec[g * sc->nfields + f] + o[0];
 	}
 	*len = rb;
-	return blk->offset + c->range_sec[g * sc->nfields + f] +
+	return blk->offset + c->ranges.sec[g * sc->nfields + f] +
 	       (uint64_t)i * rb;
 }
 
@@ -108,11 +109,11 @@ static int load_record_sums(struct loader_core *c, char *err, size_t errlen)
 {
 	const struct dataset *ds = c->ds;
 
-	c->record_sums = calloc(ds->nshards ? ds->nshards : 1,
-				sizeof(*c->record_sums));
-	if (!c->record_sums)
+	c->ranges.record_sums = calloc(ds->nshards ? ds->nshards : 1,
+				       sizeof(*c->ranges.record_sums));
+	if (!c->ranges.record_sums)
 		return -ENOMEM;
-	c->record_sums_shards = ds->nshards;
+	c->ranges.record_sums_shards = ds->nshards;
 	for (uint32_t s = 0; s < ds->nshards; s++) {
 		const struct shard_file *sf = &ds->shards[s];
 		uint64_t len = sf->record_sums_length;
@@ -121,15 +122,16 @@ static int load_record_sums(struct loader_core *c, char *err, size_t errlen)
 		if (len == 0)
 			continue;
 		/* len is record_count * 8, inside the file (shard_parse). */
-		if (c->record_sums_bytes + len > SLUICE_RANGE_SUMS_MAX)
+		if (c->ranges.record_sums_bytes + len > SLUICE_RANGE_SUMS_MAX)
 			break;
-		c->record_sums[s] = malloc((size_t)len);
-		if (!c->record_sums[s])
+		c->ranges.record_sums[s] = malloc((size_t)len);
+		if (!c->ranges.record_sums[s])
 			return -ENOMEM;
-		r = shard_read_record_sums(sf, c->record_sums[s], err, errlen);
+		r = shard_read_record_sums(sf, c->ranges.record_sums[s], err,
+					   errlen);
 		if (r < 0)
 			return r;
-		c->record_sums_bytes += len;
+		c->ranges.record_sums_bytes += len;
 	}
 	return 0;
 }
@@ -157,7 +159,7 @@ static int load_resident_fields(struct loader_core *c, char *err,
 		     sc->fields[f].record_bytes >
 			     sc->fields[largest].record_bytes))
 			largest = f;
-	c->ranges_main_field = largest;
+	c->ranges.main_field = largest;
 	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
 		return 0;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
@@ -168,17 +170,17 @@ static int load_resident_fields(struct loader_core *c, char *err,
 		    __builtin_mul_overflow(rb, ds->record_count, &len) ||
 		    total + len > RANGE_RESIDENT_MAX)
 			continue;
-		c->range_resident[f] = malloc(len ? (size_t)len : 1);
-		if (!c->range_resident[f])
+		c->ranges.resident[f] = malloc(len ? (size_t)len : 1);
+		if (!c->ranges.resident[f])
 			return -ENOMEM;
 		total += len;
 		for (uint32_t s = 0; s < ds->nshards; s++) {
-			const uint64_t *sec = c->range_sec
-				? c->range_sec + c->shard_block_base[s] *
+			const uint64_t *sec = c->ranges.sec
+				? c->ranges.sec + c->shard_block_base[s] *
 							 sc->nfields
 				: NULL;
 			int r = shard_read_field(sc, &ds->shards[s], f, sec,
-						 c->range_resident[f] +
+						 c->ranges.resident[f] +
 							 ds->shard_first[s] * rb,
 						 err, errlen);
 
@@ -199,7 +201,7 @@ static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
 		if (!range_block(c, g))
 			continue;
 		/* offsets[n] of block g: checked against its raw size */
-		sum += c->range_offs[f][c->block_first[g + 1] + g];
+		sum += c->ranges.offs[f][c->block_first[g + 1] + g];
 		n += c->block_first[g + 1] - c->block_first[g];
 	}
 	return n ? sum / n : 0;
@@ -237,17 +239,18 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 		if (r < 0)
 			return r;
 	}
-	c->ranges_max_reads = c->cfg.batch_size * sc->nfields;
-	c->ranges = 1;
-	c->ranges_all = 1;
+	c->ranges.max_reads = c->cfg.batch_size * sc->nfields;
+	c->ranges.on = 1;
+	c->ranges.all = 1;
 	for (uint64_t g = 0; g < c->nblocks; g++) {
 		if (range_block(c, g))
 			any = 1;
 		else
-			c->ranges_all = 0;
+			c->ranges.all = 0;
 	}
 	if (!any) {
-		c->ranges = c->ranges_all = 0;  /* v1/v2 shards, zstd blocks */
+		/* v1/v2 shards, zstd blocks */
+		c->ranges.on = c->ranges.all = 0;
 		return 0;
 	}
 	r = load_resident_fields(c, err, errlen);
@@ -263,14 +266,14 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 
 		if (sc->fields[f].variable)
 			env = align_up(variable_mean(c, f), 4096) + 4096;
-		if (!c->range_resident[f])
-			c->ranges_io_want += env;
+		if (!c->ranges.resident[f])
+			c->ranges.io_want += env;
 	}
-	if (__builtin_mul_overflow(c->ranges_io_want,
+	if (__builtin_mul_overflow(c->ranges.io_want,
 				   (uint64_t)c->cfg.batch_size *
 					   c->cfg.prefetch_depth,
-				   &c->ranges_io_want))
-		c->ranges_io_want = UINT64_MAX;
+				   &c->ranges.io_want))
+		c->ranges.io_want = UINT64_MAX;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		uint64_t big = 0;
 
@@ -278,13 +281,13 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 				     k < c->ds->nshards; k++)
 			if (c->ds->shards[k].max_value_bytes[f] > big)
 				big = c->ds->shards[k].max_value_bytes[f];
-		if (__builtin_add_overflow(c->ranges_io_want, big,
-					   &c->ranges_io_want))
-			c->ranges_io_want = UINT64_MAX;
+		if (__builtin_add_overflow(c->ranges.io_want, big,
+					   &c->ranges.io_want))
+			c->ranges.io_want = UINT64_MAX;
 	}
-	c->range_pieces = malloc(c->ranges_max_reads *
-				 sizeof(*c->range_pieces));
-	if (!c->range_pieces)
+	c->ranges.pieces = malloc(c->ranges.max_reads *
+				  sizeof(*c->ranges.pieces));
+	if (!c->ranges.pieces)
 		return -ENOMEM;
 	return 0;
 }
@@ -292,23 +295,24 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 void ranges_close(struct loader_core *c)
 {
 	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
-		free(c->range_resident[f]);
-		c->range_resident[f] = NULL;
+		free(c->ranges.resident[f]);
+		c->ranges.resident[f] = NULL;
 	}
 	/* Not c->ds: the core may outlive the dataset (a consumer holding
 	 * tensors after close). */
-	for (uint32_t s = 0; c->record_sums && s < c->record_sums_shards; s++)
-		free(c->record_sums[s]);
-	free(c->record_sums);
-	free(c->range_pieces);
-	free(c->range_sec);
+	for (uint32_t s = 0;
+	     c->ranges.record_sums && s < c->ranges.record_sums_shards; s++)
+		free(c->ranges.record_sums[s]);
+	free(c->ranges.record_sums);
+	free(c->ranges.pieces);
+	free(c->ranges.sec);
 	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
-		free(c->range_offs[f]);
-		c->range_offs[f] = NULL;
+		free(c->ranges.offs[f]);
+		c->ranges.offs[f] = NULL;
 	}
-	c->range_sec = NULL;
-	c->record_sums = NULL;
-	c->range_pieces = NULL;
+	c->ranges.sec = NULL;
+	c->ranges.record_sums = NULL;
+	c->ranges.pieces = NULL;
 }
 
 /* Block @g is read by range: raw, its layout known (load_layout), and its
@@ -318,11 +322,11 @@ int range_block(const struct loader_core *c, uint64_t g)
 	uint32_t shard;
 	const struct shard_block *blk;
 
-	if (!c->ranges)
+	if (!c->ranges.on)
 		return 0;
 	blk = loader_block(c, g, &shard);
 	return blk->codec == DLS_CODEC_RAW &&
-	       (!c->range_sec ||
-		c->range_sec[g * c->ds->schema.nfields] != UINT64_MAX) &&
-	       (!c->cfg.verify || c->record_sums[shard]);
+	       (!c->ranges.sec ||
+		c->ranges.sec[g * c->ds->schema.nfields] != UINT64_MAX) &&
+	       (!c->cfg.verify || c->ranges.record_sums[shard]);
 }

@@ -30,14 +30,14 @@ void read_ahead_open(struct loader_core *c)
 
 	if (most < 4)
 		most = 4;
-	c->ahead_max = n < most ? n : (uint32_t)most;
-	c->ahead_limit = c->ahead_max;
+	c->ahead.max = n < most ? n : (uint32_t)most;
+	c->ahead.limit = c->ahead.max;
 }
 
 void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
 			      uint64_t now)
 {
-	struct read_ahead_window *w = &c->ahead_window;
+	struct read_ahead_window *w = &c->ahead.window;
 	uint64_t span, want, most;
 
 	if (w->reads == 0 || latency_ns < w->fastest_ns)
@@ -50,10 +50,10 @@ void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
 	/* blocks in flight that bandwidth x latency asks for, twice */
 	want = 2 * (w->reads * w->fastest_ns + span - 1) / span;
 	/* at most every entry a batch does not need */
-	most = c->nentries > c->need ? c->nentries - c->need : 0;
+	most = c->cache.nentries > c->need ? c->cache.nentries - c->need : 0;
 	if (want > most)
 		want = most;
-	c->ahead_limit = want > c->ahead_max ? (uint32_t)want : c->ahead_max;
+	c->ahead.limit = want > c->ahead.max ? (uint32_t)want : c->ahead.max;
 	w->reads = 0;
 }
 
@@ -61,10 +61,10 @@ void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
  * its batch is not read again for the read-ahead either). */
 static int cached_or_coming(const struct loader_core *c, uint64_t g)
 {
-	int32_t have = c->block_entry[g];
+	int32_t have = c->cache.block_entry[g];
 
-	return have >= 0 && (c->entries[have].direct ||
-			     cache_usable(c, &c->entries[have]));
+	return have >= 0 && (c->cache.entries[have].direct ||
+			     cache_usable(c, &c->cache.entries[have]));
 }
 
 /*
@@ -80,9 +80,9 @@ static int lru_head_waits(const struct loader_core *c)
 {
 	const struct cache_entry *e;
 
-	if (c->lru_head == UINT32_MAX)
+	if (c->cache.lru_head == UINT32_MAX)
 		return 0;
-	e = &c->entries[c->lru_head];
+	e = &c->cache.entries[c->cache.lru_head];
 	return e->ahead_unused && e->claim_pass == c->plan_pass;
 }
 
@@ -92,29 +92,30 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 
 	/* looking no further ahead than that many blocks' worth of
 	 * records */
-	uint64_t horizon = c->nblocks ? (uint64_t)c->ahead_limit *
+	uint64_t horizon = c->nblocks ? (uint64_t)c->ahead.limit *
 		(c->ds->record_count / c->nblocks + 1) : 0;
 
-	while (c->ahead_inflight < c->ahead_limit && c->lru_count > c->need) {
+	while (c->ahead.inflight < c->ahead.limit &&
+	       c->cache.lru_count > c->need) {
 		struct sampler_span sp;
 		uint64_t i, pos;
 		int full = 0;
 
-		if (c->ahead_batch < c->plan_batch) {
-			c->ahead_batch = c->plan_batch;
-			c->ahead_rec = 0;
+		if (c->ahead.batch < c->plan_batch) {
+			c->ahead.batch = c->plan_batch;
+			c->ahead.rec = 0;
 		}
-		pos = (c->ahead_batch - c->plan_batch) * batch + c->ahead_rec;
-		if (c->ahead_batch >= c->sampler.nbatches ||
+		pos = (c->ahead.batch - c->plan_batch) * batch + c->ahead.rec;
+		if (c->ahead.batch >= c->sampler.nbatches ||
 		    pos > horizon ||
-		    c->ahead_rec >= sampler_batch_count(&c->sampler,
-							c->ahead_batch))
+		    c->ahead.rec >= sampler_batch_count(&c->sampler,
+							c->ahead.batch))
 			return;
 		/* A run of positions and the blocks it needs (a whole
 		 * window's), not record by record: a window of tiny records
 		 * holds millions. */
-		i = c->ahead_batch * batch + c->ahead_rec;
-		sampler_span(&c->sampler, i, &c->ahead_memo, &sp);
+		i = c->ahead.batch * batch + c->ahead.rec;
+		sampler_span(&c->sampler, i, &c->ahead.memo, &sp);
 		if (sp.nblocks == 0) {
 			sp.one = loader_block_of(c, sp.record);
 			sp.blocks = &sp.one;
@@ -124,28 +125,28 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 			uint64_t g = sp.blocks[k];
 			uint32_t e;
 
-			if (c->ahead_inflight >= c->ahead_limit ||
-			    c->lru_count <= c->need || lru_head_waits(c)) {
+			if (c->ahead.inflight >= c->ahead.limit ||
+			    c->cache.lru_count <= c->need || lru_head_waits(c)) {
 				full = 1; /* come back to this span */
 				break;
 			}
 			if (cached_or_coming(c, g) || range_block(c, g) ||
 			    (sp.nblocks == 1 &&
-			     direct_would_take(c, c->ahead_batch, c->ahead_rec,
+			     direct_would_take(c, c->ahead.batch, c->ahead.rec,
 					       g)) ||
 			    cache_claim(c, g, c->io_need_bytes, &e) != 1)
 				continue;
-			c->entries[e].ahead = 1;
-			c->entries[e].ahead_unused = 1;
-			c->ahead_inflight++;
+			c->cache.entries[e].ahead = 1;
+			c->cache.entries[e].ahead_unused = 1;
+			c->ahead.inflight++;
 			entry_prepare_read(c, e);
-			c->submit[(*nsubmit)++] = &c->entries[e].rd;
+			c->submit[(*nsubmit)++] = &c->cache.entries[e].rd;
 		}
 		if (full)
 			return;
 		i += sp.positions;
-		c->ahead_batch = i / batch;
-		c->ahead_rec = (uint32_t)(i % batch);
+		c->ahead.batch = i / batch;
+		c->ahead.rec = (uint32_t)(i % batch);
 	}
 }
 

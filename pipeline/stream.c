@@ -23,7 +23,7 @@
 int stream_open(struct loader_core *c)
 {
 	struct stream_pool *p = &c->streams;
-	uint32_t n = c->nentries < STREAM_STATES_MAX ? c->nentries
+	uint32_t n = c->cache.nentries < STREAM_STATES_MAX ? c->cache.nentries
 						     : STREAM_STATES_MAX;
 
 	if (!c->cfg.verify || (sluice_loader_config_forced(&c->cfg) &
@@ -92,19 +92,20 @@ void stream_on_landed(void *ctx, struct io_read *rd)
 	}
 	e->stream.queued = 1;
 	jobs_push_locked(c, (struct job){ JOB_STREAM,
-					  (uint32_t)(e - c->entries), 0, 1 });
+					  (uint32_t)(e - c->cache.entries),
+					  0, 1 });
 out:
 	pthread_mutex_unlock(&c->mu);
 }
 
 void stream_part(struct loader_core *c, uint32_t i)
 {
-	struct cache_entry *e = &c->entries[i];
+	struct cache_entry *e = &c->cache.entries[i];
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	/* raw blocks are their batches' bytes: upload them as they land */
-	int upload = c->gather && blk->codec == DLS_CODEC_RAW &&
+	int upload = c->gather.on && blk->codec == DLS_CODEC_RAW &&
 		     blk->stored_size == blk->raw_size;
 	uint64_t hashed = e->stream.hashed, t0 = now_ns();
 	uint64_t cpu0 = thread_cpu_ns(), upload_cpu = 0;

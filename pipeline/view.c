@@ -35,17 +35,17 @@ void views_init(struct loader_core *c)
 
 	/* A cache that holds every block keeps them clean for the next
 	 * epochs: a viewed block would be read again each pass (cache.c). */
-	c->views = !(c->dev_info.caps & DEVICE_CAP_MIRROR) && !c->cache_all;
+	c->views.on = !(c->dev_info.caps & DEVICE_CAP_MIRROR) && !c->cache.all;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (sc->fields[f].variable)
-			c->views = 0;
+			c->views.on = 0;
 	/* A stream that repeats within an epoch delivers some records
 	 * twice in one pass: a later batch would read (or view) the rows a
 	 * consumer wrote into.  Such mixtures copy every batch; their
 	 * batches mix streams and rarely sit in one block anyway. */
 	for (uint32_t i = 0; i < c->sampler.nstreams; i++)
 		if (c->sampler.streams[i].samples > c->sampler.streams[i].records)
-			c->views = 0;
+			c->views.on = 0;
 }
 
 /* The writable address of the decoded bytes (e->raw is the same, const). */
@@ -73,10 +73,11 @@ static int room_for_view(const struct loader_core *c,
 {
 	if (e->view_refs)
 		return 1;
-	return (uint64_t)c->view_entries + 1 + 2 * c->need <= c->nentries &&
-	       c->view_bytes + e->mem_len + 2 * c->io_need_bytes <=
+	return (uint64_t)c->views.entries + 1 + 2 * c->need <=
+		       c->cache.nentries &&
+	       c->views.bytes + e->mem_len + 2 * c->io_need_bytes <=
 		       c->io_bytes &&
-	       pool_longest_free_after(&c->view_pool, e->mem_off,
+	       pool_longest_free_after(&c->views.pool, e->mem_off,
 				       e->mem_len) >= c->io_batch_max;
 }
 
@@ -92,10 +93,10 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	uint32_t first;
 	uint8_t *base;
 
-	if (!c->views || s->nentries != 1 || s->count == 0 ||
+	if (!c->views.on || s->nentries != 1 || s->count == 0 ||
 	    s->delivered != s->count || s->has_mem)
 		return 0;
-	e = &c->entries[s->entries[0]];
+	e = &c->cache.entries[s->entries[0]];
 	/* A batch of another pass (another epoch, or this one restarted)
 	 * may hold the block too, and its consumer may have written into it. */
 	if (e->state != ENTRY_READY || !room_for_view(c, e) ||
@@ -112,11 +113,11 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 		s->view[f] = base + (e->view.data[f] - e->raw) +
 			     (uint64_t)first * sc->fields[f].record_bytes;
 	if (e->view_refs++ == 0) {
-		c->view_entries++;
-		c->view_bytes += e->mem_len;
+		c->views.entries++;
+		c->views.bytes += e->mem_len;
 		e->view_pass = s->pass;
 		/* free there: the entry's memory is its own */
-		(void)pool_take(&c->view_pool, e->mem_off, e->mem_len);
+		(void)pool_take(&c->views.pool, e->mem_off, e->mem_len);
 	}
 	e->exposed = 1;
 	s->viewed = 1;
@@ -133,12 +134,12 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 void slot_unview_locked(struct loader_core *c, struct slot *s)
 {
 	for (uint32_t k = 0; k < s->nentries; k++) {
-		struct cache_entry *e = &c->entries[s->entries[k]];
+		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 
 		if (--e->view_refs == 0) {
-			c->view_entries--;
-			c->view_bytes -= e->mem_len;
-			pool_free(&c->view_pool, e->mem_off, e->mem_len);
+			c->views.entries--;
+			c->views.bytes -= e->mem_len;
+			pool_free(&c->views.pool, e->mem_off, e->mem_len);
 		}
 		cache_unpin(c, s->entries[k]);
 	}

@@ -1,0 +1,42 @@
+/*
+ * gather.h - batches gathered on the device (gather.c): the state each
+ * slot and the loader keep for it.
+ */
+#ifndef SLUICE_PIPELINE_GATHER_H
+#define SLUICE_PIPELINE_GATHER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct gather_run;
+struct loader_core;
+struct slot;
+
+/* A slot's: device gather (gather.c): the batch's copy runs, allocated
+ * only when the loader gathers. */
+struct slot_gather {
+	struct gather_run *runs;
+	uint32_t nruns;
+	int gathering;          /* this batch is gathered on the device */
+};
+
+/* The loader's: device gather (gather.c) */
+struct loader_gather {
+	int on;                     /* on: eligible batches are gathered */
+	int lost_to_chunks;         /* would be on, but the loader is
+				       chunked */
+	_Atomic uint64_t batches_gathered, runs, device_upload_bytes;
+};
+
+int gather_wanted(const struct loader_core *c);
+uint32_t gather_runs_max(const struct loader_core *c);
+void gather_init(struct loader_core *c);
+int slot_gather_init(const struct loader_core *c, struct slot *s);
+int slot_gathers(const struct loader_core *c, const struct slot *s);
+void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
+		       uint64_t dst, uint64_t len);
+uint64_t gather_plan(struct loader_core *c, struct slot *s);
+int gather_submit(struct loader_core *c, struct slot *s);
+int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
+
+#endif /* SLUICE_PIPELINE_GATHER_H */

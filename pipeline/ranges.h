@@ -1,0 +1,112 @@
+/*
+ * ranges.h - record-range reads (ranges.c; what is known from open:
+ * ranges_open.c): the reads and pieces of a batch's record ranges, the
+ * state each slot and the loader keep for them.
+ */
+#ifndef SLUICE_PIPELINE_RANGES_H
+#define SLUICE_PIPELINE_RANGES_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlpack_shard.h"
+#include "../io/ring.h"
+#include "jobs.h"
+
+struct loader_core;
+struct slot;
+
+/* rec_entry of a record read by its byte ranges (ranges.c), which has
+ * no cache entry. */
+#define RANGE_ENTRY UINT32_MAX
+
+/* One io_uring read of a batch's record ranges (ranges.c): neighbouring
+ * records' ranges coalesced.  Its io_read's user is NULL, which tells it
+ * from a cache entry's read (user: the entry). */
+struct range_read {
+	struct io_read rd;      /* first: the ring hands back &rd */
+	struct slot *slot;
+	uint64_t buf_off;       /* where it lands in the slot's ranges.buf */
+	uint64_t submit_ns;
+	int error;              /* negative when the read failed */
+};
+
+/* One field of one record, to be read (ranges.c; allocated for the
+ * planner at open, ranges_open.c). */
+struct range_piece {
+	uint32_t file;
+	uint32_t slot_index;    /* r * nfields + f */
+	uint64_t offset, len;
+};
+
+/* A slot's record-range reads (ranges.c), arrays allocated only when
+ * the loader uses them.  The records whose rec_entry is RANGE_ENTRY are
+ * read by range into buf (io pool), verified, then gathered. */
+struct slot_ranges {
+	uint32_t nranged;       /* such records [mu] */
+	uint64_t *rec_block;    /* their global block */
+	uint64_t *rec_src;      /* [r * nfields + f]: field f of record r in
+				   buf */
+	uint8_t *rec_bad;       /* 1: failed its checksum or read */
+	struct range_read *reads;
+	uint32_t nreads;
+	uint32_t reads_pending; /* reads not back yet [mu] */
+	uint32_t parts_left;    /* verify parts running [mu] */
+	int failed;             /* a read failed: look records up [mu] */
+	int error;              /* fatal (not corrupt data) read error [mu] */
+	int verify_in_copy;     /* checksums checked by the assembly, record
+				   by record before its copy (ranges.c) */
+	uint64_t off, len;      /* in the io pool; 0 len: none [mu] */
+	uint8_t *buf;
+};
+
+/* The loader's: record-range reads (ranges.c) */
+struct loader_ranges {
+	int on;                     /* on: eligible records read by range */
+	int all;                    /* every block is */
+	uint64_t io_want;           /* io memory their batches in flight
+				       take at most (budget.c adds it) */
+	uint32_t main_field;        /* the largest: verified in its copy */
+	uint8_t *resident[DLS_MAX_FIELDS]; /* small fields of every
+				       record, read at open; NULL: by range */
+	/* Datasets with variable fields: their raw blocks' layout, read at
+	 * open (shard_read_layout).  NULL when every field is fixed. */
+	uint64_t *sec;              /* [g * nfields + f]: section start in
+				       block g; [g * nfields] UINT64_MAX: g
+				       is read whole */
+	uint64_t *offs[DLS_MAX_FIELDS]; /* variable field f: block g's
+				       offsets at block_first[g] + g */
+	uint64_t layout_bytes;      /* what they take (RANGE_SUMS_MAX) */
+	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
+				       (its blocks are read whole when
+				       verify is on) */
+	uint32_t record_sums_shards; /* entries of record_sums */
+	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
+	uint32_t max_reads;         /* batch_size * fields */
+	struct range_piece *pieces; /* the planner's scratch */
+	_Atomic uint64_t reads, records;
+};
+
+/* ranges_open.c */
+int ranges_open(struct loader_core *c, char *err, size_t errlen);
+void ranges_close(struct loader_core *c);
+int range_block(const struct loader_core *c, uint64_t g);
+/* Where field @f of record @i of block @g lies in its file; its length in
+ * @len. */
+uint64_t record_field_at(const struct loader_core *c, uint64_t g,
+			 uint32_t i, uint32_t f, uint64_t *len);
+
+/* ranges.c */
+int slot_ranges_init(struct loader_core *c, struct slot *s);
+void slot_ranges_free(struct slot *s);
+int ranges_plan_locked(struct loader_core *c, struct slot *s,
+		       unsigned *nsubmit);
+void range_read_done_locked(struct loader_core *c, struct io_read *rd);
+void ranges_verify_part(struct loader_core *c, struct job j);
+void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
+int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
+uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
+			  uint32_t from, uint32_t to);
+
+#endif /* SLUICE_PIPELINE_RANGES_H */
