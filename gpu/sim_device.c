@@ -82,17 +82,18 @@ static int slot_enqueue(struct sim_device *sd, uint32_t i, struct sim_op *op,
 			int gather)
 {
 	struct sim_slot *s = &sd->slot[i];
+	uint64_t nth;
 	int r;
 
 	sim_lock();
-	sd->copies++;
-	if ((sd->faults & SIM_FAULT_COPY_ERROR) && sd->copies == sd->fail_copy) {
+	nth = ++sd->copies;     /* other threads count too: read it here */
+	if ((sd->faults & SIM_FAULT_COPY_ERROR) && nth == sd->fail_copy) {
 		sim_unlock();
 		free(op);
 		device_record_error(&sd->base,
 				    "simulated %s %llu (slot %u) failed (asked)",
 				    gather ? "gather" : "copy",
-				    (unsigned long long)sd->copies, i);
+				    (unsigned long long)nth, i);
 		return -SLUICE_ECUDA;
 	}
 	r = slot_note_locked(s, op);

@@ -886,7 +886,8 @@ struct sluice_stats {
 };
 
 /**
- * sluice_loader_stats - copy the counters (all monotonic since open) into
+ * sluice_loader_stats - copy the counters (monotonic since open, but the
+ * gauges prefetch_depth, memory and read_ahead_blocks) into
  * @st: its first st->size bytes at most (st->size set by the caller to
  * sizeof(*st)); st->size then says how many bytes were filled.
  * @return: 0 or -EINVAL (no loader, NULL @st, st->size 0).

@@ -113,6 +113,7 @@ void cache_unpin(struct loader_core *c, uint32_t i)
 	if (e->state == ENTRY_FAILED || e->state == ENTRY_EMPTY) {
 		forget_block(c, i);
 		e->state = ENTRY_EMPTY;
+		e->ahead_unused = 0;
 	}
 	/* Its decoded bytes were its batch's memory (direct.c). */
 	if (e->forget) {
@@ -140,6 +141,7 @@ static void cache_evict(struct loader_core *c, uint32_t i)
 	if (e->state != ENTRY_EMPTY)
 		forget_block(c, i);
 	e->state = ENTRY_EMPTY;
+	e->ahead_unused = 0;
 	if (e->mem_len) {
 		if (e->in_lru)
 			c->cache.lru_bytes -= e->mem_len;
@@ -158,14 +160,27 @@ void cache_evict_all(struct loader_core *c)
 		cache_evict(c, v);
 }
 
+/* @e holds a block the read-ahead read for a batch of this pass that
+ * has not claimed it yet. */
+static int waits_for_batch(const struct loader_core *c,
+			   const struct cache_entry *e)
+{
+	return e->ahead_unused && e->claim_pass == c->plan_pass &&
+	       e->mem_len;
+}
+
 /* @len bytes of io memory, evicting the least recently used blocks
- * until a range is free.  0 or -EAGAIN. */
-int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off)
+ * (but those waiting for their batch when @spare) until a range is free.
+ * 0 or -EAGAIN. */
+static int alloc_io(struct loader_core *c, uint64_t len, uint64_t *off,
+		    int spare)
 {
 	uint32_t v = c->cache.lru_head;
 
 	while (pool_alloc(&c->io_pool, len, off)) {
-		while (v != NIL && c->cache.entries[v].mem_len == 0)
+		while (v != NIL && (c->cache.entries[v].mem_len == 0 ||
+				    (spare && waits_for_batch(
+						c, &c->cache.entries[v]))))
 			v = c->cache.entries[v].lru_next;
 		if (v == NIL)
 			return -EAGAIN;
@@ -174,14 +189,19 @@ int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off)
 	return 0;
 }
 
+int cache_alloc_io(struct loader_core *c, uint64_t len, uint64_t *off)
+{
+	return alloc_io(c, len, off, 0);
+}
+
 /* io memory for @blk in entry @i.  0 or -EAGAIN. */
 static int cache_take_memory(struct loader_core *c, uint32_t i,
-			     const struct shard_block *blk)
+			     const struct shard_block *blk, int spare)
 {
 	struct cache_entry *e = &c->cache.entries[i];
 	uint64_t len = block_io_bytes(blk), off;
 
-	if (cache_alloc_io(c, len, &off))
+	if (alloc_io(c, len, &off, spare))
 		return -EAGAIN;
 	e->mem_off = off;
 	e->mem_len = len;
@@ -207,11 +227,13 @@ int cache_usable(const struct loader_core *c, const struct cache_entry *e)
  * Pin the entry of @block, taking a free one (and setting it EMPTY, with
  * io memory for the block) when the block is not cached.  @keep: io
  * memory that must stay reclaimable afterwards (read-ahead leaves the
- * next batch its room).  @return: 1 when the block must be read, 0 when
- * it is cached or on its way, -EAGAIN when no entry or memory is free.
+ * next batch its room).  @spare: evict no block waiting for its batch
+ * (the read-ahead's own claims).  @return: 1 when the block must be
+ * read, 0 when it is cached or on its way, -EAGAIN when no entry or
+ * memory is free.
  */
-int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
-		uint32_t *entry)
+static int claim(struct loader_core *c, uint64_t block, uint64_t keep,
+		 int spare, uint32_t *entry)
 {
 	int32_t have = c->cache.block_entry[block];
 	const struct shard_block *blk;
@@ -237,9 +259,13 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	if (keep && cache_reclaimable(c) < block_io_bytes(blk) + keep)
 		return -EAGAIN;
 	i = c->cache.lru_head;
+	while (spare && i != NIL && waits_for_batch(c, &c->cache.entries[i]))
+		i = c->cache.entries[i].lru_next;
+	if (i == NIL)
+		return -EAGAIN;
 	cache_lru_remove(c, i);
 	cache_evict(c, i);
-	if (cache_take_memory(c, i, blk)) {
+	if (cache_take_memory(c, i, blk, spare)) {
 		cache_lru_push(c, i);
 		return -EAGAIN;
 	}
@@ -257,6 +283,22 @@ int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	c->cache.block_entry[block] = (int32_t)i;
 	*entry = i;
 	return 1;
+}
+
+int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
+		uint32_t *entry)
+{
+	return claim(c, block, keep, 0, entry);
+}
+
+int cache_claim_ahead(struct loader_core *c, uint64_t block, uint64_t keep,
+		      uint32_t *entry)
+{
+	int r = claim(c, block, keep, 1, entry);
+
+	if (r == 1)
+		c->cache.entries[*entry].ahead_unused = 1;
+	return r;
 }
 
 /* io memory every block of the dataset takes at once (budget.c's

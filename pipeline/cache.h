@@ -55,6 +55,7 @@ struct cache_entry {
 	int exposed;            /* viewed by batches of view_pass, whose
 				   consumers may write into it [mu] */
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
+	uint64_t read_back_ns;  /* when the ring handed it back [mu] */
 	struct stream_entry stream; /* checked as it lands (stream.c) */
 	struct io_read rd;
 };
@@ -77,6 +78,10 @@ void cache_lru_push(struct loader_core *c, uint32_t e);
 void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		uint32_t *entry);
+/* The read-ahead's claim: as cache_claim, but it evicts no block read
+ * ahead for a batch of this pass that has not claimed it yet. */
+int cache_claim_ahead(struct loader_core *c, uint64_t block, uint64_t keep,
+		      uint32_t *entry);
 uint64_t cache_reclaimable(const struct loader_core *c);
 int cache_usable(const struct loader_core *c, const struct cache_entry *e);
 void cache_evict_all(struct loader_core *c);

@@ -250,9 +250,12 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct cache_entry *e = rd->user;
 
-	if (!e)
+	if (!e) {
 		range_read_done_locked(c, rd);
-	else if (stream_read_back_locked(c, e) == 0)
+		return;
+	}
+	e->read_back_ns = now_ns();
+	if (stream_read_back_locked(c, e) == 0)
 		entry_read_done_locked(c, e);
 }
 
@@ -262,7 +265,9 @@ void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 	uint32_t i = (uint32_t)(e - c->cache.entries);
 
 	if (rd->result >= 0) {
-		uint64_t t = now_ns();
+		/* when the ring handed it back, not when a JOB_STREAM
+		 * handed it on (stream.c) */
+		uint64_t t = e->read_back_ns;
 
 		loader_span(c, SLUICE_STAGE_READ, e->submit_ns, t,
 			    (uint64_t)rd->result);

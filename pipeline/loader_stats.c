@@ -83,8 +83,8 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 c->ring_info.fallbacks);
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 			 c->dev_info.fallbacks);
-	if (sluice_loader_config_forced(&c->cfg) &
-	    SLUICE_FORCE_WHOLE_BLOCK_CHECKS)
+	if (c->cfg.verify && (sluice_loader_config_forced(&c->cfg) &
+			      SLUICE_FORCE_WHOLE_BLOCK_CHECKS))
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 "checksums taken once each block is whole (forced)");
 	if (c->window_asked) {

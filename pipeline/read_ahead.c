@@ -48,7 +48,8 @@ void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
 	if (span < AHEAD_WINDOW_NS || w->reads < 4)
 		return;
 	/* blocks in flight that bandwidth x latency asks for, twice */
-	want = 2 * (w->reads * w->fastest_ns + span - 1) / span;
+	/* the reads after the window's first, over the time since it */
+	want = (2 * (w->reads - 1) * w->fastest_ns + span - 1) / span;
 	/* at most every entry a batch does not need */
 	most = c->cache.nentries > c->need ? c->cache.nentries - c->need : 0;
 	if (want > most)
@@ -71,21 +72,10 @@ static int cached_or_coming(const struct loader_core *c, uint64_t g)
  * Read blocks that batches not yet planned will need, in the order they
  * will need them, while the cache has entries to spare beyond what the
  * next batch needs.  They stay pinned until decoded, then wait on the LRU
- * list for their batches.  Reads are appended to c->submit.
+ * list for their batches, which only the planner may evict: the
+ * read-ahead stops when nothing else is left to take.  Reads are
+ * appended to c->submit.
  */
-/* The next entry a claim would evict holds a block read ahead for a
- * batch of this pass not planned yet: the read-ahead has all the memory
- * it can take without undoing itself. */
-static int lru_head_waits(const struct loader_core *c)
-{
-	const struct cache_entry *e;
-
-	if (c->cache.lru_head == UINT32_MAX)
-		return 0;
-	e = &c->cache.entries[c->cache.lru_head];
-	return e->ahead_unused && e->claim_pass == c->plan_pass;
-}
-
 void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 {
 	uint64_t batch = c->cfg.batch_size;
@@ -124,20 +114,26 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 		for (uint64_t k = 0; k < sp.nblocks; k++) {
 			uint64_t g = sp.blocks[k];
 			uint32_t e;
+			int r;
 
 			if (c->ahead.inflight >= c->ahead.limit ||
-			    c->cache.lru_count <= c->need || lru_head_waits(c)) {
+			    c->cache.lru_count <= c->need) {
 				full = 1; /* come back to this span */
 				break;
 			}
 			if (cached_or_coming(c, g) || range_block(c, g) ||
 			    (sp.nblocks == 1 &&
 			     direct_would_take(c, c->ahead.batch, c->ahead.rec,
-					       g)) ||
-			    cache_claim(c, g, c->io_need_bytes, &e) != 1)
+					       g)))
+				continue;
+			r = cache_claim_ahead(c, g, c->io_need_bytes, &e);
+			if (r < 0) {
+				full = 1;
+				break;
+			}
+			if (r == 0)
 				continue;
 			c->cache.entries[e].ahead = 1;
-			c->cache.entries[e].ahead_unused = 1;
 			c->ahead.inflight++;
 			entry_prepare_read(c, e);
 			c->submit[(*nsubmit)++] = &c->cache.entries[e].rd;
@@ -149,4 +145,3 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 		c->ahead.rec = (uint32_t)(i % batch);
 	}
 }
-

@@ -109,6 +109,7 @@ void stream_part(struct loader_core *c, uint32_t i)
 		     blk->stored_size == blk->raw_size;
 	uint64_t hashed = e->stream.hashed, t0 = now_ns();
 	uint64_t cpu0 = thread_cpu_ns(), upload_cpu = 0;
+	int handed_on = 0;
 
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
@@ -118,14 +119,16 @@ void stream_part(struct loader_core *c, uint32_t i)
 			pthread_mutex_unlock(&c->mu);
 			block_hash_feed(e->stream.hash, stored + hashed,
 					to - hashed);
-			up_cpu0 = thread_cpu_ns();
 			/* a failed upload leaves the rest to the decode,
 			 * which says why */
-			if (upload && e->stream.uploaded == hashed &&
-			    gather_upload(c, stored + hashed, to - hashed) == 0)
+			if (upload && e->stream.uploaded == hashed) {
+				up_cpu0 = thread_cpu_ns();
+				upload = gather_upload(c, stored + hashed,
+						       to - hashed) == 0;
 				upload_cpu += thread_cpu_ns() - up_cpu0;
-			else
+			} else {
 				upload = 0;
+			}
 			atomic_fetch_add(&c->bytes_verified_landing, to - hashed);
 			pthread_mutex_lock(&c->mu);
 			if (upload)
@@ -137,10 +140,16 @@ void stream_part(struct loader_core *c, uint32_t i)
 		if (e->stream.read_back) {
 			e->stream.read_back = 0;
 			entry_read_done_locked(c, e);
+			handed_on = 1;
 		}
 		break;
 	}
 	pthread_mutex_unlock(&c->mu);
+	/* The I/O thread may sleep in the ring for a read that only this
+	 * hand-on settled: a failed read-ahead block's pin given back, a
+	 * read-ahead limit raised. */
+	if (handed_on)
+		io_ring_wake(c->ring);
 	/* gather_upload counted its own CPU as assembly's */
 	atomic_fetch_add(&c->cpu_verify_ns,
 			 thread_cpu_ns() - cpu0 - upload_cpu);

@@ -13,8 +13,9 @@ struct loader_core;
 struct cache_entry;
 struct shard_block;
 
-/* A cache entry's: set at its read's start; the job that streams it owns
- * hashed and uploaded, and changes them under the loader's mu. */
+/* A cache entry's: set at its read's start.  While a JOB_STREAM runs it
+ * owns the bytes below the read's landed, and hashed and uploaded, which
+ * it changes under the loader's mu; the decode owns them after it. */
 struct stream_entry {
 	struct block_hash *hash; /* from the pool once streamed; NULL: not */
 	uint64_t hashed;        /* stored bytes fed to it */
