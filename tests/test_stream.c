@@ -101,17 +101,16 @@ static sluice_loader *open_loader(sluice_dataset *ds, int device,
 	return ld;
 }
 
-/* Two epochs through the sim consumer (this thread's reads when the
- * device is the host's); every record once per epoch, every byte right. */
-static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
-		       const char *what)
+/* @epochs through the sim consumer (this thread's reads when the device
+ * is the host's), every byte checked, deliveries per record in @seen;
+ * the loader's stats in *@st. */
+static void run_epochs(sluice_dataset *ds, int device, int on_error,
+		       uint64_t memory, int epochs, uint32_t *seen,
+		       const char *what, struct sluice_stats *st)
 {
-	struct sluice_stats st = { .size = sizeof(st) };
-	uint32_t seen[N] = { 0 };
 	const char *const names[1] = { "img" };
 	struct sim_consumer c;
-	sluice_loader *ld = open_loader(ds, device, SLUICE_ON_ERROR_FAIL,
-					memory);
+	sluice_loader *ld = open_loader(ds, device, on_error, memory);
 
 	memset(&c, 0, sizeof(c));
 	c.names = names;
@@ -121,18 +120,31 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 	c.seen = seen;
 	c.records = N;
 	c.rng = sim_seed * 7 + 3;
-	for (int epoch = 0; epoch < 2; epoch++)
+	for (int epoch = 0; epoch < epochs; epoch++)
 		T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
 	sim_finish(&c);
 	if (c.bad)
 		T_FAIL_AT("%s: %llu of %llu batches wrong; first: %s", what,
 			  (unsigned long long)c.bad,
 			  (unsigned long long)c.batches, c.first_bad);
+	st->size = sizeof(*st);
+	T_OK(sluice_loader_stats(ld, st));
+	sluice_loader_close(ld);
+}
+
+/* Two epochs: every record once per epoch. */
+static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
+		       const char *what)
+{
+	struct sluice_stats st;
+	uint32_t seen[N] = { 0 };
+
+	run_epochs(ds, device, SLUICE_ON_ERROR_FAIL, memory, 2, seen, what,
+		   &st);
 	for (uint32_t i = 0; i < N; i++)
 		if (seen[i] != 2)
 			T_FAIL_AT("%s: record %u delivered %u times", what, i,
 				  seen[i]);
-	T_OK(sluice_loader_stats(ld, &st));
 	/* pieces of the 12 MiB blocks were hashed before their last one */
 	T_LT(0, st.bytes_verified_landing);
 	T_ASSERT(st.bytes_verified_landing <= st.read.bytes);
@@ -145,7 +157,6 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
 	       "uploaded\n", what, st.bytes_verified_landing / 1e6,
 	       st.read.bytes / 1e6, st.device_upload_bytes / 1e6);
-	sluice_loader_close(ld);
 }
 
 /* Flip the byte 6 MiB into shard 0's first block: in its fourth piece. */
@@ -191,27 +202,14 @@ static void cut_short(void *ctx, uint32_t file, uint64_t offset,
  * at most once.  @return: records skipped. */
 static uint64_t skip_epoch(sluice_dataset *ds, uint64_t memory)
 {
-	struct sluice_stats st = { .size = sizeof(st) };
+	struct sluice_stats st;
 	uint32_t seen[N] = { 0 };
-	const char *const names[1] = { "img" };
-	struct sim_consumer c;
-	sluice_loader *ld = open_loader(ds, SLUICE_DEVICE_HOST,
-					SLUICE_ON_ERROR_SKIP, memory);
 
-	memset(&c, 0, sizeof(c));
-	c.names = names;
-	c.ntensors = 1;
-	c.check = check_img;
-	c.seen = seen;
-	c.records = N;
-	T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
-	sim_finish(&c);
-	T_EQ(c.bad, 0);
+	run_epochs(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_SKIP, memory, 1,
+		   seen, "skip", &st);
 	for (uint32_t i = 0; i < N; i++)
 		T_ASSERT(seen[i] <= 1);
-	T_OK(sluice_loader_stats(ld, &st));
 	T_EQ(st.records + st.records_skipped, N);
-	sluice_loader_close(ld);
 	return st.records_skipped;
 }
 
