@@ -9,7 +9,8 @@
  * the middle of a block (a piece hashed early) fails the loader naming
  * shard and block, or is skipped with on_error=skip; so is a read that
  * ends early (a truncated file) after its first pieces were hashed: the
- * hashing job hands the failure on.
+ * hashing job hands the failure on.  Closing mid-epoch, with blocks being
+ * hashed and a batch held, frees everything (ASan, TSan).
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -147,12 +148,19 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 				  seen[i]);
 	/* pieces of the 12 MiB blocks were hashed before their last one */
 	T_LT(0, st.bytes_verified_landing);
-	T_ASSERT(st.bytes_verified_landing <= st.read.bytes);
+	/* reads still in flight for the next epoch (in the io memory) may
+	 * have pieces hashed and not be counted as read yet */
+	T_ASSERT(st.bytes_verified_landing <=
+		 st.read.bytes + st.io_memory_bytes);
 	if (device != SLUICE_DEVICE_HOST) {
-		/* every batch gathered; each block read uploaded once, some
-		 * of it piece by piece, the rest by the decode */
+		/* every batch gathered; each block decoded uploaded whole,
+		 * some of it piece by piece, the rest by the decode, and no
+		 * more than once: beyond that, only pieces of the reads in
+		 * flight for the next epoch (in the io memory) */
 		T_EQ(st.batches_gathered, st.batches);
-		T_EQ(st.device_upload_bytes, st.decode.bytes);
+		T_ASSERT(st.device_upload_bytes >= st.decode.bytes);
+		T_ASSERT(st.device_upload_bytes <=
+			 st.decode.bytes + st.io_memory_bytes);
 	}
 	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
 	       "uploaded\n", what, st.bytes_verified_landing / 1e6,
@@ -230,6 +238,26 @@ static void check_truncated_read(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Close after the first batch, with blocks being read and hashed, the
+ * consumer still holding that batch; and again after a few. */
+static void check_close_mid_epoch(sluice_dataset *ds)
+{
+	for (int taken = 1; taken <= 5; taken += 4) {
+		sluice_loader *ld = open_loader(ds, SLUICE_DEVICE_HOST,
+						SLUICE_ON_ERROR_FAIL,
+						56u << 20);
+		sluice_batch *b = NULL;
+
+		for (int k = 0; k < taken; k++) {
+			if (b)
+				sluice_batch_release(b);
+			T_OK(sluice_loader_next(ld, &b));
+		}
+		sluice_loader_close(ld);
+		sluice_batch_release(b);
+	}
+}
+
 static void check_corrupt(const char *dir)
 {
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -285,6 +313,7 @@ int main(void)
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
 		   "sim device, gathered, blocks evicted");
 	T_OK(unsetenv("SLUICE_DEVICE_SIM") ? -1 : 0);
+	check_close_mid_epoch(ds);
 	sluice_dataset_close(ds);
 	check_truncated_read(path);
 	check_corrupt(path);
