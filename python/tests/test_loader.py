@@ -197,6 +197,9 @@ def test_memory_budget(dataset):
         assert stats["memory_bytes"] == 64 << 10
         assert 0 < stats["io_memory_bytes"] < stats["memory_bytes"]
         assert stats["batches_over_budget"] > 0
+        # small blocks: read whole, none checked piece by piece
+        assert stats["bytes_verified_landing"] == 0
+        assert stats["read_ahead_blocks"] >= 2  # two per decode thread
         del kept
     with pytest.raises(sluice.SluiceError, match="memory_bytes"):
         sluice.Loader(dataset, batch_size=5000, device="cpu",
