@@ -39,6 +39,10 @@
 #define CPU_MIN_SECONDS 0.2   /* repeat small samples for a stable time */
 #define CPU_MAX_PASSES 1000
 #define CPU_MAX_RAW (1ull << 30)
+/* Threads that run the CPU probe at once, each with its own decode and
+ * copy buffers: at most this many, and their buffers at most a quarter
+ * of the RAM. */
+#define CPU_THREADS_MAX 32u
 
 void shards_summarize(const sluice_dataset *ds, struct shard_set *s)
 {
@@ -512,53 +516,182 @@ static int time_step(const struct sample_block *v, uint32_t n, int step,
 	return 0;
 }
 
+/* The steps' start line: every probe thread that started waits there
+ * for the others (how many is known once they are all created). */
+struct step_line {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint32_t parties, waiting, generation;
+	int counted;            /* parties is set */
+};
+
+static void step_line_wait(struct step_line *l)
+{
+	uint32_t gen;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->counted)
+		pthread_cond_wait(&l->cv, &l->mu);
+	gen = l->generation;
+	if (++l->waiting == l->parties) {
+		l->waiting = 0;
+		l->generation++;
+		pthread_cond_broadcast(&l->cv);
+	} else {
+		while (gen == l->generation)
+			pthread_cond_wait(&l->cv, &l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* One of the probe's threads: each step timed while every thread runs
+ * it, so that they share the memory bandwidth and caches as the loader's
+ * workers do. */
+struct cpu_worker {
+	pthread_t thread;
+	struct step_line *line;
+	const struct sample_block *v;
+	uint32_t n;
+	uint8_t *raw, *dst;
+	double seconds[3];      /* per pass, by enum cpu_step */
+	int r;
+};
+
+static void *cpu_worker_main(void *arg)
+{
+	struct cpu_worker *w = arg;
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	/* Decompress first: the copy step reads what it leaves. */
+	static const int order[3] = { STEP_DECOMPRESS, STEP_VERIFY,
+				      STEP_COPY };
+
+	w->r = dctx ? 0 : -ENOMEM;
+	for (int k = 0; k < 3; k++) {
+		step_line_wait(w->line);
+		if (!w->r)
+			w->r = time_step(w->v, w->n, order[k], dctx, w->raw,
+					 w->dst, &w->seconds[order[k]]);
+	}
+	ZSTD_freeDCtx(dctx);
+	return NULL;
+}
+
+/* How many probe threads fit: @threads, at most CPU_THREADS_MAX, and
+ * their two buffers of @cap bytes each within a quarter of the RAM. */
+static uint32_t cpu_probe_threads(uint32_t threads, uint64_t cap)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page
+					     : 0;
+	uint32_t n = threads < CPU_THREADS_MAX ? threads : CPU_THREADS_MAX;
+
+	while (n > 1 && ram && (uint64_t)n * 2 * cap > ram / 4)
+		n--;
+	return n ? n : 1;
+}
+
+/* The median of @n values (sorts them). */
+static double median(double *v, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n ? v[n / 2] : 0;
+}
+
+/* Run the steps on up to @nw threads at once; each step's seconds per
+ * pass are the median thread's (out->threads_at_once: how many ran).
+ * @return: 0 or a thread's error. */
+static int cpu_steps_at_once(const struct sample_block *v, uint32_t n,
+			     uint32_t nw, uint64_t cap, struct cpu_limit *out)
+{
+	struct step_line line = { .parties = 0 };
+	struct cpu_worker *w = calloc(nw, sizeof(*w));
+	double *sec = calloc(nw, sizeof(*sec));
+	uint32_t started = 0;
+	int r = 0;
+
+	if (!w || !sec) {
+		free(w);
+		free(sec);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&line.mu, NULL);
+	pthread_cond_init(&line.cv, NULL);
+	for (uint32_t t = 0; t < nw; t++) {
+		w[t].raw = malloc(cap);
+		w[t].dst = malloc(cap);
+		w[t].line = &line;
+		w[t].v = v;
+		w[t].n = n;
+		if (!w[t].raw || !w[t].dst ||
+		    pthread_create(&w[t].thread, NULL, cpu_worker_main, &w[t]))
+			break;
+		started++;
+	}
+	pthread_mutex_lock(&line.mu);
+	line.parties = started;
+	line.counted = 1;
+	pthread_cond_broadcast(&line.cv);
+	pthread_mutex_unlock(&line.mu);
+	for (uint32_t t = 0; t < started; t++)
+		pthread_join(w[t].thread, NULL);
+	for (uint32_t t = 0; t < started && !r; t++)
+		r = w[t].r;
+	if (!started)
+		r = -ENOMEM;
+	for (int k = 0; k < 3 && !r; k++) {
+		for (uint32_t t = 0; t < started; t++)
+			sec[t] = w[t].seconds[k];
+		*(k == STEP_VERIFY ? &out->verify_s
+		  : k == STEP_DECOMPRESS ? &out->decompress_s
+					 : &out->copy_s) = median(sec, started);
+	}
+	out->threads_at_once = started;
+	for (uint32_t t = 0; t < nw; t++) {
+		free(w[t].raw);
+		free(w[t].dst);
+	}
+	pthread_mutex_destroy(&line.mu);
+	pthread_cond_destroy(&line.cv);
+	free(w);
+	free(sec);
+	return r;
+}
+
 int limit_cpu(const struct shard_set *s, uint32_t threads,
 	      struct cpu_limit *out, char *err, size_t errlen)
 {
 	struct sample_block *v = NULL;
-	uint8_t *raw = NULL, *dst = NULL;
-	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	uint64_t cap = s->max_raw < CPU_MAX_RAW ? s->max_raw : CPU_MAX_RAW;
 	uint32_t n = 0;
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	out->threads = threads;
-	if (!dctx)
-		return -ENOMEM;
+	if (cap == 0)
+		cap = 1;
 	r = load_sample(s, &v, &n, err, errlen);
-	if (!r) {
-		uint64_t cap = s->max_raw < CPU_MAX_RAW ? s->max_raw
-							: CPU_MAX_RAW;
-
-		raw = malloc(cap ? cap : 1);
-		dst = malloc(cap ? cap : 1);
-		if (!raw || !dst)
-			r = -ENOMEM;
-	}
 	for (uint32_t i = 0; i < n; i++) {
 		out->sample_stored += v[i].stored_size;
 		out->sample_raw += v[i].raw_size;
 	}
 	out->sample_blocks = n;
 	if (!r && n > 0) {
-		/* Decompress first: the copy step reads what it leaves. */
-		r = time_step(v, n, STEP_DECOMPRESS, dctx, raw, dst,
-			      &out->decompress_s);
-		if (!r)
-			r = time_step(v, n, STEP_VERIFY, dctx, raw, dst,
-				      &out->verify_s);
-		if (!r)
-			r = time_step(v, n, STEP_COPY, dctx, raw, dst,
-				      &out->copy_s);
+		r = cpu_steps_at_once(v, n, cpu_probe_threads(threads, cap),
+				      cap, out);
 		if (r == -SLUICE_EZSTD)
 			snprintf(err, errlen,
 				 "a sampled zstd block does not decompress to its raw size");
+		else if (r)
+			snprintf(err, errlen, "CPU probe: %s", strerror(-r));
 	}
 	for (uint32_t i = 0; i < n; i++)
 		free(v[i].stored);
 	free(v);
-	free(raw);
-	free(dst);
-	ZSTD_freeDCtx(dctx);
 	return r;
 }

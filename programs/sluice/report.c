@@ -49,7 +49,8 @@ struct figures {
 	double copy_dev_gbps;    /* bytes copied to the device per second */
 	double h2d_fraction;     /* copy_dev_gbps over the PCIe probe */
 	double gpu_idle;         /* 1 - compute time / wall; -1: n/a */
-	double decompress_gbps;  /* threads x one thread, zstd only */
+	double decompress_gbps;  /* threads x one thread (timed while the
+				    others ran too), zstd only */
 	double verify_gbps, copy_gbps;
 	const struct limit *binding;  /* the nearest limit */
 	double achieved;         /* samples_s / binding->records_s */
@@ -359,17 +360,19 @@ void report_text(FILE *f, const struct bench_report *r)
 	if (r->cpu && r->cpu->sample_blocks) {
 		if (r->shards && r->shards->zstd_blocks)
 			snprintf(buf, sizeof(buf),
-				 "%u threads x (zstd %.3f + verify %.3f + copy %.3f GB/s per thread)",
+				 "%u threads x (zstd %.3f + verify %.3f + copy %.3f GB/s per thread, %u at once)",
 				 r->cpu->threads,
 				 div0(x.decompress_gbps, r->cpu->threads),
 				 div0(x.verify_gbps, r->cpu->threads),
-				 div0(x.copy_gbps, r->cpu->threads));
+				 div0(x.copy_gbps, r->cpu->threads),
+				 r->cpu->threads_at_once);
 		else
 			snprintf(buf, sizeof(buf),
-				 "decompression n/a (raw); %u threads x (verify %.3f + memcpy %.3f GB/s per thread)",
+				 "decompression n/a (raw); %u threads x (verify %.3f + memcpy %.3f GB/s per thread, %u at once)",
 				 r->cpu->threads,
 				 div0(x.verify_gbps, r->cpu->threads),
-				 div0(x.copy_gbps, r->cpu->threads));
+				 div0(x.copy_gbps, r->cpu->threads),
+				 r->cpu->threads_at_once);
 		text_limit(f, &x.cpu, buf);
 	} else {
 		text_limit(f, &x.cpu, r->cpu_error ? r->cpu_error
@@ -615,6 +618,7 @@ static void json_limits(FILE *f, const struct bench_report *r,
 	if (c) {
 		fputs("\"cpu_probe\":{", f);
 		jint(f, "threads", c->threads, 0);
+		jint(f, "threads_at_once", c->threads_at_once, 0);
 		jint(f, "sample_blocks", c->sample_blocks, 0);
 		jint(f, "sample_stored_bytes", c->sample_stored, 0);
 		jint(f, "sample_raw_bytes", c->sample_raw, 0);

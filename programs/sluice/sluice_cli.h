@@ -171,9 +171,12 @@ struct disk_limit {
 struct cpu_limit {
 	uint32_t sample_blocks;
 	uint64_t sample_stored, sample_raw;
-	/* single-thread seconds for one pass over the sample */
+	/* seconds for one pass over the sample by one thread, while
+	 * threads_at_once threads each make theirs (the median thread) */
 	double verify_s, decompress_s, copy_s;
 	uint32_t threads;        /* decode workers that can run at once */
+	uint32_t threads_at_once; /* the probe's threads (CPU_THREADS_MAX,
+				     and their buffers, cap them) */
 };
 
 /* Read every shard once from @threads threads, O_DIRECT when @direct
