@@ -79,6 +79,9 @@ static int check_img(struct sim_pending *p)
 	return 0;
 }
 
+/* SLUICE_FORCE_* bits for the loaders opened from now on. */
+static unsigned forced;
+
 static sluice_loader *open_loader(sluice_dataset *ds, int device,
 				  int on_error, uint64_t memory)
 {
@@ -95,6 +98,7 @@ static sluice_loader *open_loader(sluice_dataset *ds, int device,
 	cfg.direct_io = SLUICE_DIRECT_IO_OFF;   /* pieces: buffered reads */
 	cfg.on_error = on_error;
 	cfg.memory_bytes = memory;
+	sluice_loader_config_force(&cfg, forced);
 	if (sluice_loader_open(ds, &cfg, &ld)) {
 		sluice_loader_error(ld, msg, sizeof(msg));
 		T_FAIL_AT("open: %s", msg);
@@ -146,8 +150,15 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		if (seen[i] != 2)
 			T_FAIL_AT("%s: record %u delivered %u times", what, i,
 				  seen[i]);
-	/* pieces of the 12 MiB blocks were hashed before their last one */
-	T_LT(0, st.bytes_verified_landing);
+	if (forced & SLUICE_FORCE_WHOLE_BLOCK_CHECKS) {
+		/* the A/B's other side: the same bytes, checked whole */
+		T_EQ(st.bytes_verified_landing, 0);
+		T_CONTAINS(st.fallbacks, "checksums taken once each block");
+	} else {
+		/* pieces of the 12 MiB blocks were hashed before their
+		 * last one */
+		T_LT(0, st.bytes_verified_landing);
+	}
 	/* reads still in flight for the next epoch (in the io memory) may
 	 * have pieces hashed and not be counted as read yet */
 	T_ASSERT(st.bytes_verified_landing <=
@@ -308,6 +319,9 @@ int main(void)
 	T_OK(sluice_dataset_open(path, &ds));
 	two_epochs(ds, SLUICE_DEVICE_HOST, 0, "host");
 	two_epochs(ds, SLUICE_DEVICE_HOST, 56u << 20, "host, blocks evicted");
+	forced = SLUICE_FORCE_WHOLE_BLOCK_CHECKS;
+	two_epochs(ds, SLUICE_DEVICE_HOST, 56u << 20, "host, whole-block checks");
+	forced = 0;
 	sim_use_seed(sim_seed);
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 0, "sim device, gathered");
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
