@@ -47,8 +47,9 @@ void read_ahead_sample_locked(struct loader_core *c, uint64_t latency_ns,
 	span = now - w->start_ns;
 	if (span < AHEAD_WINDOW_NS || w->reads < 4)
 		return;
-	/* blocks in flight that bandwidth x latency asks for, twice */
-	/* the reads after the window's first, over the time since it */
+	/* blocks in flight that bandwidth x latency asks for, twice: the
+	 * reads after the window's first, over the time since it, times
+	 * the quickest read's latency */
 	want = (2 * (w->reads - 1) * w->fastest_ns + span - 1) / span;
 	/* at most every entry a batch does not need */
 	most = c->cache.nentries > c->need ? c->cache.nentries - c->need : 0;

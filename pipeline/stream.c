@@ -23,8 +23,8 @@
 int stream_open(struct loader_core *c)
 {
 	struct stream_pool *p = &c->streams;
-	uint32_t n = c->cache.nentries < STREAM_STATES_MAX ? c->cache.nentries
-						     : STREAM_STATES_MAX;
+	uint32_t n = c->cache.nentries < STREAM_STATES_MAX
+		? c->cache.nentries : STREAM_STATES_MAX;
 
 	if (!c->cfg.verify || (sluice_loader_config_forced(&c->cfg) &
 				SLUICE_FORCE_WHOLE_BLOCK_CHECKS))
