@@ -255,7 +255,7 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 		return;
 	}
 	e->read_back_ns = now_ns();
-	if (stream_read_back_locked(c, e) == 0)
+	if (stream_read_back_locked(e) == 0)
 		entry_read_done_locked(c, e);
 }
 

@@ -156,9 +156,8 @@ void stream_part(struct loader_core *c, uint32_t i)
 	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
 }
 
-int stream_read_back_locked(struct loader_core *c, struct cache_entry *e)
+int stream_read_back_locked(struct cache_entry *e)
 {
-	(void)c;
 	if (!e->stream.queued)
 		return 0;
 	e->stream.read_back = 1;

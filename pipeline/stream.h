@@ -43,7 +43,7 @@ void stream_on_landed(void *ctx, struct io_read *rd);
 void stream_part(struct loader_core *c, uint32_t entry);
 /* A read settled: -EBUSY when its JOB_STREAM is still going (it hands
  * the read on when it ends), else 0. [mu] */
-int stream_read_back_locked(struct loader_core *c, struct cache_entry *e);
+int stream_read_back_locked(struct cache_entry *e);
 /* The decode's check of a streamed block: hash what is left, compare.
  * @return: 0 or -SLUICE_ECORRUPT. */
 int stream_check(struct cache_entry *e, const struct shard_block *blk,
