@@ -67,7 +67,7 @@ LIB_SRCS := $(wildcard datasets/*.c io/*.c pipeline/*.c) \
 	gpu/sim_stream.c
 ifeq ($(CUDA),1)
 LIB_SRCS += gpu/cuda_device.c gpu/cuda_gather.c
-CU_SRCS := gpu/compute.cu gpu/gather.cu
+CU_SRCS := gpu/compute.cu gpu/gather.cu gpu/checksum.cu
 endif
 IMPORT_SRCS := $(wildcard programs/dlpack-shard/import/*.c)
 SHARD_CLI_SRCS := programs/cli_util.c $(wildcard programs/dlpack-shard/*.c) \

@@ -1,9 +1,12 @@
 /*
  * cuda_compute.h - private to gpu/ (and its tests): the device code that
- * nvcc compiles (gpu/compute.cu, gpu/gather.cu), callable from C.
+ * nvcc compiles (gpu/compute.cu, gpu/gather.cu,
+ * gpu/checksum.cu), callable from C.
  */
 #ifndef SLUICE_GPU_CUDA_COMPUTE_H
 #define SLUICE_GPU_CUDA_COMPUTE_H
+
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -38,6 +41,21 @@ __attribute__((visibility("hidden")))
 cudaError_t cuda_gather_async(cudaStream_t stream,
 			      const struct cuda_gather_desc *runs, unsigned n,
 			      const void *src_base, void *dst_base);
+
+struct xxh3s_secret;
+
+/*
+ * cuda_checksum_async - enqueue on @stream a kernel that writes the
+ * XXH3-64 (with @secret, the default: xxh3_steps.h) of the @len bytes at
+ * device address @p to the device word @out.  @len must be over 240
+ * bytes (XXH3's long inputs).  Does not block.
+ * @return: cudaSuccess, cudaErrorInvalidValue for a short @len, or the
+ *	launch's error.
+ */
+__attribute__((visibility("hidden")))
+cudaError_t cuda_checksum_async(cudaStream_t stream, const void *p,
+				uint64_t len, const struct xxh3s_secret *secret,
+				uint64_t *out);
 
 #ifdef __cplusplus
 }

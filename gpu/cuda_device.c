@@ -15,6 +15,9 @@
  *   gather:  (device gather) the slot's runs copied from the io mirror
  *            by a kernel on the copy stream, then ready as for a copy;
  *            cuda_gather.c orders uploads against gathers
+ *   checksum: (device gather) a block's XXH3 taken on an upload lane
+ *            after its uploads returned (checksum.cu), once open found
+ *            the kernel's sums equal to libxxhash's
  */
 #ifdef SLUICE_HAVE_CUDA
 
@@ -27,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "sluice.h"
+#include "sluice_xxh3.h"
 #include "cuda_compute.h"
 #include "cuda_gather.h"
 #include "device_impl.h"
@@ -307,6 +311,87 @@ static int cuda_upload(struct device *d, size_t offset, const void *host,
 	return r;
 }
 
+static int cuda_checksum(struct device *d, size_t offset, size_t len,
+			 uint64_t *sum)
+{
+	struct cuda_device *cd = to_cuda(d);
+	const char *what = "";
+	cudaError_t e;
+	int prev, r;
+
+	r = enter(cd, &prev);
+	if (r)
+		return r;
+	e = cuda_gather_checksum(cd->gather, offset, len, &d->checksum_secret,
+				 sum, &what);
+	if (e != cudaSuccess) {
+		device_record_error(d, "%s (%zu bytes at io offset %zu): %s",
+				    what, len, offset, cudaGetErrorString(e));
+		r = -SLUICE_ECUDA;
+	}
+	leave(cd, prev);
+	return r;
+}
+
+/*
+ * Before any block is checked on this GPU: the kernel's checksums of a
+ * test pattern, at lengths around its steps and tiles and off 8-byte
+ * alignment, against libxxhash's on the CPU.  A disagreement (or an
+ * error) leaves the checks on the CPU, and fallbacks says why: a wrong
+ * checksum would fail every block, a missing one would pass them all.
+ */
+static void checksum_self_check(struct cuda_device *cd, size_t io_bytes)
+{
+	static const size_t lens[] = { 241, 1024, 1025, 4103,
+				       (192u << 10) + 100, (1u << 20) + 13 };
+	size_t room = io_bytes < (1u << 20) + 64 ? io_bytes : (1u << 20) + 64;
+	const char *what = "malloc";
+	uint8_t *pattern = malloc(room);
+	cudaError_t e = cudaErrorMemoryAllocation;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	if (!pattern)
+		goto fail;
+	for (size_t k = 0; k < room; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		pattern[k] = (uint8_t)x;
+	}
+	/* Nothing else uses the io mirror yet. */
+	what = "cudaMemcpy of the checksum test pattern";
+	e = cudaMemcpy(cuda_gather_io_mirror(cd->gather), pattern, room,
+		       cudaMemcpyHostToDevice);
+	for (size_t k = 0; e == cudaSuccess && k < 2 * sizeof(lens) / sizeof(lens[0]); k++) {
+		size_t at = k & 1 ? 3 : 0, len = lens[k / 2];
+		uint64_t sum = 0, want;
+
+		if (at + len > room)
+			continue;
+		e = cuda_gather_checksum(cd->gather, at, len,
+					 &cd->base.checksum_secret, &sum, &what);
+		want = XXH3_64bits(pattern + at, len);
+		if (e == cudaSuccess && sum != want) {
+			device_note_fallback(&cd->base.info,
+				"the GPU's block checksums disagree with the CPU's (%zu bytes at offset %zu: %016llx, not %016llx): blocks checked on the CPU",
+				len, at, (unsigned long long)sum,
+				(unsigned long long)want);
+			free(pattern);
+			return;
+		}
+	}
+fail:
+	free(pattern);
+	if (e == cudaSuccess) {
+		cd->base.info.caps |= DEVICE_CAP_CHECKSUM;
+		return;
+	}
+	device_note_fallback(&cd->base.info,
+			     "block checksums on the GPU: %s: %s: checked on the CPU",
+			     what, cudaGetErrorString(e));
+	(void)cudaGetLastError();
+}
+
 static int cuda_gather_slot(struct device *d, uint32_t i,
 			    const struct gather_run *runs, unsigned n)
 {
@@ -528,6 +613,7 @@ static const struct device_ops cuda_ops = {
 	.copy_slot = cuda_copy_slot,
 	.wait_copied = cuda_wait_copied,
 	.upload = cuda_upload,
+	.checksum = cuda_checksum,
 	.gather = cuda_gather_slot,
 	.slot_export = cuda_slot_export,
 	.slot_release = cuda_slot_release,
@@ -641,6 +727,7 @@ int cuda_device_open(const struct device_config *cfg, int id,
 		if (e != cudaSuccess)
 			goto fail_cuda;
 		cd->base.info.device_bytes += gathered_bytes;
+		checksum_self_check(cd, cfg->io_mirror_bytes);
 	}
 	cd->slot = calloc(cfg->slots, sizeof(*cd->slot));
 	if (!cd->slot) {

@@ -41,6 +41,8 @@ struct upload_lane {
 
 struct cuda_gather {
 	char *io_mirror;
+	uint64_t *dev_sums;     /* a checksum's result, one per lane */
+	uint64_t *host_sums;    /* pinned: where it is copied back */
 	cudaEvent_t gathered;   /* after the latest gather [lock] */
 	pthread_mutex_t lock;
 	pthread_cond_t lane_free;
@@ -65,6 +67,10 @@ void cuda_gather_close(struct cuda_gather *g)
 			(void)cudaEventDestroy(g->lane[k].done);
 	}
 	free(g->lane);
+	if (g->dev_sums)
+		(void)cudaFree(g->dev_sums);
+	if (g->host_sums)
+		(void)cudaFreeHost(g->host_sums);
 	if (g->gathered)
 		(void)cudaEventDestroy(g->gathered);
 	if (g->host_runs)
@@ -76,6 +82,11 @@ void cuda_gather_close(struct cuda_gather *g)
 	pthread_cond_destroy(&g->lane_free);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
+}
+
+void *cuda_gather_io_mirror(struct cuda_gather *g)
+{
+	return g->io_mirror;
 }
 
 cudaError_t cuda_gather_open(const struct cuda_gather_config *cfg,
@@ -117,6 +128,15 @@ cudaError_t cuda_gather_open(const struct cuda_gather_config *cfg,
 	e = cudaHostAlloc((void **)&g->host_runs, table, cudaHostAllocDefault);
 	if (e != cudaSuccess)
 		goto fail;
+	*what = "cudaMalloc of the checksums' results";
+	e = cudaMalloc((void **)&g->dev_sums, g->nlanes * sizeof(uint64_t));
+	if (e != cudaSuccess)
+		goto fail;
+	*what = "cudaHostAlloc of the checksums' results";
+	e = cudaHostAlloc((void **)&g->host_sums, g->nlanes * sizeof(uint64_t),
+			  cudaHostAllocDefault);
+	if (e != cudaSuccess)
+		goto fail;
 	*what = "cudaEventCreateWithFlags for gathers";
 	e = cudaEventCreateWithFlags(&g->gathered, cudaEventDisableTiming);
 	if (e != cudaSuccess)
@@ -133,7 +153,7 @@ cudaError_t cuda_gather_open(const struct cuda_gather_config *cfg,
 		if (e != cudaSuccess)
 			goto fail;
 	}
-	*device_bytes = cfg->io_bytes + table;
+	*device_bytes = cfg->io_bytes + table + g->nlanes * sizeof(uint64_t);
 	*out = g;
 	return cudaSuccess;
 fail:
@@ -141,23 +161,55 @@ fail:
 	return e;
 }
 
+/* A free lane, waiting for one; then held by the caller. [lock] */
+static struct upload_lane *lane_take_locked(struct cuda_gather *g)
+{
+	for (;;) {
+		for (uint32_t k = 0; k < g->nlanes; k++)
+			if (!g->lane[k].busy) {
+				g->lane[k].busy = 1;
+				return &g->lane[k];
+			}
+		pthread_cond_wait(&g->lane_free, &g->lock);
+	}
+}
+
+static void lane_give(struct cuda_gather *g, struct upload_lane *l)
+{
+	pthread_mutex_lock(&g->lock);
+	l->busy = 0;
+	pthread_cond_signal(&g->lane_free);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Wait for what @e says was enqueued on @l, or, when enqueueing failed,
+ * for whatever of it did get queued. */
+static cudaError_t lane_finish(struct upload_lane *l, cudaError_t e,
+			       const char **what)
+{
+	if (e == cudaSuccess) {
+		*what = "cudaEventRecord on an upload lane";
+		e = cudaEventRecord(l->done, l->stream);
+	}
+	if (e == cudaSuccess) {
+		*what = "cudaEventSynchronize on an upload lane";
+		return cudaEventSynchronize(l->done);
+	}
+	/* The caller reuses the host memory once this returns: nothing
+	 * enqueued may still read it. */
+	(void)cudaStreamSynchronize(l->stream);
+	return e;
+}
+
 cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
 			       const void *host, size_t len,
 			       const char **what)
 {
-	struct upload_lane *l = NULL;
+	struct upload_lane *l;
 	cudaError_t e;
 
 	pthread_mutex_lock(&g->lock);
-	for (;;) {
-		for (uint32_t k = 0; k < g->nlanes && !l; k++)
-			if (!g->lane[k].busy)
-				l = &g->lane[k];
-		if (l)
-			break;
-		pthread_cond_wait(&g->lane_free, &g->lock);
-	}
-	l->busy = 1;
+	l = lane_take_locked(g);
 	/* After every gather enqueued so far (see the top of the file). */
 	*what = "cudaStreamWaitEvent of an upload on the gathers";
 	e = cudaStreamWaitEvent(l->stream, g->gathered, 0);
@@ -167,22 +219,38 @@ cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
 		e = cudaMemcpyAsync(g->io_mirror + offset, host, len,
 				    cudaMemcpyHostToDevice, l->stream);
 	}
-	if (e == cudaSuccess) {
-		*what = "cudaEventRecord after an upload";
-		e = cudaEventRecord(l->done, l->stream);
-	}
-	if (e == cudaSuccess) {
-		*what = "cudaEventSynchronize on an upload";
-		e = cudaEventSynchronize(l->done);
-	} else {
-		/* The host memory is reused once this returns: nothing
-		 * enqueued may still read it. */
-		(void)cudaStreamSynchronize(l->stream);
-	}
+	e = lane_finish(l, e, what);
+	lane_give(g, l);
+	return e;
+}
+
+cudaError_t cuda_gather_checksum(struct cuda_gather *g, size_t offset,
+				 size_t len, const struct xxh3s_secret *secret,
+				 uint64_t *sum, const char **what)
+{
+	struct upload_lane *l;
+	uint32_t k;
+	cudaError_t e;
+
+	/* The bytes' uploads returned: complete, in host order.  Gathers
+	 * only read the io mirror, so no wait on them. */
 	pthread_mutex_lock(&g->lock);
-	l->busy = 0;
-	pthread_cond_signal(&g->lane_free);
+	l = lane_take_locked(g);
 	pthread_mutex_unlock(&g->lock);
+	k = (uint32_t)(l - g->lane);
+	*what = "the checksum kernel's launch";
+	e = cuda_checksum_async(l->stream, g->io_mirror + offset, len, secret,
+				g->dev_sums + k);
+	if (e == cudaSuccess) {
+		*what = "cudaMemcpyAsync of a checksum to the host";
+		e = cudaMemcpyAsync(g->host_sums + k, g->dev_sums + k,
+				    sizeof(uint64_t), cudaMemcpyDeviceToHost,
+				    l->stream);
+	}
+	e = lane_finish(l, e, what);
+	if (e == cudaSuccess)
+		*sum = g->host_sums[k];
+	lane_give(g, l);
 	return e;
 }
 

@@ -1,6 +1,7 @@
 /*
  * cuda_gather.h - private to gpu/: the CUDA side of device gathers
- * (cuda_gather.c): the io mirror, the upload lanes, the run tables.
+ * (cuda_gather.c): the io mirror, the upload lanes (uploads and the
+ * device's checksums), the run tables.
  */
 #ifndef SLUICE_GPU_CUDA_GATHER_H
 #define SLUICE_GPU_CUDA_GATHER_H
@@ -35,11 +36,23 @@ cudaError_t cuda_gather_open(const struct cuda_gather_config *cfg,
 /* Waits for uploads in flight; the caller synchronised the copy stream. */
 void cuda_gather_close(struct cuda_gather *g);
 
+/* The io mirror's device address (for open's checks). */
+void *cuda_gather_io_mirror(struct cuda_gather *g);
+
 /* Copy @len bytes at @host to io mirror byte @offset, after every gather
  * enqueued so far; return when the copy is complete. */
 cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
 			       const void *host, size_t len,
 			       const char **what);
+
+struct xxh3s_secret;
+
+/* The XXH3-64 of io mirror bytes [@offset, @offset + @len), uploaded
+ * before this call, taken on an upload lane (checksum.cu); returns once
+ * *@sum holds it.  @len over 240 bytes. */
+cudaError_t cuda_gather_checksum(struct cuda_gather *g, size_t offset,
+				 size_t len, const struct xxh3s_secret *secret,
+				 uint64_t *sum, const char **what);
 
 /*
  * cuda_gather_enqueue - on @stream: copy slot @slot's run table to the

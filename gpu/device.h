@@ -67,6 +67,9 @@ enum device_cap {
 	 * blocking the host; device_slot_release() orders later copies
 	 * after that stream's queued work. */
 	DEVICE_CAP_STREAMS = 1u << 3,
+	/* device_checksum() takes the XXH3-64 of uploaded bytes on the
+	 * device (cuda: once open found it equal to the CPU's). */
+	DEVICE_CAP_CHECKSUM = 1u << 4,
 };
 
 struct device_info {
@@ -145,6 +148,21 @@ struct gather_run {
  *	-SLUICE_ECUDA (message in device_last_error()).
  */
 int device_upload(struct device *d, const void *host, size_t len);
+
+/*
+ * device_checksum - the XXH3-64 (seed 0: a block's checksum in the shard
+ * format) of the io mirror's copy of @host..@host + @len, taken on the
+ * device from the bytes that device_upload() calls which returned before
+ * this one put there.  Blocks until *@sum holds it (sleeping).  Where
+ * the CPU never reads a block it uploads, this is the one check of its
+ * bytes, and of the copy the gathers read.  Any thread; an upload lane
+ * each, as device_upload().
+ * @return: 0; -ENOTSUP (no DEVICE_CAP_CHECKSUM); -EINVAL (outside the io
+ *	mirror, or @len of 240 bytes or less: hash those on the CPU);
+ *	-SLUICE_ECUDA (message in device_last_error()).
+ */
+int device_checksum(struct device *d, const void *host, size_t len,
+		    uint64_t *sum);
 
 /*
  * device_gather_slot - assemble slot @i's batch on the device: for each

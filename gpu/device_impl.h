@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "device.h"
+#include "xxh3_steps.h"
 
 struct device_ops {
 	void (*close)(struct device *d);
@@ -19,6 +20,8 @@ struct device_ops {
 	int (*wait_copied)(struct device *d, uint32_t i);
 	int (*upload)(struct device *d, size_t offset, const void *host,
 		      size_t len);
+	int (*checksum)(struct device *d, size_t offset, size_t len,
+			uint64_t *sum);
 	int (*gather)(struct device *d, uint32_t i,
 		      const struct gather_run *runs, unsigned n);
 	int (*slot_export)(struct device *d, uint32_t i, int64_t stream);
@@ -45,6 +48,7 @@ struct device {
 	size_t mirror_offset, mirror_bytes;
 	size_t io_mirror_bytes;
 	uint32_t gather_runs_max;
+	struct xxh3s_secret checksum_secret; /* XXH3's default */
 	pthread_mutex_t error_lock;   /* copy, consumer and release threads */
 	char last_error[256];
 };

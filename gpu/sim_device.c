@@ -12,6 +12,8 @@
  *   moment sees poison or another batch.
  * - Gathers run on the copy stream, uploads on an upload stream that
  *   first waits for the latest gather (as cuda_gather.c orders them).
+ * - Checksums run on the upload stream, over the io mirror as the
+ *   uploads left it, with the kernel's cut of XXH3 (xxh3_steps.h).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -181,6 +183,46 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 	return 0;
 }
 
+struct sim_checksum {
+	const uint8_t *bytes;   /* in the io mirror */
+	size_t len;
+	const struct xxh3s_secret *secret;
+	uint64_t sum;
+};
+
+static void sim_checksum_run(void *arg)
+{
+	struct sim_checksum *k = arg;
+
+	k->sum = xxh3s_hash_host(k->bytes, k->len, k->secret);
+}
+
+/* On the upload stream, after the uploads queued before it: what the
+ * device holds, poison where an upload has not landed. */
+static int sim_checksum(struct device *d, size_t offset, size_t len,
+			uint64_t *sum)
+{
+	struct sim_device *sd = to_sim(d);
+	struct sim_op *op = sim_op_new(OP_CALL, 0);
+	struct sim_checksum k = { sd->io_mem + offset, len,
+				  &d->checksum_secret, 0 };
+	struct sim_event done;
+
+	if (!op) {
+		device_record_error(d, "out of memory for a checksum");
+		return -ENOMEM;
+	}
+	op->fn = sim_checksum_run;
+	op->arg = &k;
+	sim_lock();
+	sim_enqueue_locked(sd->upload, op);
+	done = sim_record_locked(sd->upload);
+	sim_unlock();
+	sim_event_wait(&done);
+	*sum = k.sum;
+	return 0;
+}
+
 static int sim_wait_copied(struct device *d, uint32_t i)
 {
 	struct sim_device *sd = to_sim(d);
@@ -326,6 +368,7 @@ static const struct device_ops sim_ops = {
 	.copy_slot = sim_copy_slot,
 	.wait_copied = sim_wait_copied,
 	.upload = sim_upload,
+	.checksum = sim_checksum,
 	.gather = sim_gather,
 	.slot_export = sim_slot_export,
 	.slot_release = sim_slot_release,
@@ -392,6 +435,7 @@ int sim_device_open(const struct device_config *cfg, uint64_t seed,
 		if (!sd->io_mem)
 			goto fail;
 		sd->base.info.device_bytes += cfg->io_mirror_bytes;
+		sd->base.info.caps |= DEVICE_CAP_CHECKSUM;
 	}
 	r = -EAGAIN;
 	sd->copy = sim_stream_open(seed * 2 + 1, delay_us);

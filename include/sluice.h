@@ -883,6 +883,10 @@ struct sluice_stats {
 					      thread, more where reads are
 					      slow (bandwidth x latency, up
 					      to what the budget holds) */
+	uint64_t bytes_verified_device;    /* stored bytes checksummed on
+					      the GPU from their upload
+					      (raw blocks gathered there):
+					      the CPU never reads them */
 };
 
 /**

@@ -263,6 +263,11 @@ enum sluice_force {
 						   block is whole, not as
 						   its pieces land (the
 						   A/B of stream.c) */
+	SLUICE_FORCE_HOST_CHECKS = 1u << 3,     /* blocks uploaded for
+						   gathers checksummed on
+						   the CPU, not on the
+						   device (the A/B of
+						   gather_check) */
 };
 
 /*

@@ -62,6 +62,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
+	/* checksummed on the device once uploaded, never read here */
+	int on_device = c->cfg.verify && gather_checks(c, blk);
 	int r = 0, ahead, dev_failed = 0;
 	char dev_msg[256] = "";
 	uint8_t *into;
@@ -70,7 +72,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	pthread_mutex_lock(&c->mu);
 	into = e->direct ? e->direct : e->scratch;
 	pthread_mutex_unlock(&c->mu);
-	if (c->cfg.verify) {
+	if (c->cfg.verify && !on_device) {
 		r = e->stream.hash ? stream_check(e, blk, stored)
 				   : block_verify(blk, stored);
 		cpu1 = thread_cpu_ns();
@@ -94,7 +96,9 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 		r = gather_upload(c, (const uint8_t *)raw + up,
 				  blk->raw_size - up);
-		if (r) {
+		if (!r && on_device)
+			r = gather_check(c, blk, stored);
+		if (r && r != -SLUICE_ECORRUPT) {
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
 			dev_failed = 1;
 		}

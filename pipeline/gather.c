@@ -78,6 +78,10 @@ void gather_init(struct loader_core *c)
 	c->gather.on = gather_wanted(c) && device;
 	c->gather.lost_to_chunks = c->chunks.chunked && gather_suits(c) &&
 				   device;
+	c->gather.checks = c->gather.on && c->cfg.verify &&
+			   (c->dev_info.caps & DEVICE_CAP_CHECKSUM) &&
+			   !(sluice_loader_config_forced(&c->cfg) &
+			     SLUICE_FORCE_HOST_CHECKS);
 	if (c->gather.on) {
 		c->views.on = 0;
 		c->direct.on = 0;
@@ -186,4 +190,36 @@ int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
 	if (!r)
 		atomic_fetch_add(&c->gather.device_upload_bytes, len);
 	return r;
+}
+
+/* Below this a block's checksum costs the CPU less than the launch and
+ * the wait would (XXH3 hashes 256 KiB in about 25 us on one core). */
+#define DEVICE_CHECK_MIN ((uint64_t)256 << 10)
+
+/* Is @blk checksummed on the device (gather_check) instead of the CPU?
+ * Raw blocks only: their stored bytes are what is uploaded. */
+int gather_checks(const struct loader_core *c, const struct shard_block *blk)
+{
+	return c->gather.checks && blk->codec == DLS_CODEC_RAW &&
+	       blk->stored_size == blk->raw_size &&
+	       blk->stored_size >= DEVICE_CHECK_MIN;
+}
+
+/*
+ * @blk is uploaded whole from @stored: its checksum, taken on the device
+ * from the bytes the gathers will read.  @return: 0, -SLUICE_ECORRUPT,
+ * or the device's error (its message in device_last_error()).
+ */
+int gather_check(struct loader_core *c, const struct shard_block *blk,
+		 const uint8_t *stored)
+{
+	uint64_t sum = 0, cpu0 = thread_cpu_ns();
+	int r = device_checksum(c->dev, stored, blk->stored_size, &sum);
+
+	/* the wait sleeps: verify's CPU is the launch's */
+	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
+	if (r)
+		return r;
+	atomic_fetch_add(&c->gather.bytes_checked, blk->stored_size);
+	return sum == blk->checksum ? 0 : -SLUICE_ECORRUPT;
 }

@@ -25,7 +25,10 @@ struct loader_gather {
 	int on;                     /* on: eligible batches are gathered */
 	int lost_to_chunks;         /* would be on, but the loader is
 				       chunked */
+	int checks;                 /* raw blocks checksummed on the device
+				       from their upload (gather_check) */
 	_Atomic uint64_t batches_gathered, runs, device_upload_bytes;
+	_Atomic uint64_t bytes_checked; /* by gather_check */
 };
 
 int gather_wanted(const struct loader_core *c);
@@ -38,5 +41,9 @@ void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 uint64_t gather_plan(struct loader_core *c, struct slot *s);
 int gather_submit(struct loader_core *c, struct slot *s);
 int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len);
+struct shard_block;
+int gather_checks(const struct loader_core *c, const struct shard_block *blk);
+int gather_check(struct loader_core *c, const struct shard_block *blk,
+		 const uint8_t *stored);
 
 #endif /* SLUICE_PIPELINE_GATHER_H */

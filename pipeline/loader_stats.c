@@ -77,6 +77,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->device_upload_bytes = atomic_load(&c->gather.device_upload_bytes);
 	st->bytes_verified_landing = atomic_load(&c->bytes_verified_landing);
 	st->read_ahead_blocks = atomic_load(&c->ahead.limit);
+	st->bytes_verified_device = atomic_load(&c->gather.bytes_checked);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
@@ -87,6 +88,10 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			      SLUICE_FORCE_WHOLE_BLOCK_CHECKS))
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 "checksums taken once each block is whole (forced)");
+	if (c->cfg.verify && c->gather.on && (sluice_loader_config_forced(&c->cfg) &
+					      SLUICE_FORCE_HOST_CHECKS))
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+				 "blocks uploaded for gathers checksummed on the CPU (forced)");
 	if (c->window_asked) {
 		char note[192];
 

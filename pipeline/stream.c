@@ -6,7 +6,9 @@
  * spares the checksum a pass over memory, and where batches are gathered
  * on the device the piece is uploaded from the cache too.  The pieces are
  * hashed in order (one XXH3 state per block): a JOB_STREAM takes what has
- * landed, and the decode hashes what is left and compares.
+ * landed, and the decode hashes what is left and compares.  A raw block
+ * that the device checksums from its upload (gather_check) is only
+ * uploaded here: the CPU never reads it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -69,6 +71,22 @@ static uint64_t stored_landed(const struct cache_entry *e,
 	return landed < blk->stored_size ? landed : blk->stored_size;
 }
 
+/* Raw blocks are their batches' bytes: where batches are gathered, they
+ * are uploaded as they land. */
+static int stream_uploads(const struct loader_core *c,
+			  const struct shard_block *blk)
+{
+	return c->gather.on && blk->codec == DLS_CODEC_RAW &&
+	       blk->stored_size == blk->raw_size;
+}
+
+/* Hashed as they land: checked on the CPU (none without a pool). */
+static int stream_hashes(const struct loader_core *c,
+			 const struct shard_block *blk)
+{
+	return c->streams.cap && !gather_checks(c, blk);
+}
+
 void stream_on_landed(void *ctx, struct io_read *rd)
 {
 	struct loader_core *c = ctx;
@@ -84,7 +102,13 @@ void stream_on_landed(void *ctx, struct io_read *rd)
 	    blk->stored_size < 2 * STREAM_STEP ||
 	    stored_landed(e, blk) < e->stream.hashed + STREAM_STEP)
 		goto out;
-	if (!e->stream.hash) {
+	if (!stream_hashes(c, blk)) {
+		/* only an upload to do, and only while every byte before
+		 * went up (a failed upload leaves the rest to the decode) */
+		if (!stream_uploads(c, blk) ||
+		    e->stream.uploaded != e->stream.hashed)
+			goto out;
+	} else if (!e->stream.hash) {
 		if (c->streams.nfree == 0)
 			goto out;       /* hashed whole when decoded */
 		e->stream.hash = c->streams.free[--c->streams.nfree];
@@ -104,9 +128,7 @@ void stream_part(struct loader_core *c, uint32_t i)
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
-	/* raw blocks are their batches' bytes: upload them as they land */
-	int upload = c->gather.on && blk->codec == DLS_CODEC_RAW &&
-		     blk->stored_size == blk->raw_size;
+	int upload = stream_uploads(c, blk);
 	uint64_t hashed = e->stream.hashed, t0 = now_ns();
 	uint64_t cpu0 = thread_cpu_ns(), upload_cpu = 0;
 	int handed_on = 0;
@@ -117,8 +139,9 @@ void stream_part(struct loader_core *c, uint32_t i)
 
 		if (to > hashed) {
 			pthread_mutex_unlock(&c->mu);
-			block_hash_feed(e->stream.hash, stored + hashed,
-					to - hashed);
+			if (e->stream.hash)
+				block_hash_feed(e->stream.hash, stored + hashed,
+						to - hashed);
 			/* a failed upload leaves the rest to the decode,
 			 * which says why */
 			if (upload && e->stream.uploaded == hashed) {
@@ -129,7 +152,9 @@ void stream_part(struct loader_core *c, uint32_t i)
 			} else {
 				upload = 0;
 			}
-			atomic_fetch_add(&c->bytes_verified_landing, to - hashed);
+			if (e->stream.hash)
+				atomic_fetch_add(&c->bytes_verified_landing,
+						 to - hashed);
 			pthread_mutex_lock(&c->mu);
 			if (upload)
 				e->stream.uploaded = to;

@@ -18,7 +18,7 @@ struct shard_block;
  * it changes under the loader's mu; the decode owns them after it. */
 struct stream_entry {
 	struct block_hash *hash; /* from the pool once streamed; NULL: not */
-	uint64_t hashed;        /* stored bytes fed to it */
+	uint64_t hashed;        /* stored bytes taken: fed to it, if any */
 	uint64_t uploaded;      /* of those, on the device (gather) */
 	int queued;             /* a JOB_STREAM queued or running [mu] */
 	int read_back;          /* its read settled meanwhile: the job hands

@@ -4,12 +4,14 @@
  * memory is apart from the arena and poisoned until a copy lands, that a
  * consumer stream reads after the copy when it waited on the export, that
  * a release orders the poison after the consumer's queued reads, uploads
- * and gathers, stream 0 (the caller waits), and the environment's checks.
+ * and gathers, checksums taken from what the uploads left on the device,
+ * stream 0 (the caller waits), and the environment's checks.
  *
  * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
  * SLUICE_SIM_STRESS=K runs K seeds.
  */
 #include <errno.h>
+#include <xxhash.h>
 
 #include "device_util.h"
 #include "device_impl.h"
@@ -48,8 +50,10 @@ static struct device *open_sim_device(struct device_config *cfg)
 	if (device_open(cfg, &d, err, sizeof(err)))
 		T_FAIL_AT("device_open: %s", err);
 	device_get_info(d, &info);
+	/* checksums are taken from the io mirror: only with one */
 	T_EQ(info.caps, DEVICE_CAP_MIRROR | DEVICE_CAP_GATHER |
-			DEVICE_CAP_STREAMS);
+			DEVICE_CAP_STREAMS |
+			(cfg->io_mirror_bytes ? DEVICE_CAP_CHECKSUM : 0));
 	T_EQ(info.dl.device_type, kDLCPU);
 	T_CONTAINS(info.fallbacks, "simulated device");
 	return d;
@@ -153,12 +157,51 @@ static void test_upload_gather(void)
 	device_close(d);
 }
 
+/* The checksum is the device's copy's: what the uploads put there. */
+static void test_checksum(void)
+{
+	struct device_config cfg = config(SLUICE_DEVICE_AUTO, ARENA, 2, MIRROR);
+	struct device *d;
+	uint8_t *arena;
+	uint64_t sum = 0, want;
+	size_t len = 3 * 1024 + 5;
+
+	cfg.io_mirror_bytes = 256 * 1024;
+	cfg.gather_runs_max = 2;
+	d = open_sim_device(&cfg);
+	arena = device_arena(d, NULL);
+	fill(arena, len + 8, 6);
+	want = XXH3_64bits(arena + 3, len);
+	/* not uploaded: the device holds poison */
+	T_OK(device_checksum(d, arena + 3, len, &sum));
+	T_NE(sum, want);
+	T_OK(device_upload(d, arena, len + 8));
+	T_OK(device_checksum(d, arena + 3, len, &sum));
+	T_EQ(sum, want);
+	/* changed on the host since: the device's copy still counts */
+	arena[100] ^= 1;
+	T_OK(device_checksum(d, arena + 3, len, &sum));
+	T_EQ(sum, want);
+	/* short inputs are the CPU's; nothing outside the io mirror */
+	T_EQ(device_checksum(d, arena, 240, &sum), -EINVAL);
+	T_EQ(device_checksum(d, arena + cfg.io_mirror_bytes - 1000, 2000, &sum),
+	     -EINVAL);
+	device_close(d);
+	/* without an io mirror there is nothing to take it from */
+	cfg.io_mirror_bytes = 0;
+	cfg.gather_runs_max = 0;
+	d = open_sim_device(&cfg);
+	T_EQ(device_checksum(d, device_arena(d, NULL), len, &sum), -ENOTSUP);
+	device_close(d);
+}
+
 static void test_environment(void)
 {
 	struct device_config cfg = config(SLUICE_DEVICE_AUTO, ARENA, 2, MIRROR);
 	struct device_info info;
 	struct device *d = NULL;
 	char err[256] = "";
+	uint64_t want;
 
 	T_OK(setenv("SLUICE_DEVICE_SIM", "seven", 1) ? -1 : 0);
 	T_EQ(device_open(&cfg, &d, err, sizeof(err)), -EINVAL);
@@ -173,6 +216,7 @@ static void test_environment(void)
 	T_OK(device_open(&cfg, &d, err, sizeof(err)));
 	device_get_info(d, &info);
 	T_EQ(info.caps, 0);
+	T_EQ(device_checksum(d, device_arena(d, NULL), 4096, &want), -ENOTSUP);
 	device_close(d);
 }
 
@@ -185,6 +229,7 @@ int main(void)
 		sim_use_seed(seed + round);
 		test_copy_export_release();
 		test_upload_gather();
+		test_checksum();
 	}
 	test_environment();
 	printf("%u seed(s) from %llu: ok\n", rounds, (unsigned long long)seed);

@@ -9,8 +9,12 @@
  * the middle of a block (a piece hashed early) fails the loader naming
  * shard and block, or is skipped with on_error=skip; so is a read that
  * ends early (a truncated file) after its first pieces were hashed: the
- * hashing job hands the failure on.  Closing mid-epoch, with blocks being
- * hashed and a batch held, frees everything (ASan, TSan).
+ * hashing job hands the failure on.  On the simulated device the raw
+ * blocks are checksummed there instead, from their upload, and never
+ * hashed by the CPU: the same corrupt byte and short read are caught from
+ * the device's copy, and SLUICE_FORCE_HOST_CHECKS brings back the CPU's
+ * checks.  Closing mid-epoch, with blocks being hashed and a batch held,
+ * frees everything (ASan, TSan).
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -150,11 +154,26 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		if (seen[i] != 2)
 			T_FAIL_AT("%s: record %u delivered %u times", what, i,
 				  seen[i]);
-	if (forced & SLUICE_FORCE_WHOLE_BLOCK_CHECKS) {
+	if (device != SLUICE_DEVICE_HOST &&
+	    !(forced & SLUICE_FORCE_HOST_CHECKS)) {
+		/* every block checked on the device, none by the CPU; a
+		 * decode in flight may have checked its block and not yet
+		 * counted it */
+		T_EQ(st.bytes_verified_landing, 0);
+		T_LT(0, st.bytes_verified_device);
+		T_ASSERT(st.bytes_verified_device <=
+			 st.decode.bytes + st.io_memory_bytes);
+		T_ASSERT(st.decode.bytes <=
+			 st.bytes_verified_device + st.io_memory_bytes);
+	} else if (forced & SLUICE_FORCE_WHOLE_BLOCK_CHECKS) {
 		/* the A/B's other side: the same bytes, checked whole */
 		T_EQ(st.bytes_verified_landing, 0);
+		T_EQ(st.bytes_verified_device, 0);
 		T_CONTAINS(st.fallbacks, "checksums taken once each block");
 	} else {
+		T_EQ(st.bytes_verified_device, 0);
+		if (forced & SLUICE_FORCE_HOST_CHECKS)
+			T_CONTAINS(st.fallbacks, "checksummed on the CPU");
 		/* pieces of the 12 MiB blocks were hashed before their
 		 * last one */
 		T_LT(0, st.bytes_verified_landing);
@@ -174,8 +193,9 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 			 st.decode.bytes + st.io_memory_bytes);
 	}
 	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
-	       "uploaded\n", what, st.bytes_verified_landing / 1e6,
-	       st.read.bytes / 1e6, st.device_upload_bytes / 1e6);
+	       "on the device, %.1f MB uploaded\n", what,
+	       st.bytes_verified_landing / 1e6, st.read.bytes / 1e6,
+	       st.bytes_verified_device / 1e6, st.device_upload_bytes / 1e6);
 }
 
 /* Flip the byte 6 MiB into shard 0's first block: in its fourth piece. */
@@ -219,20 +239,20 @@ static void cut_short(void *ctx, uint32_t file, uint64_t offset,
 
 /* One epoch with on_error=skip: every record but the skipped ones, right,
  * at most once.  @return: records skipped. */
-static uint64_t skip_epoch(sluice_dataset *ds, uint64_t memory)
+static uint64_t skip_epoch(sluice_dataset *ds, int device, uint64_t memory)
 {
 	struct sluice_stats st;
 	uint32_t seen[N] = { 0 };
 
-	run_epochs(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_SKIP, memory, 1,
-		   seen, "skip", &st);
+	run_epochs(ds, device, SLUICE_ON_ERROR_SKIP, memory, 1, seen, "skip",
+		   &st);
 	for (uint32_t i = 0; i < N; i++)
 		T_ASSERT(seen[i] <= 1);
 	T_EQ(st.records + st.records_skipped, N);
 	return st.records_skipped;
 }
 
-static void check_truncated_read(const char *dir)
+static void check_truncated_read(const char *dir, int device)
 {
 	sluice_dataset *ds = NULL;
 	struct shard_block bi;
@@ -242,8 +262,8 @@ static void check_truncated_read(const char *dir)
 	atomic_store(&cut_at, bi.offset + (10u << 20));
 	io_ring_set_fault(cut_short, NULL);
 	/* its records skipped, with room for every block and without */
-	T_EQ(skip_epoch(ds, 0), bi.record_count);
-	T_EQ(skip_epoch(ds, 56u << 20), bi.record_count);
+	T_EQ(skip_epoch(ds, device, 0), bi.record_count);
+	T_EQ(skip_epoch(ds, device, 56u << 20), bi.record_count);
 	io_ring_set_fault(NULL, NULL);
 	T_LT(0, atomic_load(&cuts));
 	sluice_dataset_close(ds);
@@ -269,7 +289,7 @@ static void check_close_mid_epoch(sluice_dataset *ds)
 	}
 }
 
-static void check_corrupt(const char *dir)
+static void check_corrupt(const char *dir, int device)
 {
 	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_dataset *ds = NULL;
@@ -279,9 +299,8 @@ static void check_corrupt(const char *dir)
 	char msg[512];
 	int r;
 
-	corrupt_mid_block(dir);
 	T_OK(sluice_dataset_open(dir, &ds));
-	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_FAIL, 0);
+	ld = open_loader(ds, device, SLUICE_ON_ERROR_FAIL, 0);
 	while ((r = sluice_loader_next(ld, &b)) == 0)
 		sluice_batch_release(b);
 	T_EQ(r, -SLUICE_ECORRUPT);
@@ -290,7 +309,7 @@ static void check_corrupt(const char *dir)
 	T_CONTAINS(msg, "block 0");
 	sluice_loader_close(ld);
 
-	ld = open_loader(ds, SLUICE_DEVICE_HOST, SLUICE_ON_ERROR_SKIP, 0);
+	ld = open_loader(ds, device, SLUICE_ON_ERROR_SKIP, 0);
 	while ((r = sluice_loader_next(ld, &b)) == 0) {
 		const uint64_t *idx = sluice_batch_indices(b);
 
@@ -303,6 +322,8 @@ static void check_corrupt(const char *dir)
 	T_OK(sluice_loader_stats(ld, &st));
 	T_LT(0, st.records_skipped);
 	T_EQ(n + st.records_skipped, N);
+	if (device != SLUICE_DEVICE_HOST && !forced)
+		T_LT(0, st.bytes_verified_device);  /* caught there */
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
 }
@@ -326,11 +347,21 @@ int main(void)
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 0, "sim device, gathered");
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
 		   "sim device, gathered, blocks evicted");
-	T_OK(unsetenv("SLUICE_DEVICE_SIM") ? -1 : 0);
+	forced = SLUICE_FORCE_HOST_CHECKS;
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
+		   "sim device, gathered, checked on the CPU");
+	forced = 0;
 	check_close_mid_epoch(ds);
 	sluice_dataset_close(ds);
-	check_truncated_read(path);
-	check_corrupt(path);
+	check_truncated_read(path, SLUICE_DEVICE_AUTO);
+	check_truncated_read(path, SLUICE_DEVICE_HOST);
+	corrupt_mid_block(path);
+	check_corrupt(path, SLUICE_DEVICE_AUTO);
+	forced = SLUICE_FORCE_HOST_CHECKS;
+	check_corrupt(path, SLUICE_DEVICE_AUTO);
+	forced = 0;
+	T_OK(unsetenv("SLUICE_DEVICE_SIM") ? -1 : 0);
+	check_corrupt(path, SLUICE_DEVICE_HOST);
 	fx_rmrf(dir);
 	free(dir);
 	sim_done();

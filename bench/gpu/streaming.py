@@ -185,6 +185,9 @@ def row(sluice, name, path, args, runs, timeout):
             "verified_landing_fraction": med(
                 r.get("bytes_verified_landing", 0) / r["read_bytes"]
                 for r in res if r.get("read_bytes")),
+            "verified_device_fraction": med(
+                r.get("bytes_verified_device", 0) / r["read_bytes"]
+                for r in res if r.get("read_bytes")),
             "read_ahead_blocks": got[0]["result"].get("read_ahead_blocks"),
             "binding": got[0]["limits"].get("binding"),
             "fallbacks": got[0]["fallbacks"].get("reasons"),
@@ -258,8 +261,14 @@ def main():
     base = ["--device", a.device, "--batch-size", "64"]
     rows = []
     if "base" in groups:
-        rows += [("defaults", base + ["--shuffle", "none"]),
-                 ("defaults-window", base),
+        rows += [("defaults", base + ["--shuffle", "none"])]
+        if a.device == "cuda":
+            # raw blocks checksummed on the GPU from their upload
+            # (gather_check) against on the CPU as they land: the A/B of
+            # the device's checks
+            rows.append(("defaults-host-checks",
+                         base + ["--shuffle", "none", "--host-checks"]))
+        rows += [("defaults-window", base),
                  ("defaults-block", base + ["--shuffle", "block"]),
                  # checksums as pieces land (stream.c) against once each
                  # block is whole: the A/B of the cache-hot checks

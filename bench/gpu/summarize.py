@@ -113,13 +113,14 @@ def streaming_lines(st):
             continue
         lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
                      "mem %.2f GB  threads r/d/a %.1f/%.1f/%.1f  "
-                     "landed %s  ahead %s  cpus limit %s%s" % (
+                     "landed %s  on GPU %s  ahead %s  cpus limit %s%s" % (
                          x["name"], x["delivered_gbps"], x["cpu_s_per_gb"],
                          x["consumer_wait"], x["slot_occupancy"],
                          (x["memory_bytes"] or 0) / 1e9,
                          x["read_threads_busy"], x["decode_threads_busy"],
                          x["assemble_threads_busy"],
                          fmt(x.get("verified_landing_fraction"), "%.2f"),
+                         fmt(x.get("verified_device_fraction"), "%.2f"),
                          fmt(x.get("read_ahead_blocks"), "%d"),
                          fmt(x.get("cpus_gbps"), "%.1f"),
                          "  (%s)" % x["error"] if x.get("error") else ""))

@@ -71,6 +71,8 @@ static const char loader_options[] =
 "  --pageable           no cudaHostRegister: pageable copies (fallback)\n"
 "  --whole-block-checks checksums once each block is whole, not piece by\n"
 "                       piece as it lands (fallback, for A/B runs)\n"
+"  --host-checks        blocks uploaded for gathers checksummed on the CPU,\n"
+"                       not on the GPU (fallback, for A/B runs)\n"
 "  --read-delay-us N    every read starts N us after it is submitted: a\n"
 "                       slow device, so that GB/s x latency shows the\n"
 "                       bytes the loader keeps in flight (diagnostic)\n";

@@ -17,7 +17,7 @@ enum {
 	OPT_SQPOLL, OPT_CACHE, OPT_MEMORY, OPT_COMPUTE, OPT_HASH, OPT_STATE_OUT,
 	OPT_STATE_IN, OPT_STOP, OPT_JSON, OPT_TRACE, OPT_DROP_CACHE,
 	OPT_READ_DELAY,
-	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_WHOLE_BLOCK_CHECKS, OPT_RANGE_READS, OPT_DEVICE_GATHER, OPT_HELP,
+	OPT_PLAIN_READS, OPT_PAGEABLE, OPT_WHOLE_BLOCK_CHECKS, OPT_HOST_CHECKS, OPT_RANGE_READS, OPT_DEVICE_GATHER, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -45,6 +45,7 @@ static const struct option long_opts[] = {
 	{ "compute-ms", required_argument, NULL, OPT_COMPUTE },
 	{ "plain-reads", no_argument, NULL, OPT_PLAIN_READS },
 	{ "whole-block-checks", no_argument, NULL, OPT_WHOLE_BLOCK_CHECKS },
+	{ "host-checks", no_argument, NULL, OPT_HOST_CHECKS },
 	{ "pageable", no_argument, NULL, OPT_PAGEABLE },
 	{ "read-delay-us", required_argument, NULL, OPT_READ_DELAY },
 	{ "hash", no_argument, NULL, OPT_HASH },
@@ -211,6 +212,9 @@ static int loader_opt(int c, const char *arg, struct cli_opts *o)
 	case OPT_WHOLE_BLOCK_CHECKS:
 		sluice_loader_config_force(cfg,
 					   SLUICE_FORCE_WHOLE_BLOCK_CHECKS);
+		break;
+	case OPT_HOST_CHECKS:
+		sluice_loader_config_force(cfg, SLUICE_FORCE_HOST_CHECKS);
 		break;
 	case OPT_READ_DELAY:
 		r = num_arg("read-delay-us", arg, 10000000, &v);

@@ -63,6 +63,19 @@ static double div0(double a, double b)
 	return b > 0 ? a / b : 0;
 }
 
+/* The share of the stored bytes whose checksums the CPU takes: none
+ * without checks, less what the GPU checked from its uploads. */
+static double cpu_checked(const struct bench_report *r)
+{
+	const struct sluice_stats *st = &r->run->stats;
+	double device;
+
+	if (!r->o->cfg.verify)
+		return 0;
+	device = div0((double)st->bytes_verified_device, (double)st->read.bytes);
+	return device < 1 ? 1 - device : 0;
+}
+
 /*
  * The loader does every stage on the same CPUs, where each limit above
  * has them all to itself: the page cache's copies (the disk probe's CPU,
@@ -86,7 +99,7 @@ static void derive_cpus(const struct bench_report *r, int gathered,
 	raw = (double)c->sample_raw;
 	x->cpus_read = r->disk->cpu_s / (double)r->disk->bytes *
 		       (double)s->file_bytes / (double)s->raw_bytes * GB;
-	x->cpus_verify = r->o->cfg.verify ? c->verify_s / raw * GB : 0;
+	x->cpus_verify = cpu_checked(r) * c->verify_s / raw * GB;
 	x->cpus_decompress = c->decompress_s / raw * GB;
 	x->cpus_copy = gathered ? 0 : c->copy_s / raw * GB;
 	sum = x->cpus_read + x->cpus_verify + x->cpus_decompress +
@@ -122,7 +135,7 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 	if (c && s && c->sample_raw) {
 		double per_thread = c->decompress_s +
 				    (gathered ? 0 : c->copy_s) +
-				    (r->o->cfg.verify ? c->verify_s : 0);
+				    cpu_checked(r) * c->verify_s;
 		double raw = (double)c->sample_raw;
 
 		x->cpu.gbps = c->threads * div0(raw, per_thread) / GB;
@@ -304,9 +317,10 @@ void report_text(FILE *f, const struct bench_report *r)
 		(unsigned long long)st->batches_viewed,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->blocks_direct);
-	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); read-ahead %llu blocks\n",
+	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); on the GPU: %.3f GB; read-ahead %llu blocks\n",
 		(double)st->bytes_verified_landing / GB,
 		(double)st->read.bytes / GB,
+		(double)st->bytes_verified_device / GB,
 		(unsigned long long)st->read_ahead_blocks);
 	fprintf(f, "         device gather: %llu of %llu batches gathered from uploaded blocks (%llu runs), %.3f GB uploaded, %.1f MB of device memory\n",
 		(unsigned long long)st->batches_gathered,
@@ -523,6 +537,7 @@ static void json_result(FILE *f, const struct bench_report *r,
 	jint(f, "gather_runs", st->gather_runs, 0);
 	jint(f, "device_upload_bytes", st->device_upload_bytes, 0);
 	jint(f, "bytes_verified_landing", st->bytes_verified_landing, 0);
+	jint(f, "bytes_verified_device", st->bytes_verified_device, 0);
 	jint(f, "read_ahead_blocks", st->read_ahead_blocks, 0);
 	jint(f, "device_memory_bytes", st->device_memory_bytes, 0);
 	jnum(f, "consumer_wait_seconds", (double)st->consumer_wait_ns / 1e9, 0);

@@ -199,6 +199,7 @@ def test_memory_budget(dataset):
         assert stats["batches_over_budget"] > 0
         # small blocks: read whole, none checked piece by piece
         assert stats["bytes_verified_landing"] == 0
+        assert stats["bytes_verified_device"] == 0  # on the host
         assert stats["read_ahead_blocks"] >= 2  # two per decode thread
         del kept
     with pytest.raises(sluice.SluiceError, match="memory_bytes"):
