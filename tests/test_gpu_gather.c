@@ -4,6 +4,11 @@
  * - The kernel: runs of every alignment and length (odd offsets, runs
  *   longer than the piece the host cuts them into) gathered on the GPU
  *   equal the host's memcpy of the same runs.
+ * - Checksums on the GPU (checksum.cu): open's self-check passed, and the
+ *   XXH3 of uploaded bytes equals libxxhash's at lengths around the
+ *   kernel's steps and tiles, off 8-byte alignment, up to 8 MiB; the
+ *   rate of whole 8 MiB checksums is printed (not a limit: the bench
+ *   measures).
  * - The loader: every tensor a gathering CUDA loader delivers, copied
  *   back, equals the host loader's CPU assembly, byte for byte, under
  *   each shuffle mode, raw and zstd (device_gather ON).
@@ -31,6 +36,8 @@ int main(void)
 }
 #else
 #include <cuda_runtime_api.h>
+#include <time.h>
+#include <xxhash.h>
 
 #include "cuda_compute.h"
 #include "device.h"
@@ -42,6 +49,69 @@ static void no_gpu(const char *why)
 	if (getenv("SLUICE_REQUIRE_GPU"))
 		T_FAIL_AT("SLUICE_REQUIRE_GPU=1 but no GPU: %s", why);
 	T_SKIP_BECAUSE("no usable GPU: %s", why);
+}
+
+static double seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The device's XXH3 against libxxhash's, through the device interface. */
+static void check_checksum(void)
+{
+	const size_t half = (size_t)8 << 20;
+	static const size_t lens[] = { 241, 255, 1023, 1024, 1025, 1088,
+				       4096, 65535, 65536, 65537,
+				       (64u << 10) * 3 + 1000, 1u << 20,
+				       (5u << 20) + 77, (8u << 20) - 16 };
+	struct device_config dc = {
+		.kind = SLUICE_DEVICE_CUDA, .device_id = 0,
+		.arena_bytes = 2 * half, .slots = 2,
+		.mirror_offset = half, .mirror_bytes = half,
+		.io_mirror_bytes = half, .gather_runs_max = 64,
+		.upload_lanes = 2,
+	};
+	struct device_info info;
+	struct device *d = NULL;
+	uint64_t sum, rng = 777;
+	uint8_t *arena;
+	double t0;
+	char err[256];
+
+	T_OK(device_open(&dc, &d, err, sizeof(err)));
+	device_get_info(d, &info);
+	if (!(info.caps & DEVICE_CAP_CHECKSUM))
+		T_FAIL_AT("no checksums on the GPU: %s", info.fallbacks);
+	arena = device_arena(d, NULL);
+	for (size_t k = 0; k < half; k++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		arena[k] = (uint8_t)(rng >> 56);
+	}
+	T_OK(device_upload(d, arena, half));
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++)
+		for (size_t at = 0; at < 16; at += 5) {
+			size_t len = lens[k] + at > half ? half - at : lens[k];
+
+			T_OK(device_checksum(d, arena + at, len, &sum));
+			if (sum != XXH3_64bits(arena + at, len))
+				T_FAIL_AT("checksum of %zu bytes at %zu: %016llx, libxxhash %016llx",
+					  len, at, (unsigned long long)sum,
+					  (unsigned long long)XXH3_64bits(
+						  arena + at, len));
+		}
+	/* the device's copy, not the host's */
+	arena[12345] ^= 1;
+	T_OK(device_checksum(d, arena, half, &sum));
+	T_NE(sum, XXH3_64bits(arena, half));
+	t0 = seconds();
+	for (int k = 0; k < 20; k++)
+		T_OK(device_checksum(d, arena, half, &sum));
+	printf("ok: checksums on the GPU == libxxhash; one 8 MiB checksum at a time: %.1f GB/s\n",
+	       20.0 * (double)half / (seconds() - t0) / 1e9);
+	device_close(d);
 }
 
 /* The kernel against memcpy, through the device interface. */
@@ -317,6 +387,7 @@ int main(void)
 
 	check_kernel();
 	printf("ok: gather kernel == memcpy for runs of every alignment and length\n");
+	check_checksum();
 	/* SLUICE_GATHER_QUICK=1 (under compute-sanitizer): raw data, window
 	 * shuffle only. */
 	const int quick = getenv("SLUICE_GATHER_QUICK") != NULL;
