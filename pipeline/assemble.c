@@ -1,8 +1,10 @@
 /*
  * assemble.c - batch assembly: once a slot's blocks are decoded (or its
- * ranges read), size the batch, take its memory, scatter the records'
- * fields from their decoded blocks into the slot's tensors, then hand the
- * slot to the copy stage (slot_finish).
+ * ranges read), size the batch, choose how it is placed (plan.c), take
+ * its memory unless it is a view, carry the placement out (scatter the
+ * records' fields from their decoded blocks into the slot's tensors, or
+ * have the device gather them), then hand the slot to the copy stage
+ * (slot_finish).
  *
  * Assembly is split into parts over disjoint record ranges so that all
  * workers copy at once; the variable fields' output offsets are computed
@@ -214,20 +216,21 @@ static void slot_finish(struct loader_core *c, struct slot *s);
 
 /*
  * All of the slot's pinned blocks are decoded (or failed).  A whole
- * batch: size it and ask for its memory; assembly goes on in
- * slot_continue_assembly_locked() once the memory is granted (at once,
- * or when batches are released).  A batch assembled by chunks had its
- * memory first: its current chunk is ready to copy (chunks.c).
+ * batch: size it, then view its block, or ask for its memory; assembly
+ * goes on in slot_continue_assembly_locked() once the memory is granted
+ * (at once, or when batches are released).  A batch assembled by chunks
+ * had its memory first: its current chunk is ready to copy (chunks.c).
  */
 void slot_assemble_locked(struct loader_core *c, struct slot *s)
 {
 	int r;
 
-	s->gather.gathering = 0;
 	if (s->chunk.chunked) {
+		s->place = PLACE_CHUNKS;
 		chunk_ready_locked(c, s);
 		return;
 	}
+	s->place = PLACE_UNSET;
 	s->delivered = s->count;
 	s->truncated = 0;
 	r = check_blocks_locked(c, s);
@@ -239,14 +242,17 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 			s->error = r;
 		s->state = SLOT_ASSEMBLING;
 		batch_memory_free_locked(c, s);   /* direct.c's, if any */
+		s->place = PLACE_FAILED;
 		s->has_mem = 1;
 		s->host = NULL;
 		s->parts_left = 1;
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
 		return;
 	}
-	if (s->ranges.nranged == 0 && slot_view_locked(c, s))
+	if (place_choose_locked(c, s) == PLACE_VIEW) {
+		slot_view_locked(c, s);
 		return;
+	}
 	if (s->has_mem) {
 		/* direct.c took its memory when it was planned */
 		slot_continue_assembly_locked(c, s);
@@ -260,21 +266,22 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
 		pthread_cond_broadcast(&c->ready_cv);
 }
 
-/* The batch has its memory: copy the records in, in parallel parts; a
- * batch assembled by chunks starts claiming them instead. */
+/* The batch has its memory: gather it or copy the records in, in
+ * parallel parts; a batch assembled by chunks starts claiming them
+ * instead. */
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
 	s->state = SLOT_ASSEMBLING;
-	if (s->chunk.chunked) {
+	s->place = place_choose_locked(c, s);
+	if (s->place == PLACE_CHUNKS) {
 		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
 		return;
 	}
-	/* Gathered batches only build their run table: one part. */
-	s->gather.gathering = slot_gathers(c, s);
 	write_variable_index(c, s);
-	/* Enough records per part to amortise the hand-off. */
-	assemble_jobs_push_locked(c, s,
-				  s->gather.gathering ? 1 : s->delivered / 32);
+	/* Gathered batches only build their run table: one part.  Copies
+	 * take enough records per part to amortise the hand-off. */
+	assemble_jobs_push_locked(c, s, s->place == PLACE_GATHER
+						? 1 : s->delivered / 32);
 }
 
 /* Queue slot @s's assembly as @parts jobs (1 to one per worker). */
@@ -307,7 +314,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 			uint64_t rb = fd->record_bytes;
 
 			for (uint32_t r = lo; r < hi;) {
-				uint32_t e = s->rec_entry[r], run = 1;
+				uint32_t e = s->rec_entry[r], run;
 				const uint8_t *p;
 				uint64_t len;
 
@@ -327,10 +334,7 @@ static uint64_t assemble_part(struct loader_core *c, struct slot *s,
 					r++;
 					continue;
 				}
-				while (r + run < hi && s->rec_entry[r + run] == e &&
-				       s->rec_in_block[r + run] ==
-					       s->rec_in_block[r] + run)
-					run++;
+				run = block_run(s, r, hi);
 				block_view_get(sc, &c->cache.entries[e].view, f,
 					       s->rec_in_block[r], &p, &len);
 				/* decoded in place (direct.c) */
@@ -390,7 +394,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 
 	/* Before its blocks are unpinned: an upload into their io memory
 	 * then waits for this gather (gather.c). */
-	if (s->gather.gathering && !s->error) {
+	if (s->place == PLACE_GATHER && !s->error) {
 		r = gather_submit(c, s);
 		if (r)
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
@@ -403,7 +407,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);     /* entries are free again */
 
-	if (!s->error && !s->gather.gathering &&
+	if (!s->error && s->place != PLACE_GATHER &&
 	    (c->dev_info.caps & DEVICE_CAP_MIRROR)) {
 		struct slot_range used[LOADER_MAX_TENSORS];
 		uint64_t t0 = now_ns(), bytes = 0;
@@ -425,7 +429,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	pthread_mutex_lock(&c->mu);
 	if (r)
 		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
-				   s->gather.gathering ? "gather" : "copy",
+				   s->place == PLACE_GATHER ? "gather" : "copy",
 				   (unsigned long long)s->batch,
 				   dev_msg[0] ? ": " : "", dev_msg);
 	if (s->error)
@@ -453,9 +457,9 @@ void run_assemble(struct loader_core *c, struct job j)
 	if (j.parts) {
 		/* a chunk's rows (positions in chunk.rows, chunks.c), or
 		 * the whole batch's */
-		uint32_t base = s->chunk.chunked ? s->chunk.lo : 0;
-		uint32_t n = s->chunk.chunked ? s->chunk.hi - base
-					       : s->delivered;
+		int chunks = s->place == PLACE_CHUNKS;
+		uint32_t base = chunks ? s->chunk.lo : 0;
+		uint32_t n = chunks ? s->chunk.hi - base : s->delivered;
 		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
 		uint32_t hi = base +
 			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
@@ -464,9 +468,9 @@ void run_assemble(struct loader_core *c, struct job j)
 
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
-		if (s->gather.gathering)
+		if (s->place == PLACE_GATHER)
 			bytes = gather_plan(c, s);  /* the device copies */
-		else if (s->chunk.chunked)
+		else if (chunks)
 			bytes = chunk_copy_part(c, s, lo, hi);
 		else
 			bytes = assemble_part(c, s, lo, hi, &verify);

@@ -261,9 +261,8 @@ static int export_tensor(sluice_batch *b, const char *name, int64_t stream,
 			return r;
 		data = (uint8_t *)device_mirror_ptr(c->dev, s->host) +
 		       d->offset;
-	} else if (s->viewed) {
-		/* fixed fields only: tensor k is field k (view.c) */
-		data = s->view[d - s->tensors];
+	} else if (s->place == PLACE_VIEW) {
+		data = s->view.data[d - s->tensors];
 	} else {
 		data = s->host + d->offset;
 	}

@@ -551,7 +551,7 @@ void batch_memory_free_locked(struct loader_core *c, struct slot *s)
 {
 	if (!s->has_mem)
 		return;
-	if (s->viewed)
+	if (s->place == PLACE_VIEW)
 		slot_unview_locked(c, s);
 	else if (s->own_host)
 		free(s->host);

@@ -137,13 +137,11 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 		uint64_t dst = slot_off + s->tensors[f].offset;
 
 		for (uint32_t r = 0; r < s->delivered;) {
-			uint32_t e = s->rec_entry[r], run = 1;
+			uint32_t e = s->rec_entry[r], run = block_run(s, r,
+							      s->delivered);
 			const uint8_t *p;
 			uint64_t len;
 
-			while (r + run < s->delivered && s->rec_entry[r + run] == e &&
-			       s->rec_in_block[r + run] == s->rec_in_block[r] + run)
-				run++;
 			block_view_get(sc, &c->cache.entries[e].view, f,
 				       s->rec_in_block[r], &p, &len);
 			gather_run_append(s->gather.runs, &n,

@@ -17,7 +17,6 @@ struct slot;
 struct slot_gather {
 	struct gather_run *runs;
 	uint32_t nruns;
-	int gathering;          /* this batch is gathered on the device */
 };
 
 /* The loader's: device gather (gather.c) */

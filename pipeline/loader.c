@@ -270,9 +270,9 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 				c->consumed++;
 				atomic_fetch_add(&c->batches, 1);
 				atomic_fetch_add(&c->records, s->delivered);
-				if (s->viewed)
+				if (s->place == PLACE_VIEW)
 					atomic_fetch_add(&c->batches_viewed, 1);
-				if (s->gather.gathering) {
+				if (s->place == PLACE_GATHER) {
 					atomic_fetch_add(
 						&c->gather.batches_gathered, 1);
 					atomic_fetch_add(&c->gather.runs,

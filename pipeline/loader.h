@@ -8,7 +8,8 @@
  * functions: block cache (cache.h), memory budget (budget.h), jobs
  * (jobs.h), read-ahead (read_ahead.h), streamed checks (stream.h),
  * record-range reads (ranges.h), chunked assembly (chunks.h), device
- * gather (gather.h), views (view.h) and direct decodes (direct.h).  Those
+ * gather (gather.h), views (view.h), direct decodes (direct.h) and the
+ * placement each batch gets (plan.h).  Those
  * headers forward-declare struct slot and struct loader_core and never
  * include this one.
  *
@@ -37,6 +38,7 @@
 #include "direct.h"
 #include "gather.h"
 #include "jobs.h"
+#include "plan.h"
 #include "ranges.h"
 #include "read_ahead.h"
 #include "stream.h"
@@ -94,9 +96,9 @@ struct slot {
 	struct tensor_desc tensors[LOADER_MAX_TENSORS]; /* tensors_per_batch */
 	_Atomic uint32_t refs;  /* batch handle + exported tensors */
 	struct sluice_batch handle;
-	int viewed;             /* tensors view a decoded block (view.c):
-				   its entry stays pinned, no host memory */
-	uint8_t *view[LOADER_MAX_TENSORS]; /* each tensor's data then */
+	int place;              /* enum batch_place: how it is built, once
+				   its blocks are decoded (plan.c) [mu] */
+	struct slot_view view;  /* a view's tensors (view.c) */
 	struct slot_chunk chunk; /* chunked assembly (chunks.c) */
 	struct slot_ranges ranges; /* record-range reads (ranges.c) */
 	struct slot_gather gather; /* device gather (gather.c) */

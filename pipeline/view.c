@@ -81,20 +81,16 @@ static int room_for_view(const struct loader_core *c,
 				       e->mem_len) >= c->io_batch_max;
 }
 
-/*
- * The slot's blocks are decoded and sized: make it view its block when it
- * can.  @return: 1 when the batch is a view (ready, its entry stays
- * pinned), 0 when it must be copied.
- */
-int slot_view_locked(struct loader_core *c, struct slot *s)
+/* The slot's blocks are decoded and sized: can its tensors view its
+ * block?  Every record of it, in order, from one block of this pass's,
+ * with room left for the planner (plan.c asks). */
+int slot_viewable_locked(const struct loader_core *c, const struct slot *s)
 {
-	const struct shard_schema *sc = &c->ds->schema;
-	struct cache_entry *e;
+	const struct cache_entry *e;
 	uint32_t first;
-	uint8_t *base;
 
 	if (!c->views.on || s->nentries != 1 || s->count == 0 ||
-	    s->delivered != s->count || s->has_mem)
+	    s->delivered != s->count || s->has_mem || s->ranges.nranged)
 		return 0;
 	e = &c->cache.entries[s->entries[0]];
 	/* A batch of another pass (another epoch, or this one restarted)
@@ -107,11 +103,20 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 	for (uint32_t r = 1; r < s->count; r++)
 		if (s->rec_in_block[r] != first + r)
 			return 0;
+	return 1;
+}
 
-	base = decoded_base(c, e);
+/* Make the viewable slot @s view its block: ready, its entry pinned. */
+void slot_view_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	struct cache_entry *e = &c->cache.entries[s->entries[0]];
+	uint8_t *base = decoded_base(c, e);
+
 	for (uint32_t f = 0; f < sc->nfields; f++)
-		s->view[f] = base + (e->view.data[f] - e->raw) +
-			     (uint64_t)first * sc->fields[f].record_bytes;
+		s->view.data[f] = base + (e->view.data[f] - e->raw) +
+				  (uint64_t)s->rec_in_block[0] *
+					  sc->fields[f].record_bytes;
 	if (e->view_refs++ == 0) {
 		c->views.entries++;
 		c->views.bytes += e->mem_len;
@@ -120,14 +125,13 @@ int slot_view_locked(struct loader_core *c, struct slot *s)
 		(void)pool_take(&c->views.pool, e->mem_off, e->mem_len);
 	}
 	e->exposed = 1;
-	s->viewed = 1;
+	s->place = PLACE_VIEW;
 	s->host = NULL;
 	s->has_mem = 1;
 	s->state = SLOT_READY;
 	if (--c->inflight == 0)
 		io_ring_wake(c->ring);
 	pthread_cond_broadcast(&c->ready_cv);
-	return 1;
 }
 
 /* The batch is released (or dropped): unpin its block. */
@@ -144,5 +148,5 @@ void slot_unview_locked(struct loader_core *c, struct slot *s)
 		cache_unpin(c, s->entries[k]);
 	}
 	s->nentries = 0;
-	s->viewed = 0;
+	s->place = PLACE_UNSET;
 }

@@ -1,18 +1,24 @@
 /*
  * view.h - batches that view their decoded block instead of copying it
- * (view.c): the loader's state for them and its functions.  A slot's
- * (viewed, view[]) stays in struct slot (loader.h): it is sized by the
- * tensors a batch holds.
+ * (view.c): the state each slot and the loader keep for them, and their
+ * functions.
  */
 #ifndef SLUICE_PIPELINE_VIEW_H
 #define SLUICE_PIPELINE_VIEW_H
 
 #include <stdint.h>
 
+#include "dlpack_shard.h"
 #include "pool.h"
 
 struct loader_core;
 struct slot;
+
+/* A slot's, while it is a view (place PLACE_VIEW): its tensors' data,
+ * field f's in data[f] (fixed-shape fields only: tensor f is field f). */
+struct slot_view {
+	uint8_t *data[DLS_MAX_FIELDS];
+};
 
 /* The loader's: views (view.c) */
 struct loader_views {
@@ -24,7 +30,8 @@ struct loader_views {
 };
 
 void views_init(struct loader_core *c);
-int slot_view_locked(struct loader_core *c, struct slot *s);
+int slot_viewable_locked(const struct loader_core *c, const struct slot *s);
+void slot_view_locked(struct loader_core *c, struct slot *s);
 void slot_unview_locked(struct loader_core *c, struct slot *s);
 
 #endif /* SLUICE_PIPELINE_VIEW_H */
