@@ -290,6 +290,18 @@ out:
 	return r;
 }
 
+/* An io-mirror call's end: 0, or its error kept with the bytes it was
+ * about. */
+static int io_mirror_result(struct device *d, cudaError_t e, const char *what,
+			    size_t len, size_t offset)
+{
+	if (e == cudaSuccess)
+		return 0;
+	device_record_error(d, "%s (%zu bytes at io offset %zu): %s", what, len,
+			    offset, cudaGetErrorString(e));
+	return -SLUICE_ECUDA;
+}
+
 static int cuda_upload(struct device *d, size_t offset, const void *host,
 		       size_t len)
 {
@@ -302,11 +314,7 @@ static int cuda_upload(struct device *d, size_t offset, const void *host,
 	if (r)
 		return r;
 	e = cuda_gather_upload(cd->gather, offset, host, len, &what);
-	if (e != cudaSuccess) {
-		device_record_error(d, "%s (%zu bytes at io offset %zu): %s",
-				    what, len, offset, cudaGetErrorString(e));
-		r = -SLUICE_ECUDA;
-	}
+	r = io_mirror_result(d, e, what, len, offset);
 	leave(cd, prev);
 	return r;
 }
@@ -324,11 +332,7 @@ static int cuda_checksum(struct device *d, size_t offset, size_t len,
 		return r;
 	e = cuda_gather_checksum(cd->gather, offset, len, &d->checksum_secret,
 				 sum, &what);
-	if (e != cudaSuccess) {
-		device_record_error(d, "%s (%zu bytes at io offset %zu): %s",
-				    what, len, offset, cudaGetErrorString(e));
-		r = -SLUICE_ECUDA;
-	}
+	r = io_mirror_result(d, e, what, len, offset);
 	leave(cd, prev);
 	return r;
 }

@@ -59,6 +59,19 @@ static double seconds(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* A GPU whose arena is two halves of @half: io memory (mirrored for
+ * gathers), then one batch mirror. */
+static struct device_config two_halves(size_t half)
+{
+	return (struct device_config){
+		.kind = SLUICE_DEVICE_CUDA, .device_id = 0,
+		.arena_bytes = 2 * half, .slots = 2,
+		.mirror_offset = half, .mirror_bytes = half,
+		.io_mirror_bytes = half, .gather_runs_max = 64,
+		.upload_lanes = 2,
+	};
+}
+
 /* The device's XXH3 against libxxhash's, through the device interface. */
 static void check_checksum(void)
 {
@@ -67,13 +80,7 @@ static void check_checksum(void)
 				       4096, 65535, 65536, 65537,
 				       (64u << 10) * 3 + 1000, 1u << 20,
 				       (5u << 20) + 77, (8u << 20) - 16 };
-	struct device_config dc = {
-		.kind = SLUICE_DEVICE_CUDA, .device_id = 0,
-		.arena_bytes = 2 * half, .slots = 2,
-		.mirror_offset = half, .mirror_bytes = half,
-		.io_mirror_bytes = half, .gather_runs_max = 64,
-		.upload_lanes = 2,
-	};
+	struct device_config dc = two_halves(half);
 	struct device_info info;
 	struct device *d = NULL;
 	uint64_t sum, rng = 777;
@@ -118,13 +125,7 @@ static void check_checksum(void)
 static void check_kernel(void)
 {
 	const size_t half = (size_t)8 << 20;
-	struct device_config dc = {
-		.kind = SLUICE_DEVICE_CUDA, .device_id = 0,
-		.arena_bytes = 2 * half, .slots = 2,
-		.mirror_offset = half, .mirror_bytes = half,
-		.io_mirror_bytes = half, .gather_runs_max = 64,
-		.upload_lanes = 2,
-	};
+	struct device_config dc = two_halves(half);
 	struct gather_run runs[64];
 	struct device *d = NULL;
 	uint8_t *arena, *want, *got;
