@@ -362,10 +362,16 @@ static void checksum_self_check(struct cuda_device *cd, size_t io_bytes)
 		x ^= x << 17;
 		pattern[k] = (uint8_t)x;
 	}
-	/* Nothing else uses the io mirror yet. */
+	/* Nothing else uses the io mirror yet.  From pageable memory
+	 * cudaMemcpy may return before its DMA lands, and the upload lanes'
+	 * streams do not wait for the default stream: wait for the device. */
 	what = "cudaMemcpy of the checksum test pattern";
 	e = cudaMemcpy(cuda_gather_io_mirror(cd->gather), pattern, room,
 		       cudaMemcpyHostToDevice);
+	if (e == cudaSuccess) {
+		what = "cudaDeviceSynchronize after the test pattern";
+		e = cudaDeviceSynchronize();
+	}
 	for (size_t k = 0; e == cudaSuccess && k < 2 * sizeof(lens) / sizeof(lens[0]); k++) {
 		size_t at = k & 1 ? 3 : 0, len = lens[k / 2];
 		uint64_t sum = 0, want;
