@@ -64,7 +64,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
 	/* checksummed on the device once uploaded, never read here */
 	int on_device = c->cfg.verify && gather_checks(c, blk);
-	int r = 0, ahead, dev_failed = 0;
+	int r = 0, ahead, dev_failed = 0, dev_check = 0;
 	char dev_msg[256] = "";
 	uint8_t *into;
 
@@ -96,10 +96,15 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 		r = gather_upload(c, (const uint8_t *)raw + up,
 				  blk->raw_size - up);
-		if (!r && on_device)
+		if (!r && on_device) {
 			r = gather_check(c, blk, stored);
+			dev_check = 1;
+		}
 		if (r && r != -SLUICE_ECORRUPT) {
-			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
+			/* the device's words for its own failures only */
+			if (r == -SLUICE_ECUDA)
+				device_last_error(c->dev, dev_msg,
+						  sizeof(dev_msg));
 			dev_failed = 1;
 		}
 	}
@@ -112,6 +117,13 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	pthread_mutex_lock(&c->mu);
 	stream_release_locked(c, e);
 	if (r) {
+		const char *what = r == -SLUICE_ECORRUPT
+			? "checksum or layout mismatch (corrupt block)"
+			: sluice_strerror(r);
+
+		if (dev_failed)
+			what = dev_check ? "checksum on the device: "
+					 : "copy to the device for a gather: ";
 		e->state = ENTRY_FAILED;
 		e->error = r;
 		e->corrupt = !dev_failed;
@@ -120,11 +132,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 				c->ds->shards[shard].path,
 				(unsigned long long)(e->block -
 					c->shard_block_base[shard]),
-				(unsigned long long)blk->offset,
-				dev_failed ? "copy to the device for a gather: "
-				: r == -SLUICE_ECORRUPT
-					? "checksum or layout mismatch (corrupt block)"
-					: sluice_strerror(r),
+				(unsigned long long)blk->offset, what,
 				dev_failed ? (dev_msg[0] ? dev_msg
 					      : sluice_strerror(r)) : "");
 	} else {

@@ -198,7 +198,9 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 
 	c->decode_jobs.cap = c->cache.nentries + 16;
 	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;
-	c->stream_jobs.cap = c->streams.cap + 16; /* one per state */
+	/* One per entry being read at most (stream.queued): an upload-only
+	 * job (gather_checks) holds no hash state. */
+	c->stream_jobs.cap = c->cache.nentries + 16;
 	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
