@@ -54,6 +54,17 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 	}
 }
 
+/* @blk's stored bytes on the device whole (what stream.c did not upload
+ * as they landed) and their checksum taken there (gather.c). */
+static int check_on_device(struct loader_core *c, struct cache_entry *e,
+			   const struct shard_block *blk, const uint8_t *stored)
+{
+	uint64_t up = e->stream.uploaded;
+	int r = gather_upload(c, stored + up, blk->stored_size - up);
+
+	return r ? r : gather_check(c, blk, stored);
+}
+
 static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 {
 	struct cache_entry *e = &c->cache.entries[i];
@@ -62,9 +73,13 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const uint8_t *stored = e->stored + (blk->offset - e->rd.offset);
 	const void *raw = NULL;
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
-	/* checksummed on the device once uploaded, never read here */
+	/* checksummed on the device, from its upload: the CPU reads a raw
+	 * block not at all, a zstd block only to decompress it */
 	int on_device = c->cfg.verify && gather_checks(c, blk);
-	int r = 0, ahead, dev_failed = 0, dev_check = 0;
+	int r = 0, ahead;
+	/* what failed on the device: its checksum, or the upload of the
+	 * decoded block (else the block itself is at fault) */
+	const char *dev_failed = NULL;
 	char dev_msg[256] = "";
 	uint8_t *into;
 
@@ -72,7 +87,12 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	pthread_mutex_lock(&c->mu);
 	into = e->direct ? e->direct : e->scratch;
 	pthread_mutex_unlock(&c->mu);
-	if (c->cfg.verify && !on_device) {
+	if (on_device) {
+		r = check_on_device(c, e, blk, stored);
+		if (r && r != -SLUICE_ECORRUPT)
+			dev_failed = "checksum on the device: ";
+		cpu1 = thread_cpu_ns();
+	} else if (c->cfg.verify) {
 		r = e->stream.hash ? stream_check(e, blk, stored)
 				   : block_verify(blk, stored);
 		cpu1 = thread_cpu_ns();
@@ -89,25 +109,19 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 	/* The device copy must be whole before the entry is READY: gathers
-	 * read it from then on (gather.c). */
-	if (!r && c->gather.on) {
+	 * read it from then on (gather.c).  A raw block checked there is. */
+	if (!r && c->gather.on && !(on_device && raw == stored)) {
 		/* what stream.c uploaded as it landed (raw blocks) */
 		uint64_t up = raw == stored ? e->stream.uploaded : 0;
 
 		r = gather_upload(c, (const uint8_t *)raw + up,
 				  blk->raw_size - up);
-		if (!r && on_device) {
-			r = gather_check(c, blk, stored);
-			dev_check = 1;
-		}
-		if (r && r != -SLUICE_ECORRUPT) {
-			/* the device's words for its own failures only */
-			if (r == -SLUICE_ECUDA)
-				device_last_error(c->dev, dev_msg,
-						  sizeof(dev_msg));
-			dev_failed = 1;
-		}
+		if (r)
+			dev_failed = "copy to the device for a gather: ";
 	}
+	/* the device's words for its own failures only */
+	if (dev_failed && r == -SLUICE_ECUDA)
+		device_last_error(c->dev, dev_msg, sizeof(dev_msg));
 
 	loader_span(c, SLUICE_STAGE_DECODE, t0, t1, blk->raw_size);
 	atomic_fetch_add(&c->st_decode.busy_ns, t1 - t0);
@@ -121,9 +135,6 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 			? "checksum or layout mismatch (corrupt block)"
 			: sluice_strerror(r);
 
-		if (dev_failed)
-			what = dev_check ? "checksum on the device: "
-					 : "copy to the device for a gather: ";
 		e->state = ENTRY_FAILED;
 		e->error = r;
 		e->corrupt = !dev_failed;
@@ -132,7 +143,8 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 				c->ds->shards[shard].path,
 				(unsigned long long)(e->block -
 					c->shard_block_base[shard]),
-				(unsigned long long)blk->offset, what,
+				(unsigned long long)blk->offset,
+				dev_failed ? dev_failed : what,
 				dev_failed ? (dev_msg[0] ? dev_msg
 					      : sluice_strerror(r)) : "");
 	} else {

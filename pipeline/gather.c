@@ -195,12 +195,16 @@ int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
 #define DEVICE_CHECK_MIN ((uint64_t)256 << 10)
 
 /* Is @blk checksummed on the device (gather_check) instead of the CPU?
- * Raw blocks only: their stored bytes are what is uploaded. */
+ * Its stored bytes go there as they land: a raw block's are what the
+ * gathers read; a zstd block's cross PCIe once more (half the decoded
+ * bytes, at zstd's usual ratio) to spare the CPU their hash, the CPUs
+ * being what binds zstd data. */
 int gather_checks(const struct loader_core *c, const struct shard_block *blk)
 {
-	return c->gather.checks && blk->codec == DLS_CODEC_RAW &&
-	       blk->stored_size == blk->raw_size &&
-	       blk->stored_size >= DEVICE_CHECK_MIN;
+	return c->gather.checks && blk->stored_size >= DEVICE_CHECK_MIN &&
+	       (blk->codec == DLS_CODEC_ZSTD ||
+		(blk->codec == DLS_CODEC_RAW &&
+		 blk->stored_size == blk->raw_size));
 }
 
 /*

@@ -71,13 +71,15 @@ static uint64_t stored_landed(const struct cache_entry *e,
 	return landed < blk->stored_size ? landed : blk->stored_size;
 }
 
-/* Raw blocks are their batches' bytes: where batches are gathered, they
- * are uploaded as they land. */
+/* Uploaded as they land: raw blocks are their batches' bytes where
+ * batches are gathered, and blocks checked on the device are checked
+ * there. */
 static int stream_uploads(const struct loader_core *c,
 			  const struct shard_block *blk)
 {
-	return c->gather.on && blk->codec == DLS_CODEC_RAW &&
-	       blk->stored_size == blk->raw_size;
+	return (c->gather.on && blk->codec == DLS_CODEC_RAW &&
+		blk->stored_size == blk->raw_size) ||
+	       (c->cfg.verify && gather_checks(c, blk));
 }
 
 /* Hashed as they land: checked on the CPU (none without a pool). */

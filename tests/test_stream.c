@@ -9,11 +9,12 @@
  * the middle of a block (a piece hashed early) fails the loader naming
  * shard and block, or is skipped with on_error=skip; so is a read that
  * ends early (a truncated file) after its first pieces were hashed: the
- * hashing job hands the failure on.  On the simulated device the raw
+ * hashing job hands the failure on.  On the simulated device the
  * blocks are checksummed there instead, from their upload, and never
- * hashed by the CPU: the same corrupt byte and short read are caught from
- * the device's copy, and SLUICE_FORCE_HOST_CHECKS brings back the CPU's
- * checks.  Closing mid-epoch, with blocks being hashed and a batch held,
+ * hashed by the CPU (zstd blocks too, from their stored bytes, before
+ * they are decompressed): the same corrupt byte and short read are
+ * caught from the device's copy, and SLUICE_FORCE_HOST_CHECKS brings back
+ * the CPU's checks.  Closing mid-epoch, with blocks being hashed and a batch held,
  * frees everything (ASan, TSan).
  */
 #include <fcntl.h>
@@ -29,23 +30,31 @@
 #define IMG ((uint64_t)256 << 10)
 #define B 16u
 
-static uint8_t want(uint64_t i, uint64_t k)
+/* Word @w of record @i: a hash of both with its top 16 bits clear, which
+ * zstd shrinks by about a quarter, so that zstd blocks land in pieces
+ * too. */
+static uint64_t want(uint64_t i, uint64_t w)
 {
-	return (uint8_t)(i * 151u + k * 13u + (k >> 12));
+	uint64_t x = (i << 32 | w) + 0x9e3779b97f4a7c15ull;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return (x ^ (x >> 31)) >> 16;
 }
 
-static void write_big(const char *dir)
+/* Compression level 0 (raw) or 1 (zstd). */
+static void write_big(const char *dir, int level)
 {
 	struct sluice_field f = t_field("img", (DLDataType){ kDLUInt, 8, 1 },
 					(int64_t)IMG);
 	struct sluice_writer_config wc;
 	sluice_writer *w = NULL;
-	uint8_t *img = malloc(IMG);
+	uint64_t *img = malloc(IMG);
 
 	T_ASSERT(img != NULL);
 	sluice_writer_config_init(&wc);
 	wc.block_size = 12u << 20;      /* 47 records: 12, 12, 8.5 MiB */
-	wc.compression_level = 0;
+	wc.compression_level = level;
 	wc.records_per_shard = N / 2;
 	wc.threads = 2;
 	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
@@ -53,7 +62,7 @@ static void write_big(const char *dir)
 		const void *vals[1] = { img };
 		uint64_t lens[1] = { IMG };
 
-		for (uint64_t k = 0; k < IMG; k++)
+		for (uint64_t k = 0; k < IMG / 8; k++)
 			img[k] = want(i, k);
 		T_OK(sluice_writer_add(w, vals, lens));
 	}
@@ -71,17 +80,25 @@ static int check_img(struct sim_pending *p)
 		return 1;
 	}
 	for (uint32_t r = 0; r < p->n; r++)
-		for (uint64_t k = 0; k < IMG; k++)
-			if (got[r * IMG + k] != want(p->idx[r], k)) {
+		for (uint64_t k = 0; k < IMG / 8; k++) {
+			uint64_t v;
+
+			memcpy(&v, got + r * IMG + 8 * k, 8);
+			if (v != want(p->idx[r], k)) {
 				snprintf(p->why, sizeof(p->why),
-					 "record %llu byte %llu is %#x, want %#x",
+					 "record %llu word %llu is %#llx, want %#llx",
 					 (unsigned long long)p->idx[r],
 					 (unsigned long long)k,
-					 got[r * IMG + k], want(p->idx[r], k));
+					 (unsigned long long)v,
+					 (unsigned long long)want(p->idx[r], k));
 				return 1;
 			}
+		}
 	return 0;
 }
+
+/* The dataset is zstd (decoded blocks uploaded besides stored ones). */
+static int zstd_data;
 
 /* SLUICE_FORCE_* bits for the loaders opened from now on. */
 static unsigned forced;
@@ -189,8 +206,10 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		 * flight for the next epoch (in the io memory) */
 		T_EQ(st.batches_gathered, st.batches);
 		T_ASSERT(st.device_upload_bytes >= st.decode.bytes);
+		/* zstd blocks checked there: their stored bytes too */
 		T_ASSERT(st.device_upload_bytes <=
-			 st.decode.bytes + st.io_memory_bytes);
+			 st.decode.bytes + st.io_memory_bytes +
+			 (zstd_data ? st.bytes_verified_device : 0));
 	}
 	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
 	       "on the device, %.1f MB uploaded\n", what,
@@ -332,11 +351,13 @@ int main(void)
 {
 	char *dir = fx_tmpdir();
 	sluice_dataset *ds = NULL;
-	char path[600];
+	char path[600], zpath[600];
 
 	sim_first_seed();
 	snprintf(path, sizeof(path), "%s/big", dir);
-	write_big(path);
+	snprintf(zpath, sizeof(zpath), "%s/zstd", dir);
+	write_big(path, 0);
+	write_big(zpath, 1);
 	T_OK(sluice_dataset_open(path, &ds));
 	two_epochs(ds, SLUICE_DEVICE_HOST, 0, "host");
 	two_epochs(ds, SLUICE_DEVICE_HOST, 56u << 20, "host, blocks evicted");
@@ -353,10 +374,23 @@ int main(void)
 	forced = 0;
 	check_close_mid_epoch(ds);
 	sluice_dataset_close(ds);
+	/* zstd blocks: checked on the device from their stored bytes,
+	 * decompressed on the CPU, gathered there decoded */
+	zstd_data = 1;
+	T_OK(sluice_dataset_open(zpath, &ds));
+	T_EQ(dataset_table(ds)->shards[0].blocks[0].codec, DLS_CODEC_ZSTD);
+	T_LT((uint64_t)8 << 20, dataset_table(ds)->shards[0].blocks[0].stored_size);
+	/* a zstd entry holds its stored and its decoded bytes */
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 128u << 20,
+		   "sim device, zstd, blocks evicted");
+	sluice_dataset_close(ds);
+	zstd_data = 0;
 	check_truncated_read(path, SLUICE_DEVICE_AUTO);
 	check_truncated_read(path, SLUICE_DEVICE_HOST);
 	corrupt_mid_block(path);
+	corrupt_mid_block(zpath);
 	check_corrupt(path, SLUICE_DEVICE_AUTO);
+	check_corrupt(zpath, SLUICE_DEVICE_AUTO);
 	forced = SLUICE_FORCE_HOST_CHECKS;
 	check_corrupt(path, SLUICE_DEVICE_AUTO);
 	forced = 0;
