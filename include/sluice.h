@@ -885,8 +885,8 @@ struct sluice_stats {
 					      to what the budget holds) */
 	uint64_t bytes_verified_device;    /* stored bytes checksummed on
 					      the GPU from their upload
-					      (raw blocks gathered there):
-					      the CPU never reads them */
+					      (blocks gathered there), not
+					      hashed by the CPU */
 };
 
 /**
