@@ -6,9 +6,9 @@
  * spares the checksum a pass over memory, and where batches are gathered
  * on the device the piece is uploaded from the cache too.  The pieces are
  * hashed in order (one XXH3 state per block): a JOB_STREAM takes what has
- * landed, and the decode hashes what is left and compares.  A raw block
+ * landed, and the decode hashes what is left and compares.  A block
  * that the device checksums from its upload (gather_check) is only
- * uploaded here: the CPU never reads it.
+ * uploaded here: the CPU never hashes it.
  */
 #include <errno.h>
 #include <stdlib.h>
