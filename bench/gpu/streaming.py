@@ -6,12 +6,15 @@ independent limits measured in the same run on the same files:
   read limit   N threads pread()ing the shard files in 64 MiB pieces into
                their own buffers (fio's numjobs; page cache or disk)
   kvikio       KvikIO CuFile.pread of the same files into GPU memory
-               (64 MiB calls, 8 in flight, KVIKIO_NTHREADS threads)
+               (64 MiB calls, 8 in flight, KVIKIO_NTHREADS threads), with
+               the CPU seconds per GB it took (the reference for the
+               loader's CPU per GB: page-cache copies cost it too)
   pcie         sluice bench's own H2D probe on the loader's pinned arena
 
 Each sluice row is `sluice bench --json` with the row's options; every
 figure is the median of --runs runs.  Writes one JSON object:
-{device, kvikio_gbps, pcie_gbps, read_limit_gbps, dataset_bytes, rows:
+{device, kvikio_gbps, kvikio_cpu_s_per_gb, pcie_gbps, read_limit_gbps,
+dataset_bytes, rows:
 [{name, args, delivered_gbps, cpu_s_per_gb, consumer_wait, ...}]}.
 
     streaming.py --build build/gpu --data /dev/shm/sluice-stream \
@@ -20,6 +23,7 @@ figure is the median of --runs runs.  Writes one JSON object:
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -99,8 +103,17 @@ def read_limit(files, threads):
     return total[0] / (time.perf_counter() - t0) / 1e9
 
 
-def kvikio_limit(files, inflight=8):
-    """KvikIO into GPU memory: @inflight 64 MiB preads at once."""
+def cpu_seconds():
+    """This process's CPU time so far, every thread's (KvikIO's pool and
+    the pread threads are ours; their page-cache copies count here)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def kvikio_limit(files, inflight=8, cpu=None):
+    """KvikIO into GPU memory: @inflight 64 MiB preads at once.  Appends
+    its CPU seconds per GB to @cpu when given (the reference for the
+    loader's CPU per GB)."""
     import cupy
     import kvikio
     bufs = [cupy.empty(PIECE, dtype=cupy.uint8) for _ in range(inflight)]
@@ -111,7 +124,7 @@ def kvikio_limit(files, inflight=8):
         work += [(h, off, min(PIECE, size - off))
                  for off in range(0, size, PIECE)]
     cupy.cuda.runtime.deviceSynchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     total = 0
     pending = []
     for i, (h, off, n) in enumerate(work):
@@ -122,6 +135,8 @@ def kvikio_limit(files, inflight=8):
         total += f.get()
     cupy.cuda.runtime.deviceSynchronize()
     secs = time.perf_counter() - t0
+    if cpu is not None and total:
+        cpu.append((cpu_seconds() - c0) / (total / 1e9))
     for h in handles:
         h.close()
     return total / secs / 1e9
@@ -248,12 +263,15 @@ def main():
     if a.device == "cuda":
         try:
             os.environ.setdefault("KVIKIO_NTHREADS", str(threads))
-            kv = [kvikio_limit(files) for _ in range(3)]
+            kv_cpu = []
+            kv = [kvikio_limit(files, cpu=kv_cpu) for _ in range(3)]
             out["kvikio_gbps"] = med(kv)
+            out["kvikio_cpu_s_per_gb"] = med(kv_cpu)
             out["kvikio_threads"] = int(os.environ["KVIKIO_NTHREADS"])
             log("kvikio (CuFile.pread 64 MiB x 8 in flight, %s threads): "
-                "%.2f GB/s" % (os.environ["KVIKIO_NTHREADS"],
-                               out["kvikio_gbps"]))
+                "%.2f GB/s, %.3f CPU s/GB" % (
+                    os.environ["KVIKIO_NTHREADS"], out["kvikio_gbps"],
+                    out["kvikio_cpu_s_per_gb"]))
         except Exception as e:          # reported, the rows still run
             out["kvikio_error"] = repr(e)
             log("kvikio failed: %r" % e)

@@ -100,10 +100,12 @@ def streaming(logs):
 
 
 def streaming_lines(st):
-    lines = ["streaming %.1f GB (%d CPUs): KvikIO %s GB/s, PCIe probe %s GB/s, "
+    lines = ["streaming %.1f GB (%d CPUs): KvikIO %s GB/s (%s CPU s/GB), "
+             "PCIe probe %s GB/s, "
              "read limit %s GB/s (%d threads; 1 thread %s)" % (
                  st["dataset_bytes"] / 1e9, st["cpus"],
                  fmt(st.get("kvikio_gbps"), "%.2f"),
+                 fmt(st.get("kvikio_cpu_s_per_gb"), "%.3f"),
                  fmt(st.get("pcie_gbps"), "%.2f"),
                  fmt(st.get("read_limit_gbps"), "%.2f"), st["cpus"],
                  fmt(st.get("read_limit_1thread_gbps"), "%.2f"))]
