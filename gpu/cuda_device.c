@@ -346,8 +346,10 @@ static int cuda_checksum(struct device *d, size_t offset, size_t len,
  */
 static void checksum_self_check(struct cuda_device *cd, size_t io_bytes)
 {
+	/* whole tiles of 64 steps and a partial one after them, too */
 	static const size_t lens[] = { 241, 1024, 1025, 4103,
-				       (192u << 10) + 100, (1u << 20) + 13 };
+				       (192u << 10) + 100, (200u << 10) + 5,
+				       (1u << 20) + 13 };
 	size_t room = io_bytes < (1u << 20) + 64 ? io_bytes : (1u << 20) + 64;
 	const char *what = "malloc";
 	uint8_t *pattern = NULL;

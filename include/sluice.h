@@ -870,7 +870,9 @@ struct sluice_stats {
 	uint64_t gather_runs;              /* their copy runs, after
 					      coalescing neighbours */
 	uint64_t device_upload_bytes;      /* decoded blocks copied to the
-					      device for gathers */
+					      device for gathers, and zstd
+					      blocks' stored bytes for
+					      their checksums there */
 	uint64_t device_memory_bytes;      /* GPU memory the loader holds:
 					      batch mirror, io mirror with
 					      device_gather, run tables */

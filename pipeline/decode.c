@@ -55,14 +55,23 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
 }
 
 /* @blk's stored bytes on the device whole (what stream.c did not upload
- * as they landed) and their checksum taken there (gather.c). */
+ * as they landed) and their checksum taken there (gather.c).  On a
+ * failure of the device's, *@failed says which step failed. */
 static int check_on_device(struct loader_core *c, struct cache_entry *e,
-			   const struct shard_block *blk, const uint8_t *stored)
+			   const struct shard_block *blk, const uint8_t *stored,
+			   const char **failed)
 {
 	uint64_t up = e->stream.uploaded;
 	int r = gather_upload(c, stored + up, blk->stored_size - up);
 
-	return r ? r : gather_check(c, blk, stored);
+	if (r) {
+		*failed = "copy to the device for its checksum: ";
+		return r;
+	}
+	r = gather_check(c, blk, stored);
+	if (r && r != -SLUICE_ECORRUPT)
+		*failed = "checksum on the device: ";
+	return r;
 }
 
 static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
@@ -88,10 +97,10 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	into = e->direct ? e->direct : e->scratch;
 	pthread_mutex_unlock(&c->mu);
 	if (on_device) {
-		r = check_on_device(c, e, blk, stored);
-		if (r && r != -SLUICE_ECORRUPT)
-			dev_failed = "checksum on the device: ";
+		r = check_on_device(c, e, blk, stored, &dev_failed);
 		cpu1 = thread_cpu_ns();
+		/* the decode stage's span: the device's wait is not its */
+		t0 = now_ns();
 	} else if (c->cfg.verify) {
 		r = e->stream.hash ? stream_check(e, blk, stored)
 				   : block_verify(blk, stored);
