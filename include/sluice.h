@@ -840,8 +840,9 @@ struct sluice_stats {
 	int device_pinned;                 /* 1: arena registered with CUDA */
 	char fallbacks[528];               /* why each fallback is active */
 	/* CPU time the loader's threads spent per stage (thread CPU clocks,
-	 * not wall time): planning and io_uring submit/reap; checksums;
-	 * zstd; copying records into batches.  Divided by the GB decoded
+	 * not wall time): planning, io_uring submit/reap and the page-cache
+	 * copies io_uring's workers make for the loader's reads (sampled
+	 * every 100 ms); checksums; zstd; copying records into batches.  Divided by the GB decoded
 	 * (decode.bytes: what is delivered, unless shuffle full decodes a
 	 * block for each batch that needs it) they say where the CPU per GB
 	 * goes. */

@@ -120,6 +120,40 @@ unsigned io_ring_in_flight(const struct io_ring *r);
 /* Wake a thread blocked in io_ring_reap() (returns 0 reads). Any thread. */
 void io_ring_wake(struct io_ring *r);
 
+/* One of io_uring's worker threads and the CPU it has used. */
+struct io_worker_cpu {
+	long tid;
+	uint64_t cpu_ns;        /* its CPU clock (user + system) */
+};
+
+/*
+ * io_workers_cpu - the io_uring worker threads alive now that work for
+ * thread @submitter (gettid() of the thread submitting to a ring: its
+ * buffered reads' pieces are copied there, workers.c), at most @max into
+ * @out.  @return: how many were found (0 where /proc is not there).
+ */
+int io_workers_cpu(long submitter, struct io_worker_cpu *out, int max);
+
+/* Bound io_uring keeps on a task's workers for regular files: 4 per CPU;
+ * past it a clock misses some. */
+#define IO_WORKERS_MAX 256
+
+/*
+ * The CPU the calling thread's io_uring workers take, added up across
+ * samples: workers come and go, but one exits only after some idle
+ * seconds, so what it used was seen by a sample before it went.
+ */
+struct io_workers_clock {
+	long submitter;
+	int nseen;
+	struct io_worker_cpu seen[IO_WORKERS_MAX];
+};
+
+/* Start counting for the calling thread's workers. */
+void io_workers_clock_start(struct io_workers_clock *k);
+/* @return: the CPU ns its workers took since the last sample. */
+uint64_t io_workers_clock_sample(struct io_workers_clock *k);
+
 #ifdef SLUICE_TESTING
 /*
  * Fault injection for tests: called on each completion before the ring

@@ -452,13 +452,17 @@ static void test_pieces(void)
 	char path[320];
 	const char *p[1] = { path };
 	struct io_ring_info info;
+	struct io_workers_clock *workers = malloc(sizeof(*workers));
+	struct io_worker_cpu none[1];
 	struct io_ring *r;
 	uint64_t s0;
 
+	T_ASSERT(workers != NULL);
 	snprintf(path, sizeof(path), "%s/pieces", tmpdir);
 	make_file(path, 7, size);
 	r = ring_open(p, 1, 0, 8, 0, &info);
 	T_EQ(info.direct, 0);
+	io_workers_clock_start(workers);
 
 	/* the whole file: a piece of 2 MiB, one of 1 MiB and 777 bytes */
 	set_read(0, 0, 0, size, size, arena);
@@ -467,6 +471,11 @@ static void test_pieces(void)
 	reap_all(r, 1);
 	T_EQ(io_ring_test_sqes(r) - s0, 2);
 	check_bytes(arena, 7, 0, size);
+	/* io_uring's workers copied the pieces, for this thread: their CPU
+	 * is counted, and no other thread has workers of its own here */
+	T_LT(0, io_workers_clock_sample(workers));
+	T_EQ(io_workers_cpu(1, none, 1), 0);
+	free(workers);
 
 	/* one run of three reads: B spans the pieces' boundary, C meets
 	 * the end of the file in the last piece */

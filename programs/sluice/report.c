@@ -38,8 +38,9 @@ struct figures {
 	double delivered_gbps;
 	double cpu_s_per_gb, cpu_s_per_gb_delivered, occupancy, wait_frac;
 	/* CPU s per GB decoded, by stage: the loader's threads' own CPU
-	 * clocks; other is the rest of the process (the consumer, copies
-	 * to the device, page faults outside the stages). */
+	 * clocks, read's with io_uring's workers' page-cache copies; other
+	 * is the rest of the process (the consumer, copies to the device,
+	 * page faults outside the stages). */
 	double cpu_read, cpu_verify, cpu_decompress, cpu_assemble, cpu_other;
 	struct limit disk, cpu, pcie;
 	/* Every stage at once on the same CPUs: what each above costs per
