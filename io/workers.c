@@ -18,13 +18,24 @@
 
 #include "ring.h"
 
+/* The kernel's id for thread @tid's CPU clock (its MAKE_THREAD_CPUCLOCK:
+ * the thread's scheduler clock, per thread), what pthread_getcpuclockid()
+ * returns for a thread of ours. */
+#define CPUCLOCK_SCHED 2u
+#define CPUCLOCK_PERTHREAD 4u
+
+static clockid_t thread_cpu_clock(long tid)
+{
+	return (clockid_t)(((unsigned)~(unsigned)tid << 3) |
+			   CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED);
+}
+
 /* The CPU time of thread @tid of this process, in ns; 0 when gone.  A
- * thread's CPU clock is open to the other threads of its process (what
- * pthread_getcpuclockid() makes): exact to the ns, where /proc's stat
- * counts clock ticks. */
+ * thread's CPU clock is open to the other threads of its process: exact
+ * to the ns, where /proc's stat counts clock ticks. */
 static uint64_t task_cpu_ns(long tid)
 {
-	clockid_t clock = (clockid_t)(((unsigned)~(unsigned)tid << 3) | 6u);
+	clockid_t clock = thread_cpu_clock(tid);
 	struct timespec ts;
 
 	if (clock_gettime(clock, &ts) != 0)
