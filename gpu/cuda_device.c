@@ -351,32 +351,23 @@ static void checksum_self_check(struct cuda_device *cd, size_t io_bytes)
 				       (192u << 10) + 100, (200u << 10) + 5,
 				       (1u << 20) + 13 };
 	size_t room = io_bytes < (1u << 20) + 64 ? io_bytes : (1u << 20) + 64;
-	const char *what = "malloc";
-	uint8_t *pattern = NULL;
-	cudaError_t e = cudaErrorMemoryAllocation;
+	/* the arena's io part: nothing of the loader's there yet */
+	uint8_t *pattern = cd->base.arena.base;
+	const char *what = "";
+	cudaError_t e;
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 
 	if (room < 512)
 		return;         /* no block it could check: none is tested */
-	pattern = malloc(room);
-	if (!pattern)
-		goto fail;
 	for (size_t k = 0; k < room; k++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
 		pattern[k] = (uint8_t)x;
 	}
-	/* Nothing else uses the io mirror yet.  From pageable memory
-	 * cudaMemcpy may return before its DMA lands, and the upload lanes'
-	 * streams do not wait for the default stream: wait for the device. */
-	what = "cudaMemcpy of the checksum test pattern";
-	e = cudaMemcpy(cuda_gather_io_mirror(cd->gather), pattern, room,
-		       cudaMemcpyHostToDevice);
-	if (e == cudaSuccess) {
-		what = "cudaDeviceSynchronize after the test pattern";
-		e = cudaDeviceSynchronize();
-	}
+	/* on an upload lane, as the loader's blocks go: no wait on the
+	 * rest of the device (a training job's work, say) */
+	e = cuda_gather_upload(cd->gather, 0, pattern, room, &what);
 	for (size_t k = 0; e == cudaSuccess && k < 2 * sizeof(lens) / sizeof(lens[0]); k++) {
 		size_t at = k & 1 ? 3 : 0, len = lens[k / 2];
 		uint64_t sum = 0, want;
@@ -392,12 +383,9 @@ static void checksum_self_check(struct cuda_device *cd, size_t io_bytes)
 				"the GPU's block checksums disagree with the CPU's (%zu bytes at offset %zu: %016llx, not %016llx): blocks checked on the CPU",
 				len, at, (unsigned long long)sum,
 				(unsigned long long)want);
-			free(pattern);
 			return;
 		}
 	}
-fail:
-	free(pattern);
 	if (e == cudaSuccess) {
 		cd->base.info.caps |= DEVICE_CAP_CHECKSUM;
 		return;
