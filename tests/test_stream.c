@@ -173,14 +173,14 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 				  seen[i]);
 	if (device != SLUICE_DEVICE_HOST &&
 	    !(forced & SLUICE_FORCE_HOST_CHECKS)) {
-		/* every block checked on the device, none by the CPU; a
-		 * decode in flight may have checked its block and not yet
-		 * counted it */
+		/* every block read checked on the device, none by the
+		 * CPU; but for the reads in flight for the next epoch (in
+		 * the io memory) */
 		T_EQ(st.bytes_verified_landing, 0);
 		T_LT(0, st.bytes_verified_device);
 		T_ASSERT(st.bytes_verified_device <=
-			 st.decode.bytes + st.io_memory_bytes);
-		T_ASSERT(st.decode.bytes <=
+			 st.read.bytes + st.io_memory_bytes);
+		T_ASSERT(st.read.bytes <=
 			 st.bytes_verified_device + st.io_memory_bytes);
 	} else if (forced & SLUICE_FORCE_WHOLE_BLOCK_CHECKS) {
 		/* the A/B's other side: the same bytes, checked whole */
