@@ -208,6 +208,12 @@ static int sim_checksum(struct device *d, size_t offset, size_t len,
 				  &d->checksum_secret, 0 };
 	struct sim_event done;
 
+	if (sd->faults & SIM_FAULT_CHECKSUM_ERROR) {
+		free(op);
+		device_record_error(d, "simulated checksum failure (%zu bytes at io offset %zu)",
+				    len, offset);
+		return -SLUICE_ECUDA;
+	}
 	if (!op) {
 		device_record_error(d, "out of memory for a checksum");
 		return -ENOMEM;

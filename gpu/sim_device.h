@@ -74,6 +74,9 @@ enum sim_fault {
 	/* The sim_test_fail_copy-th copy or gather (counted from 1) fails
 	 * with -SLUICE_ECUDA: an error in the copy stage. */
 	SIM_FAULT_COPY_ERROR = 1u << 3,
+	/* Every device_checksum() fails with -SLUICE_ECUDA: the device,
+	 * not the data, is at fault. */
+	SIM_FAULT_CHECKSUM_ERROR = 1u << 5,
 };
 #ifdef SLUICE_TESTING
 extern unsigned sim_test_faults;

@@ -347,6 +347,28 @@ static void check_corrupt(const char *dir, int device)
 	sluice_dataset_close(ds);
 }
 
+/* The device fails its checksums: the loader fails, naming the device,
+ * also with on_error=skip (the data is not at fault, nothing is
+ * skipped). */
+static void check_device_failure(sluice_dataset *ds)
+{
+	sluice_loader *ld;
+	sluice_batch *b;
+	char msg[512];
+	int r;
+
+	sim_test_faults = SIM_FAULT_CHECKSUM_ERROR;
+	ld = open_loader(ds, SLUICE_DEVICE_AUTO, SLUICE_ON_ERROR_SKIP, 0);
+	sim_test_faults = 0;
+	while ((r = sluice_loader_next(ld, &b)) == 0)
+		sluice_batch_release(b);
+	T_EQ(r, -SLUICE_ECUDA);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_CONTAINS(msg, "checksum on the device");
+	T_CONTAINS(msg, "simulated checksum failure");
+	sluice_loader_close(ld);
+}
+
 int main(void)
 {
 	char *dir = fx_tmpdir();
@@ -372,6 +394,7 @@ int main(void)
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
 		   "sim device, gathered, checked on the CPU");
 	forced = 0;
+	check_device_failure(ds);
 	check_close_mid_epoch(ds);
 	sluice_dataset_close(ds);
 	/* zstd blocks: checked on the device from their stored bytes,
