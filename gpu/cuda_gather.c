@@ -84,11 +84,6 @@ void cuda_gather_close(struct cuda_gather *g)
 	free(g);
 }
 
-void *cuda_gather_io_mirror(struct cuda_gather *g)
-{
-	return g->io_mirror;
-}
-
 cudaError_t cuda_gather_open(const struct cuda_gather_config *cfg,
 			     struct cuda_gather **out, size_t *device_bytes,
 			     const char **what)

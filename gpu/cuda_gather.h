@@ -36,9 +36,6 @@ cudaError_t cuda_gather_open(const struct cuda_gather_config *cfg,
 /* Waits for uploads in flight; the caller synchronised the copy stream. */
 void cuda_gather_close(struct cuda_gather *g);
 
-/* The io mirror's device address (for open's checks). */
-void *cuda_gather_io_mirror(struct cuda_gather *g);
-
 /* Copy @len bytes at @host to io mirror byte @offset, after every gather
  * enqueued so far; return when the copy is complete. */
 cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,

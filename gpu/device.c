@@ -342,7 +342,7 @@ int device_checksum(struct device *d, const void *host, size_t len,
 		return -ENOTSUP;
 	/* XXH3's short inputs take other paths: the device has only the
 	 * long one (xxh3_steps.h) */
-	if (len <= 240 || !host || p < base ||
+	if (len <= XXH3S_MIDSIZE_MAX || !host || p < base ||
 	    !inside(p - base, len, 0, d->io_mirror_bytes))
 		return -EINVAL;
 	return d->ops->checksum(d, p - base, len, sum);

@@ -84,7 +84,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
 	/* checksummed on the device, from its upload: the CPU reads a raw
 	 * block not at all, a zstd block only to decompress it */
-	int on_device = c->cfg.verify && gather_checks(c, blk);
+	int on_device = gather_checks(c, blk);
 	int r = 0, ahead;
 	/* what failed on the device: its checksum, or the upload of the
 	 * decoded block (else the block itself is at fault) */

@@ -194,7 +194,8 @@ int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
  * the wait would (XXH3 hashes 256 KiB in about 25 us on one core). */
 #define DEVICE_CHECK_MIN ((uint64_t)256 << 10)
 
-/* Is @blk checksummed on the device (gather_check) instead of the CPU?
+/* Is @blk checksummed on the device (gather_check) instead of the CPU
+ * (never without verify: gather.checks)?
  * Its stored bytes go there as they land: a raw block's are what the
  * gathers read; a zstd block's cross PCIe once more (half the decoded
  * bytes, at zstd's usual ratio) to spare the CPU their hash, the CPUs

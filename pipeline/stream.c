@@ -79,7 +79,7 @@ static int stream_uploads(const struct loader_core *c,
 {
 	return (c->gather.on && blk->codec == DLS_CODEC_RAW &&
 		blk->stored_size == blk->raw_size) ||
-	       (c->cfg.verify && gather_checks(c, blk));
+	       gather_checks(c, blk);
 }
 
 /* Hashed as they land: checked on the CPU (none without a pool). */

@@ -37,11 +37,10 @@ int main(void)
 #else
 #include <cuda_runtime_api.h>
 #include <pthread.h>
-#include <time.h>
 #include <xxhash.h>
 
 #include "cuda_compute.h"
-#include "device.h"
+#include "device_util.h"
 
 #define B 40u
 
@@ -50,14 +49,6 @@ static void no_gpu(const char *why)
 	if (getenv("SLUICE_REQUIRE_GPU"))
 		T_FAIL_AT("SLUICE_REQUIRE_GPU=1 but no GPU: %s", why);
 	T_SKIP_BECAUSE("no usable GPU: %s", why);
-}
-
-static double seconds(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 /* A GPU whose arena is two halves of @half: io memory (mirrored for
@@ -97,7 +88,7 @@ static double concurrent_rate(struct device *d, const uint8_t *arena)
 {
 	struct sum_worker w[SUM_THREADS];
 	pthread_t t[SUM_THREADS];
-	double t0 = seconds();
+	double t0 = now_ms();
 
 	for (int k = 0; k < SUM_THREADS; k++) {
 		w[k] = (struct sum_worker){ d, arena + ((size_t)k << 20), 0 };
@@ -107,7 +98,7 @@ static double concurrent_rate(struct device *d, const uint8_t *arena)
 		T_EQ(pthread_join(t[k], NULL), 0);
 		T_EQ(w[k].failed, 0);
 	}
-	return SUM_THREADS * 20.0 * (1u << 20) / (seconds() - t0) / 1e9;
+	return SUM_THREADS * 20.0 * (1u << 20) / ((now_ms() - t0) * 1e6);
 }
 
 /* The device's XXH3 against libxxhash's, through the device interface. */
@@ -152,11 +143,11 @@ static void check_checksum(void)
 	arena[12345] ^= 1;
 	T_OK(device_checksum(d, arena, half, &sum));
 	T_NE(sum, XXH3_64bits(arena, half));
-	t0 = seconds();
+	t0 = now_ms();
 	for (int k = 0; k < 20; k++)
 		T_OK(device_checksum(d, arena, half, &sum));
 	printf("ok: checksums on the GPU == libxxhash; one 8 MiB checksum at a time: %.1f GB/s\n",
-	       20.0 * (double)half / (seconds() - t0) / 1e9);
+	       20.0 * (double)half / ((now_ms() - t0) * 1e6));
 	printf("    %d threads, 1 MiB checksums at once: %.1f GB/s\n",
 	       SUM_THREADS, concurrent_rate(d, arena));
 	device_close(d);

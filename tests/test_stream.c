@@ -308,6 +308,19 @@ static void check_close_mid_epoch(sluice_dataset *ds)
 	}
 }
 
+/* Take batches until next() fails; its code, the loader's message in
+ * @msg. */
+static int drain(sluice_loader *ld, char *msg, size_t len)
+{
+	sluice_batch *b;
+	int r;
+
+	while ((r = sluice_loader_next(ld, &b)) == 0)
+		sluice_batch_release(b);
+	sluice_loader_error(ld, msg, len);
+	return r;
+}
+
 static void check_corrupt(const char *dir, int device)
 {
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -320,10 +333,7 @@ static void check_corrupt(const char *dir, int device)
 
 	T_OK(sluice_dataset_open(dir, &ds));
 	ld = open_loader(ds, device, SLUICE_ON_ERROR_FAIL, 0);
-	while ((r = sluice_loader_next(ld, &b)) == 0)
-		sluice_batch_release(b);
-	T_EQ(r, -SLUICE_ECORRUPT);
-	sluice_loader_error(ld, msg, sizeof(msg));
+	T_EQ(drain(ld, msg, sizeof(msg)), -SLUICE_ECORRUPT);
 	T_CONTAINS(msg, "data-00000.dls");
 	T_CONTAINS(msg, "block 0");
 	sluice_loader_close(ld);
@@ -353,17 +363,12 @@ static void check_corrupt(const char *dir, int device)
 static void check_device_failure(sluice_dataset *ds)
 {
 	sluice_loader *ld;
-	sluice_batch *b;
 	char msg[512];
-	int r;
 
 	sim_test_faults = SIM_FAULT_CHECKSUM_ERROR;
 	ld = open_loader(ds, SLUICE_DEVICE_AUTO, SLUICE_ON_ERROR_SKIP, 0);
 	sim_test_faults = 0;
-	while ((r = sluice_loader_next(ld, &b)) == 0)
-		sluice_batch_release(b);
-	T_EQ(r, -SLUICE_ECUDA);
-	sluice_loader_error(ld, msg, sizeof(msg));
+	T_EQ(drain(ld, msg, sizeof(msg)), -SLUICE_ECUDA);
 	T_CONTAINS(msg, "checksum on the device");
 	T_CONTAINS(msg, "simulated checksum failure");
 	sluice_loader_close(ld);
