@@ -333,6 +333,21 @@ int device_upload(struct device *d, const void *host, size_t len)
 	return d->ops->upload(d, p - base, host, len);
 }
 
+int device_upload_from(struct device *d, const void *io, const void *src,
+		       size_t len)
+{
+	uintptr_t base = (uintptr_t)d->arena.base, p = (uintptr_t)io;
+	uintptr_t q = (uintptr_t)src;
+
+	if (len == 0)
+		return 0;
+	if (!io || !src || p < base || q < base ||
+	    !inside(p - base, len, 0, d->io_mirror_bytes) ||
+	    !inside(q - base, len, 0, d->arena.bytes))
+		return -EINVAL;
+	return d->ops->upload(d, p - base, src, len);
+}
+
 int device_checksum(struct device *d, const void *host, size_t len,
 		    uint64_t *sum)
 {

@@ -150,6 +150,16 @@ struct gather_run {
 int device_upload(struct device *d, const void *host, size_t len);
 
 /*
+ * device_upload_from - as device_upload(), but the bytes come from @src,
+ * anywhere in the arena, and go to @io's device mirror: a staged read's
+ * piece (io/ring.h), whose host bytes at @io were never written.  Host:
+ * the memcpy that puts them at @io.
+ * @return: as device_upload() (-EINVAL also for @src outside the arena).
+ */
+int device_upload_from(struct device *d, const void *io, const void *src,
+		       size_t len);
+
+/*
  * device_checksum - the XXH3-64 (seed 0: a block's checksum in the shard
  * format) of the io mirror's copy of @host..@host + @len, taken on the
  * device from the bytes that device_upload() calls which returned before

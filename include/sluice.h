@@ -890,6 +890,10 @@ struct sluice_stats {
 					      the GPU from their upload
 					      (blocks gathered there), not
 					      hashed by the CPU */
+	uint64_t bytes_staged;             /* stored bytes read through a
+					      small ring that the CPU's
+					      cache holds, straight to the
+					      GPU, never into io memory */
 };
 
 /**

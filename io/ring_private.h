@@ -26,11 +26,11 @@
 /* Largest registered iovec, and largest SQE (its len field is 32 bits). */
 #define RING_IOVEC_MAX ((size_t)1 << 30)
 #define RING_SQE_MAX ((uint64_t)1 << 30)
-/* A buffered run's pieces: small enough that one 64 MiB block is copied
- * by many workers, large enough that an SQE's cost is noise beside its
- * copy (4 MiB is KvikIO's task size; 2 MiB measured as fast, see
- * bench/results/2026-11-26-parallel-reads.md). */
-#define RING_PIECE_BYTES ((uint64_t)2 << 20)
+/* A buffered run's pieces (IO_PIECE_BYTES): small enough that one 64 MiB
+ * block is copied by many workers, large enough that an SQE's cost is
+ * noise beside its copy (4 MiB is KvikIO's task size; 2 MiB measured as
+ * fast, see bench/results/2026-11-26-parallel-reads.md). */
+#define RING_PIECE_BYTES IO_PIECE_BYTES
 /* SQEs in flight per read of the queue depth (its pieces), and at most
  * in all. */
 #define RING_PIECES_PER_READ 8u
@@ -60,6 +60,7 @@ struct ring_op {
 	uint64_t sqe_start;        /* the SQE in flight: from here ... */
 	uint64_t sqe_len;          /* ... this many bytes */
 	unsigned attempts;         /* -EAGAIN / -EINTR retries so far */
+	uint64_t stage_k;          /* a staged read's: its piece number */
 };
 
 struct ring_queue {
@@ -101,6 +102,8 @@ struct io_ring {
 	unsigned in_flight;        /* reads held (io_ring_in_flight) */
 	struct ring_queue pending;
 	struct io_read *done_head, *done_tail; /* settled, to hand back */
+	struct io_read *staging;   /* staged reads with pieces waiting for
+				      room in their stage (stage.c) */
 	struct ring_op *free_ops, *all_ops;
 
 	struct io_read **scratch;  /* io_ring_submit's sorted view */
@@ -163,6 +166,15 @@ void ring_op_put(struct io_ring *r, struct ring_op *op);
 
 /* reap.c */
 void ring_op_finish(struct io_ring *r, struct ring_op *op, int err);
+
+/* stage.c: staged reads' pieces.  ring_stage_admit: move those that
+ * have room now to the pending queue.  ring_stage_drop: @rd stopped short
+ * (an error, or the end of the file): its waiting pieces finish unread,
+ * as nothing would release room for them.  ring_stage_unlist: @rd off
+ * the ring's list (it settled). */
+void ring_stage_admit(struct io_ring *r);
+void ring_stage_drop(struct io_ring *r, struct io_read *rd);
+void ring_stage_unlist(struct io_ring *r, struct io_read *rd);
 
 /* fault.c: SLUICE_TESTING only. */
 #ifdef SLUICE_TESTING

@@ -57,6 +57,9 @@ struct cache_entry {
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	uint64_t read_back_ns;  /* when the ring handed it back [mu] */
 	struct stream_entry stream; /* checked as it lands (stream.c) */
+	int32_t stage_ring;     /* its read's ring (stage.c), -1: none [mu];
+				   rd.staged: its bytes are only on the
+				   device */
 	struct io_read rd;
 };
 

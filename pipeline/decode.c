@@ -62,7 +62,8 @@ static int check_on_device(struct loader_core *c, struct cache_entry *e,
 			   const char **failed)
 {
 	uint64_t up = e->stream.uploaded;
-	int r = gather_upload(c, stored + up, blk->stored_size - up);
+	int r = e->stream.upload_err ? e->stream.upload_err
+		: stream_upload(c, e, blk, up, blk->stored_size);
 
 	if (r) {
 		*failed = "copy to the device for its checksum: ";
@@ -124,6 +125,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		uint64_t up = raw == stored ? e->stream.uploaded : 0;
 
 		r = gather_upload(c, (const uint8_t *)raw + up,
+				  (const uint8_t *)raw + up,
 				  blk->raw_size - up);
 		if (r)
 			dev_failed = "copy to the device for a gather: ";
@@ -139,6 +141,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 	pthread_mutex_lock(&c->mu);
 	stream_release_locked(c, e);
+	stage_give_locked(c, e);
 	if (r) {
 		const char *what = r == -SLUICE_ECORRUPT
 			? "checksum or layout mismatch (corrupt block)"

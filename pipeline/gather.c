@@ -176,10 +176,12 @@ int gather_submit(struct loader_core *c, struct slot *s)
 }
 
 /* A block is decoded: put its bytes on the device before it is READY. */
-int gather_upload(struct loader_core *c, const uint8_t *raw, uint64_t len)
+int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,
+		  uint64_t len)
 {
 	uint64_t cpu0 = thread_cpu_ns();
-	int r = device_upload(c->dev, raw, len);
+	int r = src == io ? device_upload(c->dev, io, len)
+			  : device_upload_from(c->dev, io, src, len);
 
 	/* Assembly's share of the CPU on this path (the copy itself is the
 	 * GPU's DMA; the wait sleeps). */

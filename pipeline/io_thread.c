@@ -63,6 +63,7 @@ void entry_prepare_read(struct loader_core *c, uint32_t i)
 	e->rd.buf = e->stored;
 	e->rd.user = e;
 	e->stream = (struct stream_entry){ 0 };
+	stage_take_locked(c, e, blk);
 	e->state = ENTRY_READING;
 }
 
@@ -287,6 +288,7 @@ void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 	/* A file shorter than its index says is damaged data; everything
 	 * else (-EIO, ...) is a failing device and always fatal. */
 	stream_release_locked(c, e);
+	stage_give_locked(c, e);
 	e->state = ENTRY_FAILED;
 	e->error = err == -ENODATA ? -SLUICE_ECORRUPT : err;
 	e->corrupt = err == -ENODATA;

@@ -41,6 +41,7 @@
 #include "plan.h"
 #include "ranges.h"
 #include "read_ahead.h"
+#include "stage.h"
 #include "stream.h"
 #include "view.h"
 
@@ -201,6 +202,7 @@ struct loader_core {
 	 * idle together while the planner refilled the slots.) */
 	struct job_queue decode_jobs, batch_jobs, stream_jobs;
 	struct stream_pool streams;
+	struct stage_pool stage;    /* staged block reads (stage.c) */
 	_Atomic uint64_t bytes_verified_landing; /* checked as they landed */
 
 	/* threads */

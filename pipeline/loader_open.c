@@ -15,6 +15,7 @@ static void free_core(struct loader_core *c)
 		slot_free(c->slots[i]);
 	io_ring_destroy(c->ring);
 	stream_close(c);
+	stage_close(c);
 	ranges_close(c);
 	cache_destroy(c);
 	budget_close(c);
@@ -337,6 +338,8 @@ static int open_core(struct loader_core *c,
 	views_init(c);
 	direct_init(c);
 	gather_init(c);
+	if (!r)
+		r = stage_open(c);
 	if (!r)
 		r = alloc_slots(c, c->cfg.prefetch_depth);
 	if (r)

@@ -78,6 +78,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->bytes_verified_landing = atomic_load(&c->bytes_verified_landing);
 	st->read_ahead_blocks = atomic_load(&c->ahead.limit);
 	st->bytes_verified_device = atomic_load(&c->gather.bytes_checked);
+	st->bytes_staged = atomic_load(&c->stage.bytes);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),

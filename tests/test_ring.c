@@ -600,6 +600,152 @@ static void test_landed(void)
 	unlink(path);
 }
 
+/* A staged read's owner: takes each landed byte from where io_read_at
+ * says it is, checks it, releases it; and checks that the ring never ran
+ * further ahead than its stage holds. */
+struct stage_owner {
+	struct io_ring *r;
+	struct io_read *rd;
+	unsigned seed;
+	_Atomic int settled;    /* the read was handed back */
+	uint64_t taken;
+	unsigned overruns;
+};
+
+static void *stage_owner_main(void *arg)
+{
+	struct stage_owner *o = arg;
+	const uint64_t piece = IO_PIECE_BYTES;
+
+	for (;;) {
+		int settled = atomic_load(&o->settled);
+		uint64_t got = atomic_load_explicit(&o->rd->landed,
+						    memory_order_acquire);
+		uint64_t room = (o->taken / piece + o->rd->stage_pieces) * piece;
+
+		if (got > room)
+			o->overruns++;
+		while (o->taken < got) {
+			uint64_t n;
+			const uint8_t *p = io_read_at(o->rd, o->taken, &n);
+
+			if (n > got - o->taken)
+				n = got - o->taken;
+			check_bytes(p, o->seed, o->rd->offset + o->taken, n);
+			o->taken += n;
+		}
+		io_read_release(o->r, o->rd, o->taken);
+		if (settled)
+			return NULL;
+		usleep(100);
+	}
+}
+
+/* Read reads[0] (staged) with an owner thread; @return its result. */
+static int64_t staged_read(struct io_ring *r, unsigned seed)
+{
+	struct stage_owner o = { .r = r, .rd = &reads[0], .seed = seed };
+	pthread_t t;
+
+	T_EQ(pthread_create(&t, NULL, stage_owner_main, &o), 0);
+	submit(r, 1, NULL);
+	reap_all(r, 1);
+	atomic_store(&o.settled, 1);
+	pthread_join(t, NULL);
+	T_EQ(o.overruns, 0);
+	T_EQ(o.taken, atomic_load(&reads[0].landed));
+	return reads[0].result;
+}
+
+/* Staged reads (io_read.stage): the pieces land in a small ring that the
+ * owner empties and releases, in order and never overrun; buf is never
+ * written; an error or a truncated file ends the read without waiting
+ * for room that nobody will release; other reads are not coalesced with
+ * it. */
+static void test_staged(void)
+{
+	const uint64_t mib = 1u << 20, size = 21 * mib + 100;
+	const size_t stage_len = 3 * IO_PIECE_BYTES;
+	struct io_ring_config cfg = { .queue_depth = 2, .direct = 0 };
+	char path[320], err[256];
+	const char *p[1] = { path };
+	struct io_ring *r = NULL;
+	/* the stage, then the read's own buffer, which must stay as it is */
+	size_t len = stage_len + size;
+	uint8_t *mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *buf = mem + stage_len;
+
+	T_ASSERT(mem != MAP_FAILED);
+	snprintf(path, sizeof(path), "%s/staged", tmpdir);
+	make_file(path, 5, size);
+	T_EQ(io_ring_create(&r, p, 1, mem, len, &cfg, err, sizeof(err)), 0);
+	memset(buf, 0xab, size);
+
+	/* the whole file, from an odd offset, through 3 pieces of room */
+	set_read(0, 0, 100, size - 100, size - 100, buf);
+	reads[0].stage = mem;
+	reads[0].stage_pieces = 3;
+	T_EQ(staged_read(r, 5), (int64_t)(size - 100));
+	T_EQ(reads[0].staged, 1);
+	for (uint64_t k = 0; k < size; k++)
+		if (buf[k] != 0xab)
+			T_FAIL_AT("buf written at %llu", (unsigned long long)k);
+
+	/* -EIO in the piece at 8 MiB: the read fails there, past the
+	 * stage's first round, with the bytes before it taken */
+	set_read(0, 0, 0, size, size, buf);
+	reads[0].stage = mem;
+	reads[0].stage_pieces = 2;
+	fault_set(F_AT, 0, 8 * mib, -1, -EIO);
+	T_EQ(staged_read(r, 5), -EIO);
+	fault_set(F_NONE, 0, 0, 0, 0);
+	T_EQ(atomic_load(&reads[0].landed), 8 * mib);
+
+	/* the file ends 5 MiB before the read thinks: -ENODATA, no hang */
+	set_read(0, 0, 0, size + 5 * mib, size + 5 * mib, buf);
+	reads[0].stage = mem;
+	reads[0].stage_pieces = 1;
+	T_EQ(staged_read(r, 5), -ENODATA);
+
+	/* a staged read beside one that continues it on disk and in
+	 * memory: two runs, both right */
+	memset(buf, 0xab, size);
+	set_read(0, 0, 0, 4 * mib, 4 * mib, buf);
+	reads[0].stage = mem;
+	reads[0].stage_pieces = 1;
+	set_read(1, 0, 4 * mib, 4 * mib, 4 * mib, buf + 4 * mib);
+	{
+		struct stage_owner o = { .r = r, .rd = &reads[0], .seed = 5 };
+		pthread_t t;
+
+		T_EQ(pthread_create(&t, NULL, stage_owner_main, &o), 0);
+		submit(r, 2, NULL);
+		reap_all(r, 2);
+		atomic_store(&o.settled, 1);
+		pthread_join(t, NULL);
+		T_EQ(o.taken, 4 * mib);
+	}
+	check_read(1, 5);
+	T_EQ(buf[0], 0xab);
+
+	/* room for a stage of 0 or too many pieces: refused */
+	set_read(0, 0, 0, mib, mib, buf);
+	reads[0].stage = mem;
+	reads[0].stage_pieces = IO_STAGE_PIECES_MAX + 1;
+	{
+		struct io_read *v[1] = { &reads[0] };
+
+		T_EQ(io_ring_submit(r, v, 1), -EINVAL);
+		reads[0].stage_pieces = 0;
+		T_EQ(io_ring_submit(r, v, 1), -EINVAL);
+	}
+
+	io_ring_destroy(r);
+	munmap(mem, len);
+	unlink(path);
+}
+
 /* A slow device (read_delay_us): each read starts no sooner than the
  * delay after its submission, and reads the same bytes. */
 static void test_read_delay(void)
@@ -1179,6 +1325,7 @@ int main(void)
 	}
 	test_pieces();
 	test_landed();
+	test_staged();
 	test_read_delay();
 	test_iovec_boundary();
 	test_outside_arena_and_unaligned();

@@ -90,6 +90,7 @@ device_info() {
 	"$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1
 	echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}"
 	nproc; free -g | head -2; uname -r
+	lscpu 2>/dev/null | grep -E 'Model name|Socket|NUMA node\(|L2|L3' || true
 	echo "io_uring_disabled: $(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo n/a)"
 	ulimit -l
 	df -hT "$root" /tmp | cat
@@ -160,6 +161,10 @@ test_gpu() {
 	# Under the step's own budget, so a slow test is reported by the
 	# runner and the summary line is still printed.
 	TEST_TIMEOUT=150 make --no-print-directory CUDA=1 test-gpu
+	rc=$?
+	# each test's own output (rates, seeds) comes back in logs.tar.gz
+	cp -r "$BUILD/test-logs" "$logs/test-logs" 2>/dev/null
+	return $rc
 }
 
 benchmarks() {

@@ -67,18 +67,22 @@ def make_dataset(shard, path, records, codec):
                                              time.time() - t0))
 
 
-def read_limit(files, threads):
-    """pread() every file once, pieces handed out to @threads threads."""
+def read_limit(files, threads, buf_bytes=PIECE):
+    """pread() every file once, pieces handed out to @threads threads,
+    each reading into its own buffer of @buf_bytes, reused: small, it
+    stays in the CPU's cache as fio's and KvikIO's buffers do; 64 MiB,
+    each copy writes memory (a block's io memory in sluice without
+    staging)."""
     pieces = []
     for p in files:
         size = os.path.getsize(p)
-        pieces += [(p, off, min(PIECE, size - off))
-                   for off in range(0, size, PIECE)]
+        pieces += [(p, off, min(buf_bytes, size - off))
+                   for off in range(0, size, buf_bytes)]
     lock = threading.Lock()
     total = [0]
 
     def work():
-        buf = bytearray(PIECE)
+        buf = bytearray(buf_bytes)
         fds = {}
         while True:
             with lock:
@@ -142,11 +146,12 @@ def kvikio_limit(files, inflight=8, cpu=None):
     return total / secs / 1e9
 
 
-def run_bench(sluice, path, args, timeout):
+def run_bench(sluice, path, args, timeout, env=None):
     cmd = [sluice, "bench", path, "--json"] + args
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout,
+                           env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         return None, "timeout after %d s" % timeout
     if p.returncode != 0:
@@ -160,14 +165,16 @@ def med(vals):
     return statistics.median(vals) if vals else None
 
 
-def row(sluice, name, path, args, runs, timeout):
+def row(sluice, name, path, args, runs, timeout, env=None):
     got, err = [], None
     for _ in range(runs):
-        r, err = run_bench(sluice, path, args, timeout)
+        r, err = run_bench(sluice, path, args, timeout, env)
         if r is None:
             break
         got.append(r)
-    out = {"name": name, "args": " ".join(args), "runs": len(got)}
+    out = {"name": name, "args": " ".join(
+        ["%s=%s" % kv for kv in (env or {}).items()] + args),
+        "runs": len(got)}
     if err:
         out["error"] = err
     if got:
@@ -202,6 +209,9 @@ def row(sluice, name, path, args, runs, timeout):
                 for r in res if r.get("read_bytes")),
             "verified_device_fraction": med(
                 r.get("bytes_verified_device", 0) / r["read_bytes"]
+                for r in res if r.get("read_bytes")),
+            "staged_fraction": med(
+                r.get("bytes_staged", 0) / r["read_bytes"]
                 for r in res if r.get("read_bytes")),
             "read_ahead_blocks": got[0]["result"].get("read_ahead_blocks"),
             "binding": got[0]["limits"].get("binding"),
@@ -254,12 +264,18 @@ def main():
     out = {"device": a.device, "dataset_bytes": size, "cpus": threads,
            "rows": []}
 
-    reads = [read_limit(files, threads) for _ in range(3)]
-    out["read_limit_gbps"] = med(reads)
-    out["read_limit_1thread_gbps"] = read_limit(files, 1)
-    log("read limit (page cache, %d threads pread 64 MiB): %.2f GB/s; "
-        "1 thread %.2f" % (threads, out["read_limit_gbps"],
-                           out["read_limit_1thread_gbps"]))
+    # into 2 MiB buffers reused (the loader's pieces, staged), and into
+    # 64 MiB ones (a block's io memory)
+    hot = 2 << 20
+    out["read_limit_gbps"] = med(read_limit(files, threads, hot)
+                                 for _ in range(3))
+    out["read_limit_1thread_gbps"] = read_limit(files, 1, hot)
+    out["read_limit_cold_gbps"] = med(read_limit(files, threads)
+                                      for _ in range(3))
+    log("read limit (page cache, %d threads, pread into 2 MiB buffers "
+        "reused): %.2f GB/s; 1 thread %.2f; into 64 MiB buffers %.2f" % (
+            threads, out["read_limit_gbps"], out["read_limit_1thread_gbps"],
+            out["read_limit_cold_gbps"]))
     if a.device == "cuda":
         try:
             os.environ.setdefault("KVIKIO_NTHREADS", str(threads))
@@ -281,6 +297,13 @@ def main():
     if "base" in groups:
         rows += [("defaults", base + ["--shuffle", "none"])]
         if a.device == "cuda":
+            # blocks read into a small ring in cache and uploaded from
+            # there (stage.c) against into their io memory; and the ring
+            # count around the default (one per decode thread)
+            s = base + ["--shuffle", "none"]
+            rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
+                     ("defaults-rings-8", s, {"SLUICE_STAGE_RINGS": "8"}),
+                     ("defaults-rings-32", s, {"SLUICE_STAGE_RINGS": "32"})]
             # raw blocks checksummed on the GPU from their upload
             # (gather_check) against on the CPU as they land: the A/B of
             # the device's checks
@@ -305,11 +328,12 @@ def main():
                  ("queue-depth-256", s + ["--queue-depth", "256"]),
                  ("gather-off", s + ["--device-gather", "off"]),
                  ("no-verify", s + ["--no-verify"])]
-    for name, args in rows:
+    for name, args, *env in rows:
         # the knobs are a survey (is any setting better than the
         # defaults?): one run each
         runs = a.runs if name.startswith(("defaults", "host")) else 1
-        out["rows"].append(row(sluice, name, raw, args, runs, a.timeout))
+        out["rows"].append(row(sluice, name, raw, args, runs, a.timeout,
+                               env[0] if env else None))
         save(out, a.json)
 
     if "zstd" in groups:

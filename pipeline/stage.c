@@ -1,0 +1,117 @@
+/*
+ * stage.c - raw blocks that go only to the device land in small rings of
+ * pinned pieces (io/ring.h's staged reads) instead of their io memory.
+ *
+ * Where batches are gathered on the device and blocks checksummed there
+ * (gather_checks), the CPU never reads a raw block: its host copy only
+ * stages the upload.  Read whole into its 64 MiB of io memory, every
+ * piece the page cache copies is written to memory the CPU's cache does
+ * not hold, which costs the copy a read of the destination and a write
+ * back; and the DMA then reads it from memory.  On a 16-core H100 host
+ * the reads into 64 MiB buffers reached 15.6 GB/s, those into 1 MiB
+ * buffers reused 71.8 (bench/results/2026-11-27-h200-run1).  A ring of a
+ * few pieces per block read, uploaded and released as they land
+ * (stream.c), is reused while the cache still holds it, as KvikIO's
+ * bounce buffers are.  The block's io memory stays reserved, as the
+ * device mirror's offsets are the host's, and is never written.
+ *
+ * The rings are carved from the io pool at open, before anything else
+ * is, and only where every batch is gathered: a block whose bytes are
+ * only on the device can be copied by no CPU (stage_slot_uses_locked).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+/* Pieces per ring: the stream's step (two pieces) being uploaded while
+ * the next two are copied.  Fewer would stall reads behind uploads. */
+#define STAGE_PIECES 4u
+#define STAGE_RING_BYTES ((uint64_t)STAGE_PIECES * IO_PIECE_BYTES)
+/* A ring per decode worker (they upload), within these. */
+#define STAGE_RINGS_MIN 2u
+#define STAGE_RINGS_MAX 32u
+
+static uint32_t rings_wanted(const struct loader_core *c)
+{
+	const char *v = getenv("SLUICE_STAGE_RINGS"); /* benchmarks' A/B */
+	uint32_t n = c->cfg.decode_threads;
+
+	if (v && *v)
+		n = (uint32_t)strtoul(v, NULL, 10);
+	return n < STAGE_RINGS_MIN ? STAGE_RINGS_MIN
+	       : n > STAGE_RINGS_MAX ? STAGE_RINGS_MAX : n;
+}
+
+int stage_open(struct loader_core *c)
+{
+	struct stage_pool *p = &c->stage;
+	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
+	uint32_t n = rings_wanted(c);
+
+	/* Every batch gathered, every raw block checksummed on the device;
+	 * a cache that holds the dataset reads each block once anyway. */
+	if (!c->gather.checks || !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
+	    c->ranges.on || c->cache.all || (v && strcmp(v, "0") == 0))
+		return 0;
+	/* At most a quarter of the io memory, leaving a batch's blocks
+	 * (what the budget promised); the read-ahead has the rest. */
+	while (n && ((uint64_t)n * STAGE_RING_BYTES > c->io_bytes / 4 ||
+		     c->io_bytes - (uint64_t)n * STAGE_RING_BYTES <
+			     c->io_batch_max))
+		n--;
+	if (n == 0 ||
+	    pool_alloc(&c->io_pool, (uint64_t)n * STAGE_RING_BYTES, &p->off))
+		return 0;
+	p->free = calloc(n, sizeof(*p->free));
+	if (!p->free)
+		return -ENOMEM;
+	p->base = c->arena + p->off;
+	p->rings = p->nfree = n;
+	for (uint32_t k = 0; k < n; k++)
+		p->free[k] = n - 1 - k;
+	p->on = 1;
+	return 0;
+}
+
+void stage_close(struct loader_core *c)
+{
+	free(c->stage.free);
+	c->stage.free = NULL;
+	c->stage.on = 0;
+}
+
+void stage_take_locked(struct loader_core *c, struct cache_entry *e,
+		       const struct shard_block *blk)
+{
+	struct stage_pool *p = &c->stage;
+	uint32_t k;
+
+	e->stage_ring = -1;
+	if (!p->on || p->nfree == 0 || blk->codec != DLS_CODEC_RAW ||
+	    !gather_checks(c, blk))
+		return;
+	k = p->free[--p->nfree];
+	e->stage_ring = (int32_t)k;
+	e->rd.stage = p->base + (uint64_t)k * STAGE_RING_BYTES;
+	e->rd.stage_pieces = STAGE_PIECES;
+}
+
+void stage_give_locked(struct loader_core *c, struct cache_entry *e)
+{
+	if (e->stage_ring < 0)
+		return;
+	c->stage.free[c->stage.nfree++] = (uint32_t)e->stage_ring;
+	e->stage_ring = -1;
+}
+
+int stage_slot_uses_locked(const struct loader_core *c, const struct slot *s)
+{
+	if (!c->stage.on)
+		return 0;
+	for (uint32_t k = 0; k < s->nentries; k++)
+		if (c->cache.entries[s->entries[k]].rd.staged)
+			return 1;
+	return 0;
+}
