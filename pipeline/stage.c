@@ -7,11 +7,12 @@
  * stages the upload.  Read whole into its 64 MiB of io memory, every
  * piece the page cache copies is written to memory the CPU's cache does
  * not hold, which costs the copy a read of the destination and a write
- * back; and the DMA then reads it from memory.  On a 16-core H100 host
- * the reads into 64 MiB buffers reached 15.6 GB/s, those into 1 MiB
- * buffers reused 71.8 (bench/results/2026-11-27-h200-run1).  A ring of a
- * few pieces per block read, uploaded and released as they land
- * (stream.c), is reused while the cache still holds it, as KvikIO's
+ * back; and the DMA then reads it from memory.  On an H200 host (16
+ * cores), 16 threads' page-cache reads into 64 MiB buffers reached 16.1
+ * GB/s, into 2 MiB buffers reused 46.6; the loader took 0.433 CPU s/GB
+ * unstaged, 0.320 staged (bench/results/2026-11-27-h200-run2).  A ring
+ * of a few pieces per block read, uploaded and released as they land
+ * (stream.c), is reused while the cache may still hold it, as KvikIO's
  * bounce buffers are.  The block's io memory stays reserved, as the
  * device mirror's offsets are the host's, and is never written.
  *
@@ -29,14 +30,17 @@
  * the next two are copied.  Fewer would stall reads behind uploads. */
 #define STAGE_PIECES 4u
 #define STAGE_RING_BYTES ((uint64_t)STAGE_PIECES * IO_PIECE_BYTES)
-/* A ring per decode worker (they upload), within these. */
+/* Two rings per decode worker (they upload), within these: on the H200
+ * host (16 workers) 16 rings staged 0.91 of the reads at 31.9 GB/s, 32
+ * staged them all at 36.3 (bench/results/2026-11-27-h200-run2). */
+#define STAGE_RINGS_PER_WORKER 2u
 #define STAGE_RINGS_MIN 2u
 #define STAGE_RINGS_MAX 32u
 
 static uint32_t rings_wanted(const struct loader_core *c)
 {
 	const char *v = getenv("SLUICE_STAGE_RINGS"); /* benchmarks' A/B */
-	uint32_t n = c->cfg.decode_threads;
+	uint32_t n = STAGE_RINGS_PER_WORKER * c->cfg.decode_threads;
 
 	if (v && *v)
 		n = (uint32_t)strtoul(v, NULL, 10);

@@ -417,6 +417,11 @@ int main(void)
 	forced = SLUICE_FORCE_HOST_CHECKS;
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
 		   "sim device, gathered, checked on the CPU");
+	/* nothing hashed as it lands: staged reads still stream (they hung
+	 * on the H200 without it) */
+	forced = SLUICE_FORCE_WHOLE_BLOCK_CHECKS;
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
+		   "sim device, gathered, whole-block checks");
 	forced = 0;
 	check_device_failure(ds);
 	check_close_mid_epoch(ds);
