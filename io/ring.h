@@ -18,7 +18,7 @@ struct io_read;
  * ring (io_read.stage) is made of them. */
 #define IO_PIECE_BYTES ((uint64_t)2 << 20)
 /* Pieces of a staged read's ring, at most. */
-#define IO_STAGE_PIECES_MAX 8u
+#define IO_STAGE_PIECES_MAX 16u
 
 struct io_ring_config {
 	unsigned queue_depth;   /* reads in flight (a buffered read's

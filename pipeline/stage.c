@@ -26,47 +26,62 @@
 
 #include "loader.h"
 
-/* Pieces per ring: the stream's step (two pieces) being uploaded while
- * the next two are copied.  Fewer would stall reads behind uploads. */
-#define STAGE_PIECES 4u
-#define STAGE_RING_BYTES ((uint64_t)STAGE_PIECES * IO_PIECE_BYTES)
+/* Pieces per ring: as many as an unstaged read has copied at once
+ * (io/ring_private.h's RING_PIECES_PER_READ).  With 4, each read had half
+ * the copies in flight, and the H200 host delivered 31.9 GB/s staged
+ * against 34.1 unstaged at a quarter less CPU.  SLUICE_STAGE_PIECES
+ * (2 to IO_STAGE_PIECES_MAX) for benchmarks' A/B. */
+#define STAGE_PIECES 8u
 /* Two rings per decode worker (they upload), within these: on the H200
  * host (16 workers) 16 rings staged 0.91 of the reads at 31.9 GB/s, 32
  * staged them all at 36.3 (bench/results/2026-11-27-h200-run2). */
 #define STAGE_RINGS_PER_WORKER 2u
 #define STAGE_RINGS_MIN 2u
-#define STAGE_RINGS_MAX 32u
+#define STAGE_RINGS_MAX 64u
 
-static uint32_t rings_wanted(const struct loader_core *c)
+/* @name's value in the environment (benchmarks' A/B), or @fallback;
+ * within [@lo, @hi]. */
+static uint32_t env_within(const char *name, uint32_t fallback, uint32_t lo,
+			   uint32_t hi)
 {
-	const char *v = getenv("SLUICE_STAGE_RINGS"); /* benchmarks' A/B */
-	uint32_t n = STAGE_RINGS_PER_WORKER * c->cfg.decode_threads;
+	const char *v = getenv(name);
+	uint32_t n = v && *v ? (uint32_t)strtoul(v, NULL, 10) : fallback;
 
-	if (v && *v)
-		n = (uint32_t)strtoul(v, NULL, 10);
-	return n < STAGE_RINGS_MIN ? STAGE_RINGS_MIN
-	       : n > STAGE_RINGS_MAX ? STAGE_RINGS_MAX : n;
+	return n < lo ? lo : n > hi ? hi : n;
 }
 
 int stage_open(struct loader_core *c)
 {
 	struct stage_pool *p = &c->stage;
 	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
-	uint32_t n = rings_wanted(c);
+	uint32_t n = env_within("SLUICE_STAGE_RINGS",
+				STAGE_RINGS_PER_WORKER * c->cfg.decode_threads,
+				STAGE_RINGS_MIN, STAGE_RINGS_MAX);
+	uint64_t ring;
 
 	/* Every batch gathered, every raw block checksummed on the device;
 	 * a cache that holds the dataset reads each block once anyway. */
 	if (!c->gather.checks || !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
 	    c->ranges.on || c->cache.all || (v && strcmp(v, "0") == 0))
 		return 0;
+	p->pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES, 2,
+			       IO_STAGE_PIECES_MAX);
 	/* At most a quarter of the io memory, leaving a batch's blocks
-	 * (what the budget promised); the read-ahead has the rest. */
-	while (n && ((uint64_t)n * STAGE_RING_BYTES > c->io_bytes / 4 ||
-		     c->io_bytes - (uint64_t)n * STAGE_RING_BYTES <
-			     c->io_batch_max))
-		n--;
-	if (n == 0 ||
-	    pool_alloc(&c->io_pool, (uint64_t)n * STAGE_RING_BYTES, &p->off))
+	 * (what the budget promised); the read-ahead has the rest.  Where
+	 * that is tight, fewer rings, then shorter ones. */
+	for (;;) {
+		ring = (uint64_t)p->pieces * IO_PIECE_BYTES;
+		if ((uint64_t)n * ring <= c->io_bytes / 4 &&
+		    c->io_bytes - (uint64_t)n * ring >= c->io_batch_max)
+			break;
+		if (n > 1)
+			n--;
+		else if (p->pieces > 2)
+			p->pieces /= 2;
+		else
+			return 0;
+	}
+	if (pool_alloc(&c->io_pool, (uint64_t)n * ring, &p->off))
 		return 0;
 	p->free = calloc(n, sizeof(*p->free));
 	if (!p->free)
@@ -98,8 +113,8 @@ void stage_take_locked(struct loader_core *c, struct cache_entry *e,
 		return;
 	k = p->free[--p->nfree];
 	e->stage_ring = (int32_t)k;
-	e->rd.stage = p->base + (uint64_t)k * STAGE_RING_BYTES;
-	e->rd.stage_pieces = STAGE_PIECES;
+	e->rd.stage = p->base + (uint64_t)k * p->pieces * IO_PIECE_BYTES;
+	e->rd.stage_pieces = p->pieces;
 }
 
 void stage_give_locked(struct loader_core *c, struct cache_entry *e)

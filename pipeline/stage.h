@@ -20,6 +20,7 @@ struct stage_pool {
 	uint8_t *base;
 	uint64_t off;           /* in the io pool */
 	uint32_t rings, nfree;
+	uint32_t pieces;        /* per ring, of IO_PIECE_BYTES */
 	uint32_t *free;
 	_Atomic uint64_t bytes; /* stored bytes that came through a ring */
 };

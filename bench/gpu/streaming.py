@@ -248,11 +248,12 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--rows", default="all",
-                    help="comma list of row groups: base,knobs,zstd,cold")
+                    help="comma list of row groups: "
+                    "base,staging,knobs,zstd,cold")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     groups = set(a.rows.split(",")) if a.rows != "all" else \
-        {"base", "knobs", "zstd", "cold"}
+        {"base", "staging", "knobs", "zstd", "cold"}
     sluice = os.path.join(a.build, "sluice")
     shard = os.path.join(a.build, "dlpack-shard")
     records = int(a.gb * 1e9 / (1 << 20))
@@ -297,13 +298,6 @@ def main():
     if "base" in groups:
         rows += [("defaults", base + ["--shuffle", "none"])]
         if a.device == "cuda":
-            # blocks read into a small ring in cache and uploaded from
-            # there (stage.c) against into their io memory; and the ring
-            # count around the default (one per decode thread)
-            s = base + ["--shuffle", "none"]
-            rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
-                     ("defaults-rings-8", s, {"SLUICE_STAGE_RINGS": "8"}),
-                     ("defaults-rings-32", s, {"SLUICE_STAGE_RINGS": "32"})]
             # raw blocks checksummed on the GPU from their upload
             # (gather_check) against on the CPU as they land: the A/B of
             # the device's checks
@@ -319,6 +313,17 @@ def main():
             rows.append(("host-defaults", ["--device", "host",
                                            "--batch-size", "64",
                                            "--shuffle", "none"]))
+    if "staging" in groups and a.device == "cuda":
+        # blocks read into small rings in cache and uploaded from there
+        # (stage.c) against into their io memory; the rings' count and
+        # length around the defaults (2 per decode thread, 8 pieces)
+        s = base + ["--shuffle", "none"]
+        if "base" not in groups:
+            rows.append(("defaults", s))
+        rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
+                 ("defaults-pieces-4", s, {"SLUICE_STAGE_PIECES": "4"}),
+                 ("defaults-rings-16", s, {"SLUICE_STAGE_RINGS": "16"}),
+                 ("defaults-rings-48", s, {"SLUICE_STAGE_RINGS": "48"})]
     if "knobs" in groups:
         s = base + ["--shuffle", "none"]
         rows += [("memory-4G", s + ["--memory", "4G"]),
