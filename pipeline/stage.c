@@ -26,15 +26,19 @@
 
 #include "loader.h"
 
-/* Pieces per ring: as many as an unstaged read has copied at once
- * (io/ring_private.h's RING_PIECES_PER_READ).  With 4, each read had half
- * the copies in flight, and the H200 host delivered 31.9 GB/s staged
- * against 34.1 unstaged at a quarter less CPU.  SLUICE_STAGE_PIECES
- * (2 to IO_STAGE_PIECES_MAX) for benchmarks' A/B. */
-#define STAGE_PIECES 8u
+/* Pieces per ring.  The stream uploads a staged read 4 MiB at a time
+ * (stream.c's STREAM_STEP: two pieces), so a ring needs those two, the
+ * read's unaligned head, and room for the next copies: 4 at least.  On
+ * the H200 host 32 rings of 4 delivered 36.3 GB/s at 0.320 CPU s/GB
+ * (unstaged: 34.1 at 0.433); uploading each piece as it landed instead
+ * took 0.41 CPU s/GB for 27.1 GB/s, and 8 pieces that way 29.0
+ * (bench/results/2026-11-27-h200-staging.md).  SLUICE_STAGE_PIECES (4
+ * to IO_STAGE_PIECES_MAX) for benchmarks' A/B. */
+#define STAGE_PIECES 4u
+#define STAGE_PIECES_MIN 4u
 /* Two rings per decode worker (they upload), within these: on the H200
  * host (16 workers) 16 rings staged 0.91 of the reads at 31.9 GB/s, 32
- * staged them all at 36.3 (bench/results/2026-11-27-h200-run2). */
+ * staged them all at 36.3, and 8 pieces each made 48 slower than 32. */
 #define STAGE_RINGS_PER_WORKER 2u
 #define STAGE_RINGS_MIN 2u
 #define STAGE_RINGS_MAX 64u
@@ -64,8 +68,8 @@ int stage_open(struct loader_core *c)
 	if (!c->gather.checks || !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
 	    c->ranges.on || c->cache.all || (v && strcmp(v, "0") == 0))
 		return 0;
-	p->pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES, 2,
-			       IO_STAGE_PIECES_MAX);
+	p->pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES,
+			       STAGE_PIECES_MIN, IO_STAGE_PIECES_MAX);
 	/* At most a quarter of the io memory, leaving a batch's blocks
 	 * (what the budget promised); the read-ahead has the rest.  Where
 	 * that is tight, fewer rings, then shorter ones. */
@@ -76,7 +80,7 @@ int stage_open(struct loader_core *c)
 			break;
 		if (n > 1)
 			n--;
-		else if (p->pieces > 2)
+		else if (p->pieces / 2 >= STAGE_PIECES_MIN)
 			p->pieces /= 2;
 		else
 			return 0;

@@ -135,8 +135,8 @@ static void check_content(sluice_dataset *ds, int fallback)
 	sluice_loader_close(gpu);
 }
 
-/* Fixed-shape records of 256 KiB in 12 MiB blocks, 75 MB: more than the
- * 56 MiB budget of check_staged's loaders. */
+/* Fixed-shape records of 256 KiB, 48 to a 12 MiB block, 151 MB: more
+ * than twice the 64 MiB budget of check_staged's loaders. */
 static void write_fixed(const char *dir)
 {
 	const uint64_t img = 256u << 10;
@@ -149,9 +149,9 @@ static void write_fixed(const char *dir)
 	T_ASSERT(v != NULL);
 	sluice_writer_config_init(&wc);
 	wc.block_size = 12u << 20;
-	wc.records_per_shard = 150;
+	wc.records_per_shard = 144;
 	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
-	for (uint64_t i = 0; i < 300; i++) {
+	for (uint64_t i = 0; i < 576; i++) {
 		const void *vals[1] = { v };
 		uint64_t lens[1] = { img };
 
@@ -178,15 +178,26 @@ static void check_staged(const char *dir)
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.batch_size = 16;
+	cfg.shuffle = SLUICE_SHUFFLE_BLOCK;   /* as test_stream's */
 	cfg.seed = 9;
-	cfg.memory_bytes = 56u << 20;
+	cfg.memory_bytes = 64u << 20;
 	cfg.decode_threads = 2;
 	cfg.direct_io = SLUICE_DIRECT_IO_OFF;
 	cfg.device = SLUICE_DEVICE_HOST;
-	T_OK(sluice_loader_open(ds, &cfg, &host));
+	if (sluice_loader_open(ds, &cfg, &host)) {
+		char msg[512];
+
+		sluice_loader_error(host, msg, sizeof(msg));
+		T_FAIL_AT("open: %s", msg);
+	}
 	cfg.device = SLUICE_DEVICE_CUDA;
 	cfg.device_id = 0;
-	T_OK(sluice_loader_open(ds, &cfg, &gpu));
+	if (sluice_loader_open(ds, &cfg, &gpu)) {
+		char msg[512];
+
+		sluice_loader_error(gpu, msg, sizeof(msg));
+		T_FAIL_AT("open: %s", msg);
+	}
 	for (int epoch = 0; epoch < 2; epoch++) {
 		while ((rh = sluice_loader_next(host, &hb)) == 0) {
 			DLManagedTensor *ht;
