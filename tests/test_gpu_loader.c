@@ -93,6 +93,19 @@ static void *to_host(sluice_batch *b, const char *name, cudaStream_t stream,
 	return h;
 }
 
+/* Tensor @name of GPU batch @gb, copied back, equals host batch @hb's. */
+static void expect_same(sluice_batch *hb, sluice_batch *gb, const char *name)
+{
+	DLManagedTensor *ht;
+	size_t n;
+	void *g = to_host(gb, name, 0, &n);
+
+	T_OK(sluice_batch_tensor(hb, name, -1, &ht));
+	T_MEMEQ(g, ht->dl_tensor.data, n);
+	ht->deleter(ht);
+	free(g);
+}
+
 static void check_content(sluice_dataset *ds, int fallback)
 {
 	static const char *names[] = { "x", "v", "v.offsets" };
@@ -105,16 +118,8 @@ static void check_content(sluice_dataset *ds, int fallback)
 	while ((rh = sluice_loader_next(host, &hb)) == 0) {
 		T_OK(rg = sluice_loader_next(gpu, &gb));
 		T_EQ(sluice_batch_size(hb), sluice_batch_size(gb));
-		for (int k = 0; k < 3; k++) {
-			DLManagedTensor *ht;
-			size_t n;
-			void *g = to_host(gb, names[k], 0, &n);
-
-			T_OK(sluice_batch_tensor(hb, names[k], -1, &ht));
-			T_MEMEQ(g, ht->dl_tensor.data, n);
-			ht->deleter(ht);
-			free(g);
-		}
+		for (int k = 0; k < 3; k++)
+			expect_same(hb, gb, names[k]);
 		sluice_batch_release(hb);
 		sluice_batch_release(gb);
 	}
@@ -200,16 +205,8 @@ static void check_staged(const char *dir)
 	}
 	for (int epoch = 0; epoch < 2; epoch++) {
 		while ((rh = sluice_loader_next(host, &hb)) == 0) {
-			DLManagedTensor *ht;
-			size_t n;
-			void *g;
-
 			T_OK(sluice_loader_next(gpu, &gb));
-			g = to_host(gb, "img", 0, &n);
-			T_OK(sluice_batch_tensor(hb, "img", -1, &ht));
-			T_MEMEQ(g, ht->dl_tensor.data, n);
-			ht->deleter(ht);
-			free(g);
+			expect_same(hb, gb, "img");
 			sluice_batch_release(hb);
 			sluice_batch_release(gb);
 		}

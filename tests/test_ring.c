@@ -641,15 +641,16 @@ static void *stage_owner_main(void *arg)
 	}
 }
 
-/* Read reads[0] (staged) with an owner thread; @return its result. */
-static int64_t staged_read(struct io_ring *r, unsigned seed)
+/* Read reads[0, @n), reads[0] staged, with an owner thread; @return
+ * reads[0]'s result. */
+static int64_t staged_read(struct io_ring *r, unsigned n, unsigned seed)
 {
 	struct stage_owner o = { .r = r, .rd = &reads[0], .seed = seed };
 	pthread_t t;
 
 	T_EQ(pthread_create(&t, NULL, stage_owner_main, &o), 0);
-	submit(r, 1, NULL);
-	reap_all(r, 1);
+	submit(r, n, NULL);
+	reap_all(r, n);
 	atomic_store(&o.settled, 1);
 	pthread_join(t, NULL);
 	T_EQ(o.overruns, 0);
@@ -686,7 +687,7 @@ static void test_staged(void)
 	set_read(0, 0, 100, size - 100, size - 100, buf);
 	reads[0].stage = mem;
 	reads[0].stage_pieces = 3;
-	T_EQ(staged_read(r, 5), (int64_t)(size - 100));
+	T_EQ(staged_read(r, 1, 5), (int64_t)(size - 100));
 	T_EQ(reads[0].staged, 1);
 	for (uint64_t k = 0; k < size; k++)
 		if (buf[k] != 0xab)
@@ -698,7 +699,7 @@ static void test_staged(void)
 	reads[0].stage = mem;
 	reads[0].stage_pieces = 2;
 	fault_set(F_AT, 0, 8 * mib, -1, -EIO);
-	T_EQ(staged_read(r, 5), -EIO);
+	T_EQ(staged_read(r, 1, 5), -EIO);
 	fault_set(F_NONE, 0, 0, 0, 0);
 	T_EQ(atomic_load(&reads[0].landed), 8 * mib);
 
@@ -706,7 +707,7 @@ static void test_staged(void)
 	set_read(0, 0, 0, size + 5 * mib, size + 5 * mib, buf);
 	reads[0].stage = mem;
 	reads[0].stage_pieces = 1;
-	T_EQ(staged_read(r, 5), -ENODATA);
+	T_EQ(staged_read(r, 1, 5), -ENODATA);
 
 	/* a staged read beside one that continues it on disk and in
 	 * memory: two runs, both right */
@@ -715,17 +716,7 @@ static void test_staged(void)
 	reads[0].stage = mem;
 	reads[0].stage_pieces = 1;
 	set_read(1, 0, 4 * mib, 4 * mib, 4 * mib, buf + 4 * mib);
-	{
-		struct stage_owner o = { .r = r, .rd = &reads[0], .seed = 5 };
-		pthread_t t;
-
-		T_EQ(pthread_create(&t, NULL, stage_owner_main, &o), 0);
-		submit(r, 2, NULL);
-		reap_all(r, 2);
-		atomic_store(&o.settled, 1);
-		pthread_join(t, NULL);
-		T_EQ(o.taken, 4 * mib);
-	}
+	T_EQ(staged_read(r, 2, 5), (int64_t)(4 * mib));
 	check_read(1, 5);
 	T_EQ(buf[0], 0xab);
 
