@@ -53,7 +53,8 @@ struct sim_device {
 	struct sim_slot *slot;           /* [sim_mu] */
 	unsigned faults;
 	uint64_t copies;                 /* copies and gathers [sim_mu] */
-	uint64_t fail_copy;
+	uint64_t uploads;                /* [sim_mu] */
+	uint64_t fail_copy;              /* the copy or upload to fail */
 };
 
 static struct sim_device *to_sim(struct device *d)
@@ -165,6 +166,14 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 	}
 	op->piece[0] = (struct sim_piece){ sd->io_mem + offset, host, len };
 	sim_lock();
+	if ((sd->faults & SIM_FAULT_UPLOAD_ERROR) &&
+	    ++sd->uploads == sd->fail_copy) {
+		sim_unlock();
+		free(op);
+		device_record_error(d, "simulated upload %llu failed (asked)",
+				    (unsigned long long)sd->fail_copy);
+		return -SLUICE_ECUDA;
+	}
 	/* After every gather queued so far: they may still read the bytes
 	 * this overwrites. */
 	if (!(sd->faults & SIM_FAULT_EARLY_UPLOAD))

@@ -77,6 +77,9 @@ enum sim_fault {
 	/* Every device_checksum() fails with -SLUICE_ECUDA: the device,
 	 * not the data, is at fault. */
 	SIM_FAULT_CHECKSUM_ERROR = 1u << 5,
+	/* The sim_test_fail_copy-th device_upload() (counted from 1) fails
+	 * with -SLUICE_ECUDA: a block's copy to the device is lost. */
+	SIM_FAULT_UPLOAD_ERROR = 1u << 6,
 };
 #ifdef SLUICE_TESTING
 extern unsigned sim_test_faults;

@@ -28,7 +28,7 @@ static void read_settle(struct io_ring *r, struct io_read *rd)
 }
 
 /*
- * @op's part of @rd is read.  Pieces are RING_PIECE_BYTES from
+ * @op's part of @rd is read.  Pieces are IO_PIECE_BYTES from
  * piece_origin; @rd's landed rises over those now read in order.  A
  * piece more than 64 beyond the first missing one is not tracked, and
  * an O_DIRECT read is one op: their bytes land when the read settles.
@@ -37,7 +37,7 @@ static void read_settle(struct io_ring *r, struct io_read *rd)
 static bool piece_landed(const struct io_ring *r, struct io_read *rd,
 			 const struct ring_op *op)
 {
-	uint64_t k = (op->offset - rd->piece_origin) / RING_PIECE_BYTES;
+	uint64_t k = (op->offset - rd->piece_origin) / IO_PIECE_BYTES;
 	uint64_t end = rd->offset + rd->length, to;
 
 	if (r->file_direct[op->file] || k < rd->piece_next ||
@@ -50,7 +50,7 @@ static bool piece_landed(const struct io_ring *r, struct io_read *rd,
 		rd->pieces_early >>= 1;
 		rd->piece_next++;
 	}
-	to = rd->piece_origin + rd->piece_next * RING_PIECE_BYTES;
+	to = rd->piece_origin + rd->piece_next * IO_PIECE_BYTES;
 	atomic_store_explicit(&rd->landed, (to < end ? to : end) - rd->offset,
 			      memory_order_release);
 	return true;

@@ -15,7 +15,10 @@ struct io_read;
 
 /* A buffered read is cut into pieces of this many bytes, which the
  * kernel's workers copy from the page cache in parallel; a staged read's
- * ring (io_read.stage) is made of them. */
+ * ring (io_read.stage) is made of them.  Small enough that one 64 MiB
+ * block is copied by many workers, large enough that an SQE's cost is
+ * noise beside its copy (4 MiB is KvikIO's task size; 2 MiB measured as
+ * fast, see bench/results/2026-11-26-parallel-reads.md). */
 #define IO_PIECE_BYTES ((uint64_t)2 << 20)
 /* Pieces of a staged read's ring, at most. */
 #define IO_STAGE_PIECES_MAX 16u
@@ -69,8 +72,11 @@ struct io_read {
 	/* Staging (NULL: none).  A buffered read lands in this ring of
 	 * stage_pieces pieces of IO_PIECE_BYTES instead of at buf, which it
 	 * never writes: piece k of the read at stage + (k % stage_pieces) *
-	 * IO_PIECE_BYTES, and read only once the owner has released the
-	 * read's first (k - stage_pieces + 1) pieces (io_read_release).  A
+	 * IO_PIECE_BYTES, and submitted only once the owner has released
+	 * the read's first (k - stage_pieces + 1) pieces (io_read_release):
+	 * an owner that waits for more than one piece before it releases
+	 * needs a ring of that many, plus one for a head it does not use,
+	 * plus room for the next copies.  A
 	 * ring that is reused at once stays in the CPU's cache, where a
 	 * large buffer's copy would write memory, and pay for it, twice.
 	 * Such a read is coalesced with no other.  An O_DIRECT read lands

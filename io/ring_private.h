@@ -3,7 +3,7 @@
  *
  * Reads the caller hands in are coalesced into runs (adjacent on disk
  * and in memory), and each run is cut into ring_ops: the whole run when
- * the file is O_DIRECT, pieces of RING_PIECE_BYTES when it is buffered,
+ * the file is O_DIRECT, pieces of IO_PIECE_BYTES when it is buffered,
  * so that the page cache's copies run on several kernel workers at once
  * (IOSQE_ASYNC) instead of one after another in the submitting thread.
  * An op is read by one SQE at a time (short reads resubmitted) and lives
@@ -26,11 +26,6 @@
 /* Largest registered iovec, and largest SQE (its len field is 32 bits). */
 #define RING_IOVEC_MAX ((size_t)1 << 30)
 #define RING_SQE_MAX ((uint64_t)1 << 30)
-/* A buffered run's pieces (IO_PIECE_BYTES): small enough that one 64 MiB
- * block is copied by many workers, large enough that an SQE's cost is
- * noise beside its copy (4 MiB is KvikIO's task size; 2 MiB measured as
- * fast, see bench/results/2026-11-26-parallel-reads.md). */
-#define RING_PIECE_BYTES IO_PIECE_BYTES
 /* SQEs in flight per read of the queue depth (its pieces), and at most
  * in all. */
 #define RING_PIECES_PER_READ 8u

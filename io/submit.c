@@ -115,7 +115,7 @@ static unsigned run_end(const struct io_ring *r, unsigned i, unsigned n,
 }
 
 /* Ops for the run scratch[@i, @j) of @len bytes, onto @batch: one, or
- * pieces of RING_PIECE_BYTES when the file is buffered.  Each read
+ * pieces of IO_PIECE_BYTES when the file is buffered.  Each read
  * counts the ops that cover it (ops_left).  A staged read is a run of
  * its own: its pieces land in its stage, and those beyond the stage's
  * first round wait on the read for room (stage.c). */
@@ -123,7 +123,7 @@ static int emit_run(struct io_ring *r, unsigned i, unsigned j, uint64_t len,
 		    struct ring_queue *batch)
 {
 	struct io_read *first = r->scratch[i];
-	uint64_t piece = r->file_direct[first->file] ? len : RING_PIECE_BYTES;
+	uint64_t piece = r->file_direct[first->file] ? len : IO_PIECE_BYTES;
 	int buf_index = len ? ring_buffer_index(r, first->buf, len) : -1;
 	uint64_t pos = 0, nth = 0;
 
@@ -141,7 +141,7 @@ static int emit_run(struct io_ring *r, unsigned i, unsigned j, uint64_t len,
 		op->stage_k = nth;
 		if (first->staged) {
 			op->buf = (char *)first->stage +
-				  nth % first->stage_pieces * RING_PIECE_BYTES;
+				  nth % first->stage_pieces * IO_PIECE_BYTES;
 			op->buf_index = ring_buffer_index(r, op->buf, n);
 		}
 		if (first->staged && nth >= first->stage_pieces) {

@@ -204,7 +204,8 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 					(unsigned long long)block_io_bytes(blk),
 					(unsigned long long)c->plan_batch,
 					(unsigned long long)c->plan_epoch,
-					(unsigned long long)c->io_bytes);
+					(unsigned long long)(c->io_bytes -
+						c->stage.pool_bytes));
 				return -ENOSPC;
 			}
 			return 0;

@@ -40,6 +40,7 @@
  * host (16 workers) 16 rings staged 0.91 of the reads at 31.9 GB/s, 32
  * staged them all at 36.3, and 8 pieces each made 48 slower than 32. */
 #define STAGE_RINGS_PER_WORKER 2u
+/* asked for at least (less memory may leave fewer: stage_open) */
 #define STAGE_RINGS_MIN 2u
 #define STAGE_RINGS_MAX 64u
 
@@ -87,6 +88,7 @@ int stage_open(struct loader_core *c)
 	}
 	if (pool_alloc(&c->io_pool, (uint64_t)n * ring, &p->off))
 		return 0;
+	p->pool_bytes = (uint64_t)n * ring;
 	p->free = calloc(n, sizeof(*p->free));
 	if (!p->free)
 		return -ENOMEM;
@@ -111,9 +113,11 @@ void stage_take_locked(struct loader_core *c, struct cache_entry *e,
 	struct stage_pool *p = &c->stage;
 	uint32_t k;
 
-	e->stage_ring = -1;
+	stage_give_locked(c, e);  /* one still held (none should be) */
+	/* O_DIRECT reads are the device's DMA, not a CPU copy: they land
+	 * in the block's io memory as ever (io/ring.h) */
 	if (!p->on || p->nfree == 0 || blk->codec != DLS_CODEC_RAW ||
-	    !gather_checks(c, blk))
+	    !gather_checks(c, blk) || c->ring_info.direct)
 		return;
 	k = p->free[--p->nfree];
 	e->stage_ring = (int32_t)k;

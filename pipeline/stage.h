@@ -14,14 +14,16 @@ struct cache_entry;
 struct shard_block;
 struct slot;
 
-/* The loader's rings, back to back in the io pool [mu]. */
+/* The loader's rings, back to back in the io pool: set at open; the
+ * free list [mu]. */
 struct stage_pool {
 	int on;
 	uint8_t *base;
 	uint64_t off;           /* in the io pool */
-	uint32_t rings, nfree;
+	uint64_t pool_bytes;    /* all the rings' */
+	uint32_t rings;
 	uint32_t pieces;        /* per ring, of IO_PIECE_BYTES */
-	uint32_t *free;
+	uint32_t *free, nfree;  /* [mu] */
 	_Atomic uint64_t bytes; /* stored bytes that came through a ring */
 };
 

@@ -17,7 +17,8 @@
 #include "loader.h"
 
 /* Landed bytes worth a job: a lock and a wake-up per 4 MiB is noise
- * beside hashing them; blocks shorter than two steps are hashed whole.
+ * beside hashing them; blocks shorter than two steps are hashed whole
+ * (but staged reads, which wait for their pieces' room).
  * Staged reads go up the same way (a job per 2 MiB piece cost the H200
  * host more CPU and throughput than it gained: stage.c). */
 #define STREAM_STEP ((uint64_t)4 << 20)

@@ -720,6 +720,38 @@ static void test_staged(void)
 	check_read(1, 5);
 	T_EQ(buf[0], 0xab);
 
+	/* two staged reads at once, each with its owner, the second
+	 * settling first or last: the ring's list of staged reads holds
+	 * both and loses neither */
+	{
+		const size_t half = stage_len / 2 & ~(IO_PIECE_BYTES - 1);
+		struct stage_owner o[2] = {
+			{ .r = r, .rd = &reads[0], .seed = 5 },
+			{ .r = r, .rd = &reads[1], .seed = 5 },
+		};
+		pthread_t t[2];
+
+		set_read(0, 0, 0, 9 * mib, 9 * mib, buf);
+		reads[0].stage = mem;
+		reads[0].stage_pieces = 1;
+		set_read(1, 0, 9 * mib, size - 9 * mib, size - 9 * mib,
+			 buf + 9 * mib);
+		reads[1].stage = mem + half;
+		reads[1].stage_pieces = 1;
+		for (int k = 0; k < 2; k++)
+			T_EQ(pthread_create(&t[k], NULL, stage_owner_main,
+					    &o[k]), 0);
+		submit(r, 2, NULL);
+		reap_all(r, 2);
+		for (int k = 0; k < 2; k++) {
+			atomic_store(&o[k].settled, 1);
+			pthread_join(t[k], NULL);
+			T_EQ(o[k].overruns, 0);
+			T_EQ(o[k].taken, reads[k].length);
+			T_EQ(reads[k].result, (int64_t)reads[k].length);
+		}
+	}
+
 	/* room for a stage of 0 or too many pieces: refused */
 	set_read(0, 0, 0, mib, mib, buf);
 	reads[0].stage = mem;

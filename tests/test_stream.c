@@ -296,12 +296,13 @@ static void check_truncated_read(const char *dir, int device)
 	sluice_dataset_close(ds);
 }
 
-/* Close after the first batch, with blocks being read and hashed, the
- * consumer still holding that batch; and again after a few. */
-static void check_close_mid_epoch(sluice_dataset *ds)
+/* Close after the first batch, with blocks being read and hashed (or
+ * staged to the device), the consumer still holding that batch; and
+ * again after a few. */
+static void check_close_mid_epoch(sluice_dataset *ds, int device)
 {
 	for (int taken = 1; taken <= 5; taken += 4) {
-		sluice_loader *ld = open_loader(ds, SLUICE_DEVICE_HOST,
+		sluice_loader *ld = open_loader(ds, device,
 						SLUICE_ON_ERROR_FAIL,
 						56u << 20);
 		sluice_batch *b = NULL;
@@ -329,6 +330,19 @@ static int drain(sluice_loader *ld, char *msg, size_t len)
 	return r;
 }
 
+/* Whether @ld staged reads (@want) or not; only raw data on the sim
+ * device stages. */
+static void expect_staged(sluice_loader *ld, int want)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+
+	T_OK(sluice_loader_stats(ld, &st));
+	if (want)
+		T_LT(0, st.bytes_staged);
+	else
+		T_EQ(st.bytes_staged, 0);
+}
+
 static void check_corrupt(const char *dir, int device)
 {
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -350,6 +364,9 @@ static void check_corrupt(const char *dir, int device)
 		T_EQ(drain(ld, msg, sizeof(msg)), -SLUICE_ECORRUPT);
 		T_CONTAINS(msg, "data-00000.dls");
 		T_CONTAINS(msg, "block 0");
+		if (device != SLUICE_DEVICE_HOST && !forced &&
+		    !strstr(dir, "zstd"))
+			expect_staged(ld, k);
 		sluice_loader_close(ld);
 	}
 
@@ -389,8 +406,45 @@ static void check_device_failure(sluice_dataset *ds)
 		T_EQ(drain(ld, msg, sizeof(msg)), -SLUICE_ECUDA);
 		T_CONTAINS(msg, "checksum on the device");
 		T_CONTAINS(msg, "simulated checksum failure");
+		expect_staged(ld, k);
 		sluice_loader_close(ld);
 	}
+}
+
+/* The nth upload fails, early or mid-block, in a loader that stages
+ * (two_epochs' "blocks evicted").  An unstaged read's bytes are still in
+ * its io memory, and the decode uploads them again: the epoch ends well.
+ * A staged read's are gone: the loader fails naming the copy, also with
+ * on_error=skip, and nothing waits for room that the lost piece would
+ * have freed.  Which reads are staged is the threads' timing, so some
+ * of the first uploads must be staged ones. */
+static void check_upload_failure(sluice_dataset *ds)
+{
+	int failed = 0;
+
+	for (uint64_t nth = 1; nth <= 6; nth++) {
+		sluice_loader *ld;
+		char msg[512];
+		int r;
+
+		sim_test_faults = SIM_FAULT_UPLOAD_ERROR;
+		sim_test_fail_copy = nth;
+		ld = open_loader(ds, SLUICE_DEVICE_AUTO, SLUICE_ON_ERROR_SKIP,
+				 56u << 20);
+		sim_test_faults = 0;
+		sim_test_fail_copy = 0;
+		r = drain(ld, msg, sizeof(msg));
+		printf("upload %llu failed: %s\n", (unsigned long long)nth,
+		       r == SLUICE_EOF ? "uploaded again, epoch whole" : msg);
+		if (r != SLUICE_EOF) {
+			T_EQ(r, -SLUICE_ECUDA);
+			T_CONTAINS(msg, "copy to the device");
+			T_CONTAINS(msg, "simulated upload");
+			failed++;
+		}
+		sluice_loader_close(ld);
+	}
+	T_LT(0, failed);
 }
 
 int main(void)
@@ -424,7 +478,9 @@ int main(void)
 		   "sim device, gathered, whole-block checks");
 	forced = 0;
 	check_device_failure(ds);
-	check_close_mid_epoch(ds);
+	check_upload_failure(ds);
+	check_close_mid_epoch(ds, SLUICE_DEVICE_HOST);
+	check_close_mid_epoch(ds, SLUICE_DEVICE_AUTO);
 	sluice_dataset_close(ds);
 	/* zstd blocks: checked on the device from their stored bytes,
 	 * decompressed on the CPU, gathered there decoded */
