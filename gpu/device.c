@@ -322,17 +322,6 @@ static int inside(uint64_t off, uint64_t len, uint64_t lo, uint64_t size)
 	return off >= lo && off - lo <= size && len <= size - (off - lo);
 }
 
-int device_upload(struct device *d, const void *host, size_t len)
-{
-	uintptr_t base = (uintptr_t)d->arena.base, p = (uintptr_t)host;
-
-	if (len == 0)
-		return 0;
-	if (!host || p < base || !inside(p - base, len, 0, d->io_mirror_bytes))
-		return -EINVAL;
-	return d->ops->upload(d, p - base, host, len);
-}
-
 int device_upload_from(struct device *d, const void *io, const void *src,
 		       size_t len)
 {
@@ -346,6 +335,11 @@ int device_upload_from(struct device *d, const void *io, const void *src,
 	    !inside(q - base, len, 0, d->arena.bytes))
 		return -EINVAL;
 	return d->ops->upload(d, p - base, src, len);
+}
+
+int device_upload(struct device *d, const void *host, size_t len)
+{
+	return device_upload_from(d, host, host, len);
 }
 
 int device_checksum(struct device *d, const void *host, size_t len,

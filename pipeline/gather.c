@@ -180,8 +180,7 @@ int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,
 		  uint64_t len)
 {
 	uint64_t cpu0 = thread_cpu_ns();
-	int r = src == io ? device_upload(c->dev, io, len)
-			  : device_upload_from(c->dev, io, src, len);
+	int r = device_upload_from(c->dev, io, src, len);
 
 	/* Assembly's share of the CPU on this path (the copy itself is the
 	 * GPU's DMA; the wait sleeps). */

@@ -38,7 +38,8 @@
 #define STAGE_PIECES_MIN 4u
 /* Two rings per decode worker (they upload), within these: on the H200
  * host (16 workers) 16 rings staged 0.91 of the reads at 31.9 GB/s, 32
- * staged them all at 36.3, and 8 pieces each made 48 slower than 32. */
+ * staged them all at 36.3; with a job per piece, 48 rings delivered less
+ * than 32. */
 #define STAGE_RINGS_PER_WORKER 2u
 /* asked for at least (less memory may leave fewer: stage_open) */
 #define STAGE_RINGS_MIN 2u
@@ -93,7 +94,7 @@ int stage_open(struct loader_core *c)
 	if (!p->free)
 		return -ENOMEM;
 	p->base = c->arena + p->off;
-	p->rings = p->nfree = n;
+	p->nfree = n;
 	for (uint32_t k = 0; k < n; k++)
 		p->free[k] = n - 1 - k;
 	p->on = 1;

@@ -21,7 +21,6 @@ struct stage_pool {
 	uint8_t *base;
 	uint64_t off;           /* in the io pool */
 	uint64_t pool_bytes;    /* all the rings' */
-	uint32_t rings;
 	uint32_t pieces;        /* per ring, of IO_PIECE_BYTES */
 	uint32_t *free, nfree;  /* [mu] */
 	_Atomic uint64_t bytes; /* stored bytes that came through a ring */

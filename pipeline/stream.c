@@ -136,7 +136,6 @@ int stream_upload(struct loader_core *c, struct cache_entry *e,
 {
 	uint64_t head = blk->offset - e->rd.offset, x = from;
 	const uint8_t *io = e->stored + head;
-	int r;
 
 	if (!e->rd.staged)
 		return gather_upload(c, io + from, io + from, to - from);
@@ -145,6 +144,7 @@ int stream_upload(struct loader_core *c, struct cache_entry *e,
 	while (x < to && !e->stream.upload_err) {
 		uint64_t n;
 		const uint8_t *src = io_read_at(&e->rd, head + x, &n);
+		int r;
 
 		if (n > to - x)
 			n = to - x;
