@@ -112,7 +112,8 @@ struct io_read {
 /*
  * io_read_at - where byte @x of read @rd landed (at buf, or in its
  * stage), with in *@n the bytes from there that are contiguous (to the
- * end of the read, or of its piece in the stage).
+ * end of the read, or of the stage: landed or not, which the caller
+ * knows from landed).
  */
 const uint8_t *io_read_at(const struct io_read *rd, uint64_t x, uint64_t *n);
 

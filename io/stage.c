@@ -72,19 +72,21 @@ void ring_stage_drop(struct io_ring *r, struct io_read *rd)
 
 const uint8_t *io_read_at(const struct io_read *rd, uint64_t x, uint64_t *n)
 {
-	uint64_t in_piece;
+	uint64_t at;
 
 	if (!rd->staged) {
 		*n = x < rd->length ? rd->length - x : 0;
 		return (const uint8_t *)rd->buf + x;
 	}
-	in_piece = x % IO_PIECE_BYTES;
-	*n = IO_PIECE_BYTES - in_piece;
+	/* to the end of the stage: the pieces after x's in the ring are
+	 * the read's next ones until it wraps, so that its owner can take
+	 * several in one go (one DMA and one wait, for the loader) */
+	at = x / IO_PIECE_BYTES % rd->stage_pieces * IO_PIECE_BYTES +
+	     x % IO_PIECE_BYTES;
+	*n = (uint64_t)rd->stage_pieces * IO_PIECE_BYTES - at;
 	if (x < rd->length && *n > rd->length - x)
 		*n = rd->length - x;
-	return (const uint8_t *)rd->stage +
-	       (x / IO_PIECE_BYTES % rd->stage_pieces) * IO_PIECE_BYTES +
-	       in_piece;
+	return (const uint8_t *)rd->stage + at;
 }
 
 void io_read_release(struct io_ring *r, struct io_read *rd, uint64_t bytes)

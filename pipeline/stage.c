@@ -72,6 +72,12 @@ int stage_open(struct loader_core *c)
 		return 0;
 	p->pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES,
 			       STAGE_PIECES_MIN, IO_STAGE_PIECES_MAX);
+	/* an upload takes every landed piece up to the ring's end
+	 * (io_read_at): one DMA and one wait for a job's 4 MiB, not one a
+	 * piece; SLUICE_STAGE_UPLOAD_PIECES caps it, for benchmarks' A/B */
+	p->upload_max = IO_PIECE_BYTES *
+		env_within("SLUICE_STAGE_UPLOAD_PIECES", IO_STAGE_PIECES_MAX,
+			   1, IO_STAGE_PIECES_MAX);
 	/* At most a quarter of the io memory, leaving a batch's blocks
 	 * (what the budget promised); the read-ahead has the rest.  Where
 	 * that is tight, fewer rings, then shorter ones. */

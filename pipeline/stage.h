@@ -22,6 +22,7 @@ struct stage_pool {
 	uint64_t off;           /* in the io pool */
 	uint64_t pool_bytes;    /* all the rings' */
 	uint32_t pieces;        /* per ring, of IO_PIECE_BYTES */
+	uint64_t upload_max;    /* bytes one upload takes from a ring */
 	uint32_t *free, nfree;  /* [mu] */
 	_Atomic uint64_t bytes; /* stored bytes that came through a ring */
 };

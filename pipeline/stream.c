@@ -148,6 +148,8 @@ int stream_upload(struct loader_core *c, struct cache_entry *e,
 
 		if (n > to - x)
 			n = to - x;
+		if (n > c->stage.upload_max)
+			n = c->stage.upload_max;
 		r = gather_upload(c, io + x, src, n);
 		if (r)
 			e->stream.upload_err = r;

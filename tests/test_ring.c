@@ -658,6 +658,26 @@ static int64_t staged_read(struct io_ring *r, unsigned n, unsigned seed)
 	return reads[0].result;
 }
 
+/* Where io_read_at says a 3-piece staged read's bytes are: contiguous
+ * to the end of the stage (several pieces at once), or of the read. */
+static void expect_spans(const struct io_read *rd, const uint8_t *stage)
+{
+	const uint64_t piece = IO_PIECE_BYTES;
+	uint64_t n = 0;
+
+	T_EQ(io_read_at(rd, 0, &n), stage);
+	T_EQ(n, 3 * piece);
+	T_EQ(io_read_at(rd, piece + 7, &n), stage + piece + 7);
+	T_EQ(n, 2 * piece - 7);
+	T_EQ(io_read_at(rd, 3 * piece + 1, &n), stage + 1);
+	T_EQ(n, 3 * piece - 1);
+	T_EQ(io_read_at(rd, 5 * piece, &n), stage + 2 * piece);
+	T_EQ(n, piece);
+	T_EQ(io_read_at(rd, rd->length - 10, &n),
+	     stage + (rd->length - 10) % (3 * piece));
+	T_EQ(n, 10);
+}
+
 /* Staged reads (io_read.stage): the pieces land in a small ring that the
  * owner empties and releases, in order and never overrun; buf is never
  * written; an error or a truncated file ends the read without waiting
@@ -692,6 +712,7 @@ static void test_staged(void)
 	for (uint64_t k = 0; k < size; k++)
 		if (buf[k] != 0xab)
 			T_FAIL_AT("buf written at %llu", (unsigned long long)k);
+	expect_spans(&reads[0], mem);
 
 	/* -EIO in the piece at 8 MiB: the read fails there, past the
 	 * stage's first round, with the bytes before it taken */

@@ -21,7 +21,8 @@
 # Knobs (environment): RUN_BUDGET, DEPS (.gpu-deps), DATA (.gpu-data),
 # JOBS (nproc), TUTORIAL_SAMPLES (16384), TUTORIAL_EPOCHS (2),
 # BENCH_RECORDS (2048 records of 1 MiB), STREAM_GB (8.6), STREAM_ROWS
-# (all: base,staging,knobs,zstd,cold), STREAM_RUNS (2), SKIP (space-separated step names
+# (all: base,staging,knobs,zstd,cold), STREAM_RUNS (2, round-robin over
+# the rows), STREAM_EPOCHS (3), SKIP (space-separated step names
 # to leave out), REHEARSE=1 (no GPU: go on past the gpu-check stop, the
 # benchmarks on the host device, to try every step of this script).
 #
@@ -194,6 +195,7 @@ streaming() {
 		--data /dev/shm/sluice-stream --disk "$DATA/stream" \
 		--device "${BENCH_DEVICE:-cuda}" --gb "${STREAM_GB:-8.6}" \
 		--rows "${STREAM_ROWS:-all}" --runs "${STREAM_RUNS:-2}" \
+		--epochs "${STREAM_EPOCHS:-3}" \
 		--json "$logs/streaming.json"
 	rc=$?
 	rm -rf /dev/shm/sluice-stream

@@ -11,8 +11,9 @@ independent limits measured in the same run on the same files:
                loader's CPU per GB: page-cache copies cost it too)
   pcie         sluice bench's own H2D probe on the loader's pinned arena
 
-Each sluice row is `sluice bench --json` with the row's options; every
-figure is the median of --runs runs.  Writes one JSON object:
+Each sluice row is `sluice bench --json` with the row's options over
+--epochs epochs; every figure is the median of --runs runs, taken
+round-robin over the rows (interleaved()).  Writes one JSON object:
 {device, kvikio_gbps, kvikio_cpu_s_per_gb, pcie_gbps, read_limit_gbps,
 dataset_bytes, rows:
 [{name, args, delivered_gbps, cpu_s_per_gb, consumer_wait, ...}]}.
@@ -165,13 +166,34 @@ def med(vals):
     return statistics.median(vals) if vals else None
 
 
-def row(sluice, name, path, args, runs, timeout, env=None):
-    got, err = [], None
-    for _ in range(runs):
-        r, err = run_bench(sluice, path, args, timeout, env)
-        if r is None:
-            break
-        got.append(r)
+def interleaved(sluice, rows, timeout, out, path):
+    """Rows (name, data, args, env, runs) run round-robin: run k of every
+    row, then run k + 1 of every row, so that a drift of the shared
+    machine over the run (page cache, clocks, neighbours) falls on all
+    of them alike, not on whichever row ran first.  A row whose run
+    failed runs no more.  Saves the rows so far after every round."""
+    got = [[] for _ in rows]
+    err = [None] * len(rows)
+    done = []
+    for k in range(max(r[4] for r in rows)):
+        for i, (name, data, args, env, runs) in enumerate(rows):
+            if k >= runs or err[i]:
+                continue
+            r, err[i] = run_bench(sluice, data, args, timeout, env)
+            if r is not None:
+                got[i].append(r)
+        done = [summary(name, args, env, got[i], err[i])
+                for i, (name, data, args, env, _) in enumerate(rows)]
+        save(dict(out, rows=out["rows"] + done), path)
+        log("  round %d of the rows done" % (k + 1))
+    for r in done:
+        log("  %-28s %s" % (r["name"], fmt_row(r)))
+    return done
+
+
+def summary(name, args, env, got, err):
+    """A row from its runs' `sluice bench --json` outputs (@got), medians;
+    @err: why a run failed, if one did."""
     out = {"name": name, "args": " ".join(
         ["%s=%s" % kv for kv in (env or {}).items()] + args),
         "runs": len(got)}
@@ -217,7 +239,6 @@ def row(sluice, name, path, args, runs, timeout, env=None):
             "binding": got[0]["limits"].get("binding"),
             "fallbacks": got[0]["fallbacks"].get("reasons"),
         })
-    log("  %-28s %s" % (name, fmt_row(out)))
     return out
 
 
@@ -246,6 +267,7 @@ def main():
     ap.add_argument("--zstd-gb", type=float, default=4.3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--rows", default="all",
                     help="comma list of row groups: "
@@ -294,6 +316,9 @@ def main():
             log("kvikio failed: %r" % e)
 
     base = ["--device", a.device, "--batch-size", "64"]
+    # a few epochs, so that the ramp (the first reads, the read-ahead
+    # rising) weighs little against the steady state
+    epochs = ["--epochs", str(a.epochs)]
     rows = []
     if "base" in groups:
         rows += [("defaults", base + ["--shuffle", "none"])]
@@ -316,14 +341,20 @@ def main():
     if "staging" in groups and a.device == "cuda":
         # blocks read into small rings in cache and uploaded from there
         # (stage.c) against into their io memory; the rings' count and
-        # length around the defaults (2 per decode thread, 8 pieces)
+        # length around the defaults (2 per decode thread, 4 pieces)
         s = base + ["--shuffle", "none"]
         if "base" not in groups:
             rows.append(("defaults", s))
         rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
-                 ("defaults-pieces-4", s, {"SLUICE_STAGE_PIECES": "4"}),
-                 ("defaults-rings-16", s, {"SLUICE_STAGE_RINGS": "16"}),
-                 ("defaults-rings-48", s, {"SLUICE_STAGE_RINGS": "48"})]
+                 # a DMA and a wait per piece, as before io_read_at's
+                 # spans
+                 ("defaults-upload-pieces-1", s,
+                  {"SLUICE_STAGE_UPLOAD_PIECES": "1"}),
+                 ("defaults-pieces-8", s, {"SLUICE_STAGE_PIECES": "8"}),
+                 ("defaults-rings-48", s, {"SLUICE_STAGE_RINGS": "48"}),
+                 # more blocks in flight: the read-ahead follows
+                 # bandwidth x latency up to what the budget holds
+                 ("defaults-memory-4G", s + ["--memory", "4G"])]
     if "knobs" in groups:
         s = base + ["--shuffle", "none"]
         rows += [("memory-4G", s + ["--memory", "4G"]),
@@ -333,30 +364,29 @@ def main():
                  ("queue-depth-256", s + ["--queue-depth", "256"]),
                  ("gather-off", s + ["--device-gather", "off"]),
                  ("no-verify", s + ["--no-verify"])]
-    for name, args, *env in rows:
-        # the knobs are a survey (is any setting better than the
-        # defaults?): one run each
-        runs = a.runs if name.startswith(("defaults", "host")) else 1
-        out["rows"].append(row(sluice, name, raw, args, runs, a.timeout,
-                               env[0] if env else None))
-        save(out, a.json)
+    # the knobs are a survey (is any setting better than the defaults?):
+    # one run each
+    out["rows"] += interleaved(
+        sluice, [(name, raw, args + epochs, env[0] if env else None,
+                  a.runs if name.startswith(("defaults", "host")) else 1)
+                 for name, args, *env in rows], a.timeout, out, a.json)
 
     if "zstd" in groups:
         zst = os.path.join(a.data, "zstd")
         make_dataset(shard, zst, int(a.zstd_gb * 1e9 / (1 << 20)), "zstd")
-        for name, args in [("zstd-defaults", base + ["--shuffle", "none"]),
-                           ("zstd-gather-off",
-                            base + ["--shuffle", "none", "--device-gather",
-                                    "off"])]:
-            out["rows"].append(row(sluice, name, zst, args, a.runs,
-                                   a.timeout))
-            save(out, a.json)
+        out["rows"] += interleaved(sluice, [
+            ("zstd-defaults", zst, base + ["--shuffle", "none"] + epochs,
+             None, a.runs),
+            ("zstd-gather-off", zst,
+             base + ["--shuffle", "none", "--device-gather", "off"] +
+             epochs, None, a.runs)], a.timeout, out, a.json)
     if "cold" in groups and a.disk:
         cold = os.path.join(a.disk, "raw")
         make_dataset(shard, cold, records, "none")
-        out["rows"].append(row(sluice, "cold-direct", cold,
-                               base + ["--shuffle", "none", "--direct", "on",
-                                       "--drop-cache"], 1, a.timeout))
+        out["rows"] += interleaved(sluice, [
+            ("cold-direct", cold, base + ["--shuffle", "none", "--direct",
+                                          "on", "--drop-cache"], None, 1)],
+            a.timeout, out, a.json)
 
     pcie = [r.get("pcie_gbps") for r in out["rows"]]
     out["pcie_gbps"] = med(pcie)
