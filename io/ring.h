@@ -161,6 +161,18 @@ int io_ring_submit(struct io_ring *r, struct io_read *const *reads,
 int io_ring_reap(struct io_ring *r, struct io_read **done, unsigned max,
 		 unsigned min_complete);
 
+/*
+ * io_ring_pread - read [@offset, @offset + @len) of @file (open as @fd by
+ * the caller, buffered) into @buf on the calling thread, as the ring
+ * would: short reads continued, -EAGAIN/-EINTR retried, the test faults
+ * and read_delay_us applied (pread.c).  Any thread.
+ * @return: bytes read (fewer only at end of file), or -errno.
+ */
+int64_t io_ring_pread(const struct io_ring *r, uint32_t file, int fd,
+		      void *buf, uint64_t len, uint64_t offset);
+/* Was @file opened with O_DIRECT (its reads the device's DMA)? */
+int io_ring_file_direct(const struct io_ring *r, uint32_t file);
+
 /* Reads submitted and not yet returned by io_ring_reap(). */
 unsigned io_ring_in_flight(const struct io_ring *r);
 

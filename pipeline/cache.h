@@ -9,6 +9,7 @@
 
 #include "sluice_tools.h"
 #include "../io/ring.h"
+#include "fetch.h"
 #include "stream.h"
 
 struct loader_core;
@@ -60,6 +61,7 @@ struct cache_entry {
 	int32_t stage_ring;     /* its read's ring (stage.c), -1: none [mu];
 				   rd.staged: its bytes are only on the
 				   device */
+	struct fetch_entry fetch; /* read by the workers (fetch.c) */
 	struct io_read rd;
 };
 

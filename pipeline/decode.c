@@ -63,7 +63,8 @@ static int check_on_device(struct loader_core *c, struct cache_entry *e,
 {
 	uint64_t up = e->stream.uploaded;
 	int r = e->stream.upload_err ? e->stream.upload_err
-		: stream_upload(c, e, blk, up, blk->stored_size);
+		: up < blk->stored_size
+		? stream_upload(c, e, blk, up, blk->stored_size) : 0;
 
 	if (r) {
 		*failed = "copy to the device for its checksum: ";
@@ -176,6 +177,8 @@ void *decode_worker_main(void *arg)
 {
 	struct loader_core *c = arg;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	struct fetch_file file = { .fd = -1 };
+	uint32_t buffer = 0;
 
 	pthread_mutex_lock(&c->mu);
 	if (!dctx)
@@ -183,7 +186,9 @@ void *decode_worker_main(void *arg)
 	while (!c->stop) {
 		struct job j;
 
-		if (!jobs_pop_locked(c, &j)) {
+		/* a fetch last: the jobs before finish blocks and batches */
+		if (!jobs_pop_locked(c, &j) &&
+		    !fetch_pop_locked(c, &j, &buffer)) {
 			uint64_t t0 = now_ns();
 
 			pthread_cond_wait(&c->work_cv, &c->mu);
@@ -195,6 +200,8 @@ void *decode_worker_main(void *arg)
 			decode_entry(c, dctx, j.id);
 		else if (j.kind == JOB_STREAM)
 			stream_part(c, j.id);
+		else if (j.kind == JOB_FETCH)
+			fetch_part(c, j, buffer, &file);
 		else if (j.kind == JOB_RANGES)
 			ranges_verify_part(c, j);
 		else
@@ -202,6 +209,7 @@ void *decode_worker_main(void *arg)
 		pthread_mutex_lock(&c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
+	fetch_file_close(&file);
 	ZSTD_freeDCtx(dctx);
 	return NULL;
 }

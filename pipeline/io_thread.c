@@ -304,20 +304,32 @@ void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 	entry_ready_locked(c, i);
 }
 
-/* Submit c->submit[0, n) with one io_uring_enter, outside the lock. */
+/* Submit c->submit[0, n) with one io_uring_enter, outside the lock; the
+ * blocks the workers fetch go to them instead (fetch.c). */
 static int submit_locked(struct loader_core *c, unsigned n)
 {
 	uint64_t t0 = now_ns();
+	unsigned ring_reads = 0;
 	int r;
 
 	for (unsigned k = 0; k < n; k++) {
 		struct io_read *rd = c->submit[k];
+		struct cache_entry *e = rd->user;
 
-		if (rd->user)
-			((struct cache_entry *)rd->user)->submit_ns = t0;
-		else   /* a range read (ranges.c) */
+		if (!e) {       /* a range read (ranges.c) */
 			((struct range_read *)(void *)rd)->submit_ns = t0;
+		} else {
+			e->submit_ns = t0;
+			if (e->fetch.on) {
+				fetch_queue_locked(c, e);
+				continue;
+			}
+		}
+		c->submit[ring_reads++] = rd;
 	}
+	n = ring_reads;
+	if (n == 0)
+		return 0;
 	pthread_mutex_unlock(&c->mu);
 	r = io_ring_submit(c->ring, c->submit, n);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);

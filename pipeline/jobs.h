@@ -9,11 +9,12 @@
 
 struct loader_core;
 
-enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_STREAM };
+enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_STREAM,
+		JOB_FETCH };
 
 struct job {
 	int kind;
-	uint32_t id;            /* entry (decode) or slot (assemble) */
+	uint32_t id;            /* entry (decode, fetch) or slot (assemble) */
 	uint32_t part, parts;
 };
 

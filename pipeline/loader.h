@@ -201,6 +201,9 @@ struct loader_core {
 	 * all of them: batches then finished together and the workers went
 	 * idle together while the planner refilled the slots.) */
 	struct job_queue decode_jobs, batch_jobs, stream_jobs;
+	/* blocks whose parts the workers fetch (fetch.c), taken when no
+	 * other job waits */
+	struct job_queue fetch_jobs;
 	struct stream_pool streams;
 	struct stage_pool stage;    /* staged block reads (stage.c) */
 	_Atomic uint64_t bytes_verified_landing; /* checked as they landed */

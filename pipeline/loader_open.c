@@ -26,6 +26,7 @@ static void free_core(struct loader_core *c)
 	free(c->decode_jobs.ring);
 	free(c->batch_jobs.ring);
 	free(c->stream_jobs.ring);
+	free(c->fetch_jobs.ring);
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
@@ -204,15 +205,18 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	/* One per entry being read at most (stream.queued): an upload-only
 	 * job (gather_checks) holds no hash state. */
 	c->stream_jobs.cap = c->cache.nentries + 16;
+	c->fetch_jobs.cap = c->cache.nentries + 16;   /* one per entry */
 	c->decode_jobs.ring = calloc(c->decode_jobs.cap, sizeof(struct job));
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
+	c->fetch_jobs.ring = calloc(c->fetch_jobs.cap, sizeof(struct job));
 	/* One batch's block and range reads, or the read-ahead's. */
 	c->reads_max = c->cache.nentries + c->ranges.max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
 	c->reaped = calloc(c->reads_max, sizeof(*c->reaped));
 	if (!c->decode_jobs.ring || !c->batch_jobs.ring ||
-	    !c->stream_jobs.ring || !c->submit || !c->reaped)
+	    !c->stream_jobs.ring || !c->fetch_jobs.ring || !c->submit ||
+	    !c->reaped)
 		return -ENOMEM;
 	return start_threads(c);
 }

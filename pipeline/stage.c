@@ -35,6 +35,10 @@
  * (bench/results/2026-11-27-h200-staging.md).  SLUICE_STAGE_PIECES (4
  * to IO_STAGE_PIECES_MAX) for benchmarks' A/B. */
 #define STAGE_PIECES 4u
+/* Pieces per staging buffer of a fetch (fetch.c): a part of 4 MiB, the
+ * task size KvikIO reads and uploads by.  SLUICE_STAGE_PIECES for the
+ * A/B. */
+#define FETCH_PIECES 2u
 #define STAGE_PIECES_MIN 4u
 /* Two rings per decode worker (they upload), within these: on the H200
  * host (16 workers) 16 rings staged 0.91 of the reads at 31.9 GB/s, 32
@@ -59,10 +63,14 @@ static uint32_t env_within(const char *name, uint32_t fallback, uint32_t lo,
 int stage_open(struct loader_core *c)
 {
 	struct stage_pool *p = &c->stage;
-	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
+	/* benchmarks' A/B: "0" off, "ring" staged reads in the ring */
+	const char *v = getenv("SLUICE_STAGING");
+	int ring_mode = v && strcmp(v, "ring") == 0;
 	uint32_t n = env_within("SLUICE_STAGE_RINGS",
-				STAGE_RINGS_PER_WORKER * c->cfg.decode_threads,
+				(ring_mode ? STAGE_RINGS_PER_WORKER : 1) *
+					c->cfg.decode_threads,
 				STAGE_RINGS_MIN, STAGE_RINGS_MAX);
+	uint32_t min_pieces = ring_mode ? STAGE_PIECES_MIN : 1;
 	uint64_t ring;
 
 	/* Every batch gathered, every raw block checksummed on the device;
@@ -70,8 +78,10 @@ int stage_open(struct loader_core *c)
 	if (!c->gather.checks || !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
 	    c->ranges.on || c->cache.all || (v && strcmp(v, "0") == 0))
 		return 0;
-	p->pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES,
-			       STAGE_PIECES_MIN, IO_STAGE_PIECES_MAX);
+	p->fetch = !ring_mode;
+	p->pieces = env_within("SLUICE_STAGE_PIECES",
+			       ring_mode ? STAGE_PIECES : FETCH_PIECES,
+			       min_pieces, IO_STAGE_PIECES_MAX);
 	/* an upload takes every landed piece up to the ring's end
 	 * (io_read_at): one DMA and one wait for a job's 4 MiB, not one a
 	 * piece; SLUICE_STAGE_UPLOAD_PIECES caps it, for benchmarks' A/B */
@@ -88,7 +98,7 @@ int stage_open(struct loader_core *c)
 			break;
 		if (n > 1)
 			n--;
-		else if (p->pieces / 2 >= STAGE_PIECES_MIN)
+		else if (p->pieces / 2 >= min_pieces)
 			p->pieces /= 2;
 		else
 			return 0;
@@ -100,6 +110,7 @@ int stage_open(struct loader_core *c)
 	if (!p->free)
 		return -ENOMEM;
 	p->base = c->arena + p->off;
+	p->buffer_bytes = ring;
 	p->nfree = n;
 	for (uint32_t k = 0; k < n; k++)
 		p->free[k] = n - 1 - k;
@@ -121,10 +132,18 @@ void stage_take_locked(struct loader_core *c, struct cache_entry *e,
 	uint32_t k;
 
 	stage_give_locked(c, e);  /* one still held (none should be) */
+	e->fetch = (struct fetch_entry){ 0 };
 	/* O_DIRECT reads are the device's DMA, not a CPU copy: they land
 	 * in the block's io memory as ever (io/ring.h) */
-	if (!p->on || p->nfree == 0 || blk->codec != DLS_CODEC_RAW ||
-	    !gather_checks(c, blk) || c->ring_info.direct)
+	if (!p->on || blk->codec != DLS_CODEC_RAW ||
+	    !gather_checks(c, blk) || c->ring_info.direct ||
+	    io_ring_file_direct(c->ring, c->block_shard[e->block]))
+		return;
+	if (p->fetch) {
+		e->fetch.on = 1;        /* its parts take buffers as they go */
+		return;
+	}
+	if (p->nfree == 0)
 		return;
 	k = p->free[--p->nfree];
 	e->stage_ring = (int32_t)k;
@@ -145,7 +164,8 @@ int stage_slot_uses_locked(const struct loader_core *c, const struct slot *s)
 	if (!c->stage.on)
 		return 0;
 	for (uint32_t k = 0; k < s->nentries; k++)
-		if (c->cache.entries[s->entries[k]].rd.staged)
+		if (c->cache.entries[s->entries[k]].rd.staged ||
+		    c->cache.entries[s->entries[k]].fetch.on)
 			return 1;
 	return 0;
 }

@@ -18,7 +18,11 @@ struct slot;
  * free list [mu]. */
 struct stage_pool {
 	int on;
+	int fetch;              /* blocks fetched by the workers (fetch.c),
+				   one buffer per part at a time; else a
+				   ring per staged read (io/ring.h) */
 	uint8_t *base;
+	uint64_t buffer_bytes;  /* a ring's, or a fetch buffer's */
 	uint64_t off;           /* in the io pool */
 	uint64_t pool_bytes;    /* all the rings' */
 	uint32_t pieces;        /* per ring, of IO_PIECE_BYTES */

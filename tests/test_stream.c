@@ -17,6 +17,7 @@
  * the CPU's checks.  Closing mid-epoch, with blocks being hashed and a batch held,
  * frees everything (ASan, TSan).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 
@@ -447,6 +448,43 @@ static void check_upload_failure(sluice_dataset *ds)
 	T_LT(0, failed);
 }
 
+/* The bytes 18 MiB into data-00001.dls (its second block's middle):
+ * their reads fail with -EIO, or find the file ending there. */
+static const uint64_t fault_at = 18u << 20;
+
+static void fail_read(void *ctx, uint32_t file, uint64_t offset,
+		      uint64_t length, int *res)
+{
+	if (file == 1 && offset <= fault_at && fault_at < offset + length &&
+	    *res >= 0)
+		*res = *(const int *)ctx;
+}
+
+/* A block's read fails (an I/O error, a file cut short) while streamed
+ * to the device, where its parts go through the workers' fetches
+ * (fetch.c): the loader fails naming the file, the block and what
+ * happened, and nothing waits for the parts after the failed one. */
+static void check_read_failure(sluice_dataset *ds)
+{
+	static int faults[] = { -EIO, 0 };
+
+	for (int k = 0; k < 2; k++) {
+		sluice_loader *ld;
+		char msg[512];
+
+		io_ring_set_fault(fail_read, &faults[k]);
+		ld = open_loader(ds, SLUICE_DEVICE_AUTO, SLUICE_ON_ERROR_FAIL,
+				 56u << 20);
+		T_EQ(drain(ld, msg, sizeof(msg)),
+		     k ? -SLUICE_ECORRUPT : -EIO);
+		io_ring_set_fault(NULL, NULL);
+		T_CONTAINS(msg, "data-00001.dls: block 1");
+		T_CONTAINS(msg, k ? "read failed: file truncated"
+				  : "read failed: Input/output error");
+		sluice_loader_close(ld);
+	}
+}
+
 int main(void)
 {
 	char *dir = fx_tmpdir();
@@ -479,6 +517,7 @@ int main(void)
 	forced = 0;
 	check_device_failure(ds);
 	check_upload_failure(ds);
+	check_read_failure(ds);
 	check_close_mid_epoch(ds, SLUICE_DEVICE_HOST);
 	check_close_mid_epoch(ds, SLUICE_DEVICE_AUTO);
 	sluice_dataset_close(ds);

@@ -339,19 +339,20 @@ def main():
                                            "--batch-size", "64",
                                            "--shuffle", "none"]))
     if "staging" in groups and a.device == "cuda":
-        # blocks read into small rings in cache and uploaded from there
-        # (stage.c) against into their io memory; the rings' count and
-        # length around the defaults (2 per decode thread, 4 pieces)
+        # blocks read into small staging buffers in cache and uploaded
+        # from there by the workers (fetch.c) against into their io
+        # memory, and through the ring; the parts' length around the
+        # default
         s = base + ["--shuffle", "none"]
         if "base" not in groups:
             rows.append(("defaults", s))
         rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
-                 # a DMA and a wait per piece, as before io_read_at's
-                 # spans
-                 ("defaults-upload-pieces-1", s,
-                  {"SLUICE_STAGE_UPLOAD_PIECES": "1"}),
-                 ("defaults-pieces-8", s, {"SLUICE_STAGE_PIECES": "8"}),
-                 ("defaults-rings-48", s, {"SLUICE_STAGE_RINGS": "48"}),
+                 # staged reads through the ring (io/stage.c), uploaded
+                 # by the stream's jobs: the default before fetches
+                 ("defaults-ring", s, {"SLUICE_STAGING": "ring"}),
+                 # fetches' parts of 2 and 8 MiB around the 4 MiB one
+                 ("defaults-parts-2M", s, {"SLUICE_STAGE_PIECES": "1"}),
+                 ("defaults-parts-8M", s, {"SLUICE_STAGE_PIECES": "4"}),
                  # more blocks in flight: the read-ahead follows
                  # bandwidth x latency up to what the budget holds
                  ("defaults-memory-4G", s + ["--memory", "4G"])]
