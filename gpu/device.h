@@ -151,8 +151,9 @@ int device_upload(struct device *d, const void *host, size_t len);
 
 /*
  * device_upload_from - as device_upload(), but the bytes come from @src,
- * anywhere in the arena, and go to @io's device mirror: a staged read's
- * piece (io/ring.h), whose host bytes at @io were never written.  Host:
+ * anywhere in the arena, and go to @io's device mirror: a fetched part
+ * in its staging buffer (pipeline/fetch.c), whose host bytes at @io are
+ * never written.  Host:
  * the memcpy that puts them at @io.
  * @return: as device_upload() (-EINVAL also for @src outside the arena).
  */

@@ -17,7 +17,6 @@ static void read_settle(struct io_ring *r, struct io_read *rd)
 		rd->result = rd->short_at >= rd->min_length
 			? (int64_t)rd->short_at : -ENODATA;
 	rd->done = rd->short_at;
-	ring_stage_unlist(r, rd);
 	atomic_store_explicit(&rd->landed, rd->done, memory_order_release);
 	rd->done_next = NULL;
 	if (r->done_tail)
@@ -84,9 +83,6 @@ void ring_op_finish(struct io_ring *r, struct ring_op *op, int err)
 				rd->short_at = miss;
 			if (err < 0 && rd->err == 0)
 				rd->err = err;
-			/* its landed stops here: nothing will make room */
-			if (rd->stage_head)
-				ring_stage_drop(r, rd);
 		}
 		if (op->attempts > rd->attempts)
 			rd->attempts = op->attempts;

@@ -199,7 +199,6 @@ int ring_fill(struct io_ring *r)
 	if (r->fatal)
 		return r->fatal;
 	arm_wake(r);
-	ring_stage_admit(r);
 	while (r->pending.head && r->in_kernel < r->max_in_kernel) {
 		struct ring_op *op = r->pending.head;
 		int fd = ring_file_handle(r, op->file);

@@ -14,14 +14,11 @@ struct io_ring;
 struct io_read;
 
 /* A buffered read is cut into pieces of this many bytes, which the
- * kernel's workers copy from the page cache in parallel; a staged read's
- * ring (io_read.stage) is made of them.  Small enough that one 64 MiB
- * block is copied by many workers, large enough that an SQE's cost is
- * noise beside its copy (4 MiB is KvikIO's task size; 2 MiB measured as
- * fast, see bench/results/2026-11-26-parallel-reads.md). */
+ * kernel's workers copy from the page cache in parallel.  Small enough
+ * that one 64 MiB block is copied by many workers, large enough that an
+ * SQE's cost is noise beside its copy (4 MiB is KvikIO's task size; 2 MiB
+ * measured as fast, see bench/results/2026-11-26-parallel-reads.md). */
 #define IO_PIECE_BYTES ((uint64_t)2 << 20)
-/* Pieces of a staged read's ring, at most. */
-#define IO_STAGE_PIECES_MAX 16u
 
 struct io_ring_config {
 	unsigned queue_depth;   /* reads in flight (a buffered read's
@@ -69,23 +66,6 @@ struct io_read {
 	uint64_t min_length;    /* bytes that must exist (<= length) */
 	void *buf;
 	void *user;
-	/* Staging (NULL: none).  A buffered read lands in this ring of
-	 * stage_pieces pieces of IO_PIECE_BYTES instead of at buf, which it
-	 * never writes: piece k of the read at stage + (k % stage_pieces) *
-	 * IO_PIECE_BYTES, and submitted only once the owner has released
-	 * the read's first (k - stage_pieces + 1) pieces (io_read_release):
-	 * an owner that waits for more than one piece before it releases
-	 * needs a ring of that many, plus one for a head it does not use,
-	 * plus room for the next copies.  A
-	 * ring that is reused at once stays in the CPU's cache, where a
-	 * large buffer's copy would write memory, and pay for it, twice.
-	 * Such a read is coalesced with no other.  An O_DIRECT read lands
-	 * at buf as ever (the device's DMA copies it): staged says which. */
-	void *stage;
-	uint32_t stage_pieces;  /* 1 to IO_STAGE_PIECES_MAX */
-	int staged;             /* set at submit: it lands in stage */
-	/* Bytes from the front its owner is done with (io_read_release). */
-	_Atomic uint64_t released;
 	int64_t result;
 	/* Bytes at the front of buf known read: rises while the read is in
 	 * flight as its pieces land in order (a buffered read's; an
@@ -102,27 +82,7 @@ struct io_read {
 	uint64_t piece_next;    /* the first piece not landed, from there */
 	uint64_t pieces_early;  /* bit k: piece piece_next + k landed */
 	struct io_read *done_next; /* on the ring's done queue */
-	/* staged: its pieces waiting for room in the stage, in order, and
-	 * its link on the ring's list of reads that have some */
-	struct ring_op *stage_head, *stage_tail;
-	struct io_read *stage_next;
-	int stage_listed;
 };
-
-/*
- * io_read_at - where byte @x of read @rd landed (at buf, or in its
- * stage), with in *@n the bytes from there that are contiguous (to the
- * end of the read, or of the stage: landed or not, which the caller
- * knows from landed).
- */
-const uint8_t *io_read_at(const struct io_read *rd, uint64_t x, uint64_t *n);
-
-/*
- * io_read_release - the owner of staged read @rd is done with its first
- * @bytes (rising from call to call): the pieces wholly inside them may be
- * read into again.  Any thread; wakes the thread in io_ring_reap().
- */
-void io_read_release(struct io_ring *r, struct io_read *rd, uint64_t bytes);
 
 /*
  * io_ring_create - open @paths (read-only), set up the ring, register the

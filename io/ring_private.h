@@ -55,7 +55,6 @@ struct ring_op {
 	uint64_t sqe_start;        /* the SQE in flight: from here ... */
 	uint64_t sqe_len;          /* ... this many bytes */
 	unsigned attempts;         /* -EAGAIN / -EINTR retries so far */
-	uint64_t stage_k;          /* a staged read's: its piece number */
 };
 
 struct ring_queue {
@@ -97,8 +96,6 @@ struct io_ring {
 	unsigned in_flight;        /* reads held (io_ring_in_flight) */
 	struct ring_queue pending;
 	struct io_read *done_head, *done_tail; /* settled, to hand back */
-	struct io_read *staging;   /* staged reads with pieces waiting for
-				      room in their stage (stage.c) */
 	struct ring_op *free_ops, *all_ops;
 
 	struct io_read **scratch;  /* io_ring_submit's sorted view */
@@ -161,15 +158,6 @@ void ring_op_put(struct io_ring *r, struct ring_op *op);
 
 /* reap.c */
 void ring_op_finish(struct io_ring *r, struct ring_op *op, int err);
-
-/* stage.c: staged reads' pieces.  ring_stage_admit: move those that
- * have room now to the pending queue.  ring_stage_drop: @rd stopped short
- * (an error, or the end of the file): its waiting pieces finish unread,
- * as nothing would release room for them.  ring_stage_unlist: @rd off
- * the ring's list (it settled). */
-void ring_stage_admit(struct io_ring *r);
-void ring_stage_drop(struct io_ring *r, struct io_read *rd);
-void ring_stage_unlist(struct io_ring *r, struct io_read *rd);
 
 /* fault.c: SLUICE_TESTING only. */
 #ifdef SLUICE_TESTING

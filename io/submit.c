@@ -63,9 +63,6 @@ static int check_read(const struct io_ring *r, const struct io_read *rd)
 	if (r->file_direct[rd->file] &&
 	    (rd->offset % a || rd->length % a || (uintptr_t)rd->buf % a))
 		return -EINVAL;
-	if (rd->stage && (rd->stage_pieces == 0 ||
-			  rd->stage_pieces > IO_STAGE_PIECES_MAX))
-		return -EINVAL;
 	return 0;
 }
 
@@ -88,8 +85,7 @@ static bool joins(const struct io_ring *r, const struct io_read *first,
 		  const struct io_read *last, uint64_t len,
 		  const struct io_read *b)
 {
-	return !first->staged && !b->staged &&
-	       b->file == first->file && b->length > 0 &&
+	return b->file == first->file && b->length > 0 &&
 	       last->offset + last->length == b->offset &&
 	       (uintptr_t)last->buf + last->length == (uintptr_t)b->buf &&
 	       len <= RING_SQE_MAX - b->length &&
@@ -116,16 +112,14 @@ static unsigned run_end(const struct io_ring *r, unsigned i, unsigned n,
 
 /* Ops for the run scratch[@i, @j) of @len bytes, onto @batch: one, or
  * pieces of IO_PIECE_BYTES when the file is buffered.  Each read
- * counts the ops that cover it (ops_left).  A staged read is a run of
- * its own: its pieces land in its stage, and those beyond the stage's
- * first round wait on the read for room (stage.c). */
+ * counts the ops that cover it (ops_left). */
 static int emit_run(struct io_ring *r, unsigned i, unsigned j, uint64_t len,
 		    struct ring_queue *batch)
 {
-	struct io_read *first = r->scratch[i];
+	const struct io_read *first = r->scratch[i];
 	uint64_t piece = r->file_direct[first->file] ? len : IO_PIECE_BYTES;
 	int buf_index = len ? ring_buffer_index(r, first->buf, len) : -1;
-	uint64_t pos = 0, nth = 0;
+	uint64_t pos = 0;
 
 	do {
 		struct ring_op *op = op_get(r);
@@ -133,28 +127,12 @@ static int emit_run(struct io_ring *r, unsigned i, unsigned j, uint64_t len,
 
 		if (!op)
 			return -ENOMEM;
+		ring_queue_push(batch, op);
 		op->file = first->file;
 		op->offset = first->offset + pos;
 		op->length = n;
 		op->buf = (char *)first->buf + pos;
 		op->buf_index = buf_index;
-		op->stage_k = nth;
-		if (first->staged) {
-			op->buf = (char *)first->stage +
-				  nth % first->stage_pieces * IO_PIECE_BYTES;
-			op->buf_index = ring_buffer_index(r, op->buf, n);
-		}
-		if (first->staged && nth >= first->stage_pieces) {
-			op->next = NULL;
-			if (first->stage_tail)
-				first->stage_tail->next = op;
-			else
-				first->stage_head = op;
-			first->stage_tail = op;
-		} else {
-			ring_queue_push(batch, op);
-		}
-		nth++;
 		/* Reads are in offset order: skip those that end before
 		 * this piece, take those that start inside it. */
 		while (i < j && len &&
@@ -234,36 +212,13 @@ int io_ring_submit(struct io_ring *r, struct io_read *const *reads,
 		rd->pieces_early = 0;
 		atomic_store_explicit(&rd->landed, 0, memory_order_relaxed);
 		rd->done_next = NULL;
-		rd->staged = rd->stage && !r->file_direct[rd->file];
-		atomic_store_explicit(&rd->released, 0, memory_order_relaxed);
-		rd->stage_head = rd->stage_tail = NULL;
-		rd->stage_next = NULL;
-		rd->stage_listed = 0;
 	}
 	ret = build_ops(r, n, &batch);
 	if (ret < 0) {
 		/* Nothing taken: the reads stay the caller's. */
 		while ((op = ring_queue_pop(&batch)))
 			ring_op_put(r, op);
-		for (unsigned i = 0; i < n; i++) {
-			struct io_read *rd = reads[i];
-
-			while ((op = rd->stage_head)) {
-				rd->stage_head = op->next;
-				ring_op_put(r, op);
-			}
-			rd->stage_tail = NULL;
-		}
 		return ret;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		struct io_read *rd = reads[i];
-
-		if (rd->stage_head) {
-			rd->stage_next = r->staging;
-			r->staging = rd;
-			rd->stage_listed = 1;
-		}
 	}
 	while ((op = ring_queue_pop(&batch))) {
 		if (op->length == 0)

@@ -38,7 +38,6 @@ int cache_init(struct loader_core *c, uint32_t nentries)
 		e->waiters = calloc(c->slots_cap, sizeof(*e->waiters));
 		if (!e->waiters)
 			return -ENOMEM;
-		e->stage_ring = -1;     /* stage.c: none held */
 		cache_lru_push(c, i);
 	}
 	return 0;

@@ -58,9 +58,6 @@ struct cache_entry {
 	uint64_t submit_ns;     /* when its read was submitted (tracing) */
 	uint64_t read_back_ns;  /* when the ring handed it back [mu] */
 	struct stream_entry stream; /* checked as it lands (stream.c) */
-	int32_t stage_ring;     /* its read's ring (stage.c), -1: none [mu];
-				   rd.staged: its bytes are only on the
-				   device */
 	struct fetch_entry fetch; /* read by the workers (fetch.c) */
 	struct io_read rd;
 };

@@ -62,9 +62,10 @@ static int check_on_device(struct loader_core *c, struct cache_entry *e,
 			   const char **failed)
 {
 	uint64_t up = e->stream.uploaded;
-	int r = e->stream.upload_err ? e->stream.upload_err
-		: up < blk->stored_size
-		? stream_upload(c, e, blk, up, blk->stored_size) : 0;
+	/* a fetched block's parts all went up from staging (fetch.c) */
+	int r = e->fetch.on ? e->fetch.upload_err
+		: gather_upload(c, stored + up, stored + up,
+				blk->stored_size - up);
 
 	if (r) {
 		*failed = "copy to the device for its checksum: ";
@@ -142,7 +143,6 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 	pthread_mutex_lock(&c->mu);
 	stream_release_locked(c, e);
-	stage_give_locked(c, e);
 	if (r) {
 		const char *what = r == -SLUICE_ECORRUPT
 			? "checksum or layout mismatch (corrupt block)"

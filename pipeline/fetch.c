@@ -30,7 +30,6 @@ void fetch_queue_locked(struct loader_core *c, struct cache_entry *e)
 	if (parts == 0)
 		parts = 1;
 	e->fetch.left = parts;
-	e->fetch.err = 0;
 	c->fetch_jobs.ring[(c->fetch_jobs.head + c->fetch_jobs.len++) %
 			   c->fetch_jobs.cap] =
 		(struct job){ JOB_FETCH, (uint32_t)(e - c->cache.entries), 0,
@@ -114,16 +113,12 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	if (read_err && !e->fetch.err)
 		e->fetch.err = read_err;
 	/* the decode says what failed (decode.c's check_on_device) */
-	if (upload_err && !e->stream.upload_err)
-		e->stream.upload_err = upload_err;
+	if (upload_err && !e->fetch.upload_err)
+		e->fetch.upload_err = upload_err;
 	last = --e->fetch.left == 0;
 	if (last) {
 		e->rd.result = e->fetch.err ? e->fetch.err
 					    : (int64_t)e->rd.length;
-		/* every byte is on the device: nothing for the decode to
-		 * upload */
-		e->stream.uploaded = e->stream.upload_err ? 0
-							  : blk->stored_size;
 		e->read_back_ns = now_ns();
 		entry_read_done_locked(c, e);
 	}

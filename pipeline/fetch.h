@@ -18,6 +18,8 @@ struct fetch_entry {
 				   ring: its bytes are only on the device */
 	uint32_t left;          /* parts not finished yet [mu] */
 	int err;                /* the first part's read error [mu] */
+	int upload_err;         /* the first part's upload error, which the
+				   decode reports (decode.c) [mu] */
 };
 
 /* A worker's: the shard it has open for its fetches, kept across parts

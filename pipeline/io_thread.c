@@ -289,7 +289,6 @@ void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 	/* A file shorter than its index says is damaged data; everything
 	 * else (-EIO, ...) is a failing device and always fatal. */
 	stream_release_locked(c, e);
-	stage_give_locked(c, e);
 	e->state = ENTRY_FAILED;
 	e->error = err == -ENODATA ? -SLUICE_ECORRUPT : err;
 	e->corrupt = err == -ENODATA;

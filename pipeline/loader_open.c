@@ -103,9 +103,7 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 				  SLUICE_FORCE_PLAIN_READS),
 		.read_delay_us = (uint32_t)SLUICE_CONFIG_READ_DELAY_WORD(&c->cfg),
 		/* blocks checked as their pieces land (stream.c) */
-		/* staged reads wait for their pieces' uploads (stage.c) */
-		.on_landed = c->streams.cap || c->stage.on ? stream_on_landed
-							   : NULL,
+		.on_landed = c->streams.cap ? stream_on_landed : NULL,
 		.on_landed_ctx = c,
 	};
 	int r;

@@ -17,10 +17,7 @@
 #include "loader.h"
 
 /* Landed bytes worth a job: a lock and a wake-up per 4 MiB is noise
- * beside hashing them; blocks shorter than two steps are hashed whole
- * (but staged reads, which wait for their pieces' room).
- * Staged reads go up the same way (a job per 2 MiB piece cost the H200
- * host more CPU and throughput than it gained: stage.c). */
+ * beside hashing them; blocks shorter than two steps are hashed whole. */
 #define STREAM_STEP ((uint64_t)4 << 20)
 /* Blocks streamed at once, at most: a state each. */
 #define STREAM_STATES_MAX 256u
@@ -103,19 +100,15 @@ void stream_on_landed(void *ctx, struct io_read *rd)
 		return;         /* a record-range read (ranges.c) */
 	pthread_mutex_lock(&c->mu);
 	blk = loader_block(c, e->block, &shard);
-	/* a staged read waits for its pieces' room: always streamed */
 	if (c->stop || e->stream.queued || e->state != ENTRY_READING ||
-	    (blk->stored_size < 2 * STREAM_STEP && !e->rd.staged) ||
+	    blk->stored_size < 2 * STREAM_STEP ||
 	    stored_landed(e, blk) < e->stream.hashed + STREAM_STEP)
 		goto out;
 	if (!stream_hashes(c, blk)) {
 		/* only an upload to do, and only while every byte before
-		 * went up (a failed upload leaves the rest to the decode);
-		 * a staged read's pieces are released whatever happened,
-		 * or it would wait for room forever */
+		 * went up (a failed upload leaves the rest to the decode) */
 		if (!stream_uploads(c, blk) ||
-		    (e->stream.uploaded != e->stream.hashed &&
-		     !e->rd.staged))
+		    e->stream.uploaded != e->stream.hashed)
 			goto out;
 	} else if (!e->stream.hash) {
 		if (c->streams.nfree == 0)
@@ -129,36 +122,6 @@ void stream_on_landed(void *ctx, struct io_read *rd)
 					  0, 1 });
 out:
 	pthread_mutex_unlock(&c->mu);
-}
-
-int stream_upload(struct loader_core *c, struct cache_entry *e,
-		  const struct shard_block *blk, uint64_t from, uint64_t to)
-{
-	uint64_t head = blk->offset - e->rd.offset, x = from;
-	const uint8_t *io = e->stored + head;
-
-	if (!e->rd.staged)
-		return gather_upload(c, io + from, io + from, to - from);
-	/* piece by piece from the ring; after a failure only let them
-	 * go: the read waits for room, and the decode says what failed */
-	while (x < to && !e->stream.upload_err) {
-		uint64_t n;
-		const uint8_t *src = io_read_at(&e->rd, head + x, &n);
-		int r;
-
-		if (n > to - x)
-			n = to - x;
-		if (n > c->stage.upload_max)
-			n = c->stage.upload_max;
-		r = gather_upload(c, io + x, src, n);
-		if (r)
-			e->stream.upload_err = r;
-		else
-			atomic_fetch_add(&c->stage.bytes, n);
-		x += n;
-	}
-	io_read_release(c->ring, &e->rd, head + to);
-	return e->stream.upload_err;
 }
 
 void stream_part(struct loader_core *c, uint32_t i)
@@ -182,13 +145,12 @@ void stream_part(struct loader_core *c, uint32_t i)
 				block_hash_feed(e->stream.hash, stored + hashed,
 						to - hashed);
 			/* a failed upload leaves the rest to the decode,
-			 * which says why; a staged read's pieces go up
-			 * (or are let go, after a failure) all the same */
-			if (e->rd.staged ||
-			    (upload && e->stream.uploaded == hashed)) {
+			 * which says why */
+			if (upload && e->stream.uploaded == hashed) {
 				up_cpu0 = thread_cpu_ns();
-				upload = stream_upload(c, e, blk, hashed,
-						       to) == 0;
+				upload = gather_upload(c, stored + hashed,
+						       stored + hashed,
+						       to - hashed) == 0;
 				upload_cpu += thread_cpu_ns() - up_cpu0;
 			} else {
 				upload = 0;

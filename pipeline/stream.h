@@ -20,8 +20,6 @@ struct stream_entry {
 	struct block_hash *hash; /* from the pool once streamed; NULL: not */
 	uint64_t hashed;        /* stored bytes taken: fed to it, if any */
 	uint64_t uploaded;      /* of those, on the device (gather) */
-	int upload_err;         /* a staged read's failed upload: its bytes
-				   were released all the same */
 	int queued;             /* a JOB_STREAM queued or running [mu] */
 	int read_back;          /* its read settled meanwhile: the job hands
 				   it on when it ends [mu] */
@@ -41,11 +39,6 @@ void stream_close(struct loader_core *c);
 /* The ring's on_landed (io/ring.h): queue a JOB_STREAM for a block read
  * whose landed bytes are worth one. */
 void stream_on_landed(void *ctx, struct io_read *rd);
-/* Upload @blk's stored bytes [@from, @to) to the device from wherever
- * they landed (their io memory, or @e's stage), and release a staged
- * read's pieces through @to.  @return: 0, or the device's error. */
-int stream_upload(struct loader_core *c, struct cache_entry *e,
-		  const struct shard_block *blk, uint64_t from, uint64_t to);
 /* A decode worker's JOB_STREAM: hash (and upload) what has landed. */
 void stream_part(struct loader_core *c, uint32_t entry);
 /* A read settled: -EBUSY when its JOB_STREAM is still going (it hands

@@ -340,16 +340,12 @@ def main():
                                            "--shuffle", "none"]))
     if "staging" in groups and a.device == "cuda":
         # blocks read into small staging buffers in cache and uploaded
-        # from there by the workers (fetch.c) against into their io
-        # memory, and through the ring; the parts' length around the
-        # default
+        # from there by the workers (fetch.c) against read by the ring
+        # into their io memory; the parts' length around the default
         s = base + ["--shuffle", "none"]
         if "base" not in groups:
             rows.append(("defaults", s))
         rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
-                 # staged reads through the ring (io/stage.c), uploaded
-                 # by the stream's jobs: the default before fetches
-                 ("defaults-ring", s, {"SLUICE_STAGING": "ring"}),
                  # fetches' parts of 2 and 8 MiB around the 4 MiB one
                  ("defaults-parts-2M", s, {"SLUICE_STAGE_PIECES": "1"}),
                  ("defaults-parts-8M", s, {"SLUICE_STAGE_PIECES": "4"}),
