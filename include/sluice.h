@@ -891,9 +891,10 @@ struct sluice_stats {
 					      (blocks gathered there), not
 					      hashed by the CPU */
 	uint64_t bytes_staged;             /* stored bytes read through a
-					      small ring that the CPU's
-					      cache holds, straight to the
-					      GPU, never into io memory */
+					      small staging buffer that
+					      the CPU's cache holds,
+					      straight to the GPU, never
+					      into io memory */
 };
 
 /**

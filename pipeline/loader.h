@@ -7,6 +7,7 @@
  * stages' own state, each stage's header holding it with the stage's
  * functions: block cache (cache.h), memory budget (budget.h), jobs
  * (jobs.h), read-ahead (read_ahead.h), streamed checks (stream.h),
+ * fetches and their staging buffers (fetch.h, stage.h),
  * record-range reads (ranges.h), chunked assembly (chunks.h), device
  * gather (gather.h), views (view.h), direct decodes (direct.h) and the
  * placement each batch gets (plan.h).  Those
@@ -205,7 +206,7 @@ struct loader_core {
 	 * other job waits */
 	struct job_queue fetch_jobs;
 	struct stream_pool streams;
-	struct stage_pool stage;    /* staged block reads (stage.c) */
+	struct stage_pool stage;    /* fetches' staging buffers (stage.c) */
 	_Atomic uint64_t bytes_verified_landing; /* checked as they landed */
 
 	/* threads */
