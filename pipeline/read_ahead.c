@@ -12,8 +12,8 @@
 #include "loader.h"
 
 /* Read-ahead keeps two blocks per decode worker coming, but no more
- * than AHEAD_BYTES_MAX of them at open: 1 GiB in flight is about 1 TB/s
- * at 1 ms of latency.  On the H100 host, 16 blocks of 64 MiB ahead (8
+ * than AHEAD_BYTES_MAX of them at open (nor fewer than one per worker
+ * and two): 1 GiB in flight is about 1 TB/s at 1 ms of latency.  On the H100 host, 16 blocks of 64 MiB ahead (8
  * workers) gave 25.3 GB/s and 32 (16 workers) 24.9, for 2.9 against 5.0
  * GB of budget and 0.8 against 1.2 s of open. */
 #define AHEAD_BYTES_MAX (1ull << 30)
@@ -28,6 +28,13 @@ void read_ahead_open(struct loader_core *c)
 	uint32_t n = 2 * c->cfg.decode_threads;
 	uint64_t most = per_block ? AHEAD_BYTES_MAX / per_block : n;
 
+	/* but a block for every worker and two coming, whatever their
+	 * size: a zstd block is one worker's for its whole decode, and on
+	 * the H100 host 1 GiB of them (10) kept 6.9 of 16 workers busy, at
+	 * 0.46x the decompression limit (bench/results/
+	 * 2026-11-27-h100-fetch.md) */
+	if (most < c->cfg.decode_threads + 2)
+		most = c->cfg.decode_threads + 2;
 	if (most < 4)
 		most = 4;
 	c->ahead.max = n < most ? n : (uint32_t)most;
