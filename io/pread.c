@@ -1,8 +1,10 @@
 /*
  * pread.c - a buffered read made by the calling thread, beside the ring:
  * for readers that copy from the page cache on their own threads (the
- * loader's fetches, pipeline/fetch.c).  The ring's test faults and slow-
- * device delay apply to it as to the ring's reads, so a test or a
+ * loader's fetches, pipeline/fetch.c).  It reads through the ring's own
+ * descriptors, opened and checked with the others at create, where the
+ * ring keeps them open for its life; and the ring's test faults and
+ * slow-device delay apply to it as to the ring's reads, so a test or a
  * latency proxy sees both paths alike.
  */
 #include <errno.h>
@@ -14,14 +16,26 @@
 /* One pread(2) at most this long (Linux caps a read at about 2 GiB). */
 #define PREAD_CALL_MAX ((uint64_t)1 << 30)
 
-int64_t io_ring_pread(const struct io_ring *r, uint32_t file, int fd,
-		      void *buf, uint64_t len, uint64_t offset)
+int io_ring_pread_fd(const struct io_ring *r, uint32_t file)
+{
+	/* files opened on demand may be closed by the ring at any time */
+	if (file >= r->nfiles || r->max_open < r->nfiles ||
+	    r->file_direct[file])
+		return -1;
+	return r->fds[file];
+}
+
+int64_t io_ring_pread(const struct io_ring *r, uint32_t file, void *buf,
+		      uint64_t len, uint64_t offset)
 {
 	struct timespec delay = { (time_t)r->read_delay.tv_sec,
 				  (long)r->read_delay.tv_nsec };
+	int fd = io_ring_pread_fd(r, file);
 	uint64_t got = 0;
 	unsigned attempts = 0;
 
+	if (fd < 0)
+		return -EBADF;
 	if (delay.tv_sec || delay.tv_nsec)
 		while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
 			;
@@ -34,8 +48,6 @@ int64_t io_ring_pread(const struct io_ring *r, uint32_t file, int fd,
 
 #ifdef SLUICE_TESTING
 		ring_fault_apply(file, offset + got, want, &res);
-#else
-		(void)file;
 #endif
 		if (res == -EAGAIN || res == -EINTR) {
 			if (++attempts > RING_RETRY_MAX)
@@ -51,9 +63,4 @@ int64_t io_ring_pread(const struct io_ring *r, uint32_t file, int fd,
 		got += (uint64_t)res;
 	}
 	return (int64_t)got;
-}
-
-int io_ring_file_direct(const struct io_ring *r, uint32_t file)
-{
-	return file < r->nfiles && r->file_direct[file];
 }

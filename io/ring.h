@@ -122,16 +122,19 @@ int io_ring_reap(struct io_ring *r, struct io_read **done, unsigned max,
 		 unsigned min_complete);
 
 /*
- * io_ring_pread - read [@offset, @offset + @len) of @file (open as @fd by
- * the caller, buffered) into @buf on the calling thread, as the ring
- * would: short reads continued, -EAGAIN/-EINTR retried, the test faults
- * and read_delay_us applied (pread.c).  Any thread.
- * @return: bytes read (fewer only at end of file), or -errno.
+ * io_ring_pread - read [@offset, @offset + @len) of @file into @buf on the
+ * calling thread, as the ring would: short reads continued, -EAGAIN/
+ * -EINTR retried, the test faults and read_delay_us applied (pread.c).
+ * Only for a file io_ring_pread_fd() gives.  Any thread.
+ * @return: bytes read (fewer only at end of file), or -errno (-EBADF:
+ * not such a file).
  */
-int64_t io_ring_pread(const struct io_ring *r, uint32_t file, int fd,
-		      void *buf, uint64_t len, uint64_t offset);
-/* Was @file opened with O_DIRECT (its reads the device's DMA)? */
-int io_ring_file_direct(const struct io_ring *r, uint32_t file);
+int64_t io_ring_pread(const struct io_ring *r, uint32_t file, void *buf,
+		      uint64_t len, uint64_t offset);
+/* @file's descriptor, where io_ring_pread() may read it: buffered and
+ * open for the ring's life.  -1 for an O_DIRECT file, or where the ring
+ * opens files on demand (more of them than RLIMIT_NOFILE allows). */
+int io_ring_pread_fd(const struct io_ring *r, uint32_t file);
 
 /* Reads submitted and not yet returned by io_ring_reap(). */
 unsigned io_ring_in_flight(const struct io_ring *r);

@@ -273,7 +273,7 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
 	s->state = SLOT_ASSEMBLING;
 	s->place = place_choose_locked(c, s);
-	/* stage.c stages reads only where every batch is gathered */
+	/* stage.c fetches blocks only where every batch is gathered */
 	if (s->place == PLACE_COPY && stage_slot_uses_locked(c, s)) {
 		loader_fail_locked(c, -EIO,
 			"internal error: batch %llu of epoch %llu would be copied by the CPU from a block whose bytes went only to the device (a fetched block)",

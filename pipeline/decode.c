@@ -59,11 +59,11 @@ void entry_ready_locked(struct loader_core *c, uint32_t i)
  * failure of the device's, *@failed says which step failed. */
 static int check_on_device(struct loader_core *c, struct cache_entry *e,
 			   const struct shard_block *blk, const uint8_t *stored,
-			   const char **failed)
+			   int fetched, int fetch_err, const char **failed)
 {
 	uint64_t up = e->stream.uploaded;
 	/* a fetched block's parts all went up from staging (fetch.c) */
-	int r = e->fetch.on ? e->fetch.upload_err
+	int r = fetched ? fetch_err
 		: gather_upload(c, stored + up, stored + up,
 				blk->stored_size - up);
 
@@ -94,13 +94,18 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const char *dev_failed = NULL;
 	char dev_msg[256] = "";
 	uint8_t *into;
+	int fetched, fetch_err;
 
-	/* direct.c set it before the read; nothing else touches it now */
+	/* direct.c set it before the read, fetch.c as the parts went up;
+	 * nothing else touches them now */
 	pthread_mutex_lock(&c->mu);
 	into = e->direct ? e->direct : e->scratch;
+	fetched = e->fetch.on;
+	fetch_err = e->fetch.upload_err;
 	pthread_mutex_unlock(&c->mu);
 	if (on_device) {
-		r = check_on_device(c, e, blk, stored, &dev_failed);
+		r = check_on_device(c, e, blk, stored, fetched, fetch_err,
+				    &dev_failed);
 		cpu1 = thread_cpu_ns();
 		/* the decode stage's span: the device's wait is not its */
 		t0 = now_ns();
@@ -177,7 +182,6 @@ void *decode_worker_main(void *arg)
 {
 	struct loader_core *c = arg;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	struct fetch_file file = { .fd = -1 };
 	uint32_t buffer = 0;
 
 	pthread_mutex_lock(&c->mu);
@@ -201,7 +205,7 @@ void *decode_worker_main(void *arg)
 		else if (j.kind == JOB_STREAM)
 			stream_part(c, j.id);
 		else if (j.kind == JOB_FETCH)
-			fetch_part(c, j, buffer, &file);
+			fetch_part(c, j, buffer);
 		else if (j.kind == JOB_RANGES)
 			ranges_verify_part(c, j);
 		else
@@ -209,7 +213,6 @@ void *decode_worker_main(void *arg)
 		pthread_mutex_lock(&c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
-	fetch_file_close(&file);
 	ZSTD_freeDCtx(dctx);
 	return NULL;
 }

@@ -14,8 +14,6 @@
  * reads and uploads in 4 MiB tasks on 16 threads, as a fetch does.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "loader.h"
 
@@ -26,9 +24,6 @@ void fetch_queue_locked(struct loader_core *c, struct cache_entry *e)
 	uint64_t part = c->stage.buffer_bytes;
 	uint32_t parts = (uint32_t)((blk->stored_size + part - 1) / part);
 
-	/* an empty block still hands its read on, from one part */
-	if (parts == 0)
-		parts = 1;
 	e->fetch.left = parts;
 	c->fetch_jobs.ring[(c->fetch_jobs.head + c->fetch_jobs.len++) %
 			   c->fetch_jobs.cap] =
@@ -57,29 +52,7 @@ int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer)
 	return 1;
 }
 
-void fetch_file_close(struct fetch_file *f)
-{
-	if (f->fd >= 0)
-		close(f->fd);
-	f->fd = -1;
-}
-
-/* @f open on @shard: 0 or -errno. */
-static int fetch_open(const struct loader_core *c, struct fetch_file *f,
-		      uint32_t shard)
-{
-	if (f->fd >= 0 && f->shard == shard)
-		return 0;
-	fetch_file_close(f);
-	f->fd = open(c->ds->shards[shard].path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0)
-		return -errno;
-	f->shard = shard;
-	return 0;
-}
-
-void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
-		struct fetch_file *f)
+void fetch_part(struct loader_core *c, struct job j, uint32_t buffer)
 {
 	struct cache_entry *e = &c->cache.entries[j.id];
 	uint32_t shard;
@@ -91,27 +64,41 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	/* where the block's bytes would be in io memory: the device
 	 * mirror's offset (never written here) */
 	const uint8_t *io = e->stored + (blk->offset - e->rd.offset) + from;
-	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
-	int64_t got = fetch_open(c, f, shard);
-	int read_err = 0, upload_err = 0, last;
+	int read_err = 0, upload_err = 0, skip, last;
 
-	if (got == 0 && len)
-		got = io_ring_pread(c->ring, shard, f->fd, staging, len,
-				    blk->offset + from);
-	/* a file shorter than its index says: damaged data (io_thread.c) */
-	read_err = got < 0 ? (int)got : (uint64_t)got < len ? -ENODATA : 0;
-	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0);
-	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
-	if (!read_err && len) {
-		upload_err = gather_upload(c, io, staging, len);
-		if (!upload_err)
-			atomic_fetch_add(&c->stage.bytes, len);
+	/* after a failure, the block's other parts and the loader's other
+	 * fetches only finish; a block a part of which was never read
+	 * fails, in the loader's failure or its close (nothing waits for
+	 * it then) */
+	pthread_mutex_lock(&c->mu);
+	skip = e->fetch.err || e->fetch.upload_err || c->failed || c->stop;
+	if (skip && !e->fetch.err && !e->fetch.upload_err)
+		read_err = -ECANCELED;
+	pthread_mutex_unlock(&c->mu);
+	if (!skip) {
+		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+		int64_t got = io_ring_pread(c->ring, shard, staging, len,
+					    blk->offset + from);
+
+		/* a file shorter than its index says: damaged data, as the
+		 * ring's reads say (io_thread.c) */
+		read_err = got < 0 ? (int)got
+			 : (uint64_t)got < len ? -ENODATA : 0;
+		atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0);
+		atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
+		if (!read_err) {
+			upload_err = gather_upload(c, io, staging, len);
+			if (!upload_err)
+				atomic_fetch_add(&c->stage.bytes, len);
+		}
 	}
 
 	pthread_mutex_lock(&c->mu);
 	c->stage.free[c->stage.nfree++] = buffer;
-	if (read_err && !e->fetch.err)
+	if (read_err && !e->fetch.err) {
 		e->fetch.err = read_err;
+		e->fetch.err_at = blk->offset + from;
+	}
 	/* the decode says what failed (decode.c's check_on_device) */
 	if (upload_err && !e->fetch.upload_err)
 		e->fetch.upload_err = upload_err;

@@ -15,22 +15,18 @@ struct job;
 /* A cache entry's: set when its read is prepared (stage_take_locked). */
 struct fetch_entry {
 	int on;                 /* its block is fetched, not read by the
-				   ring: its bytes are only on the device */
+				   ring: its bytes are only on the device
+				   [mu]; set before its read, then read
+				   only by the threads that job it */
 	uint32_t left;          /* parts not finished yet [mu] */
-	int err;                /* the first part's read error [mu] */
+	int err;                /* the first failed part's read error [mu] */
+	uint64_t err_at;        /* and its file offset [mu] */
 	int upload_err;         /* the first part's upload error, which the
 				   decode reports (decode.c) [mu] */
 };
 
-/* A worker's: the shard it has open for its fetches, kept across parts
- * (those of one block mostly go to the same few workers in a row). */
-struct fetch_file {
-	int fd;                 /* -1: none */
-	uint32_t shard;
-};
-
-/* @e's read, instead of the ring's: its parts queued for the workers;
- * its submit_ns is set. [mu] */
+/* @e's read, instead of the ring's: its parts queued for the workers.
+ * [mu] */
 void fetch_queue_locked(struct loader_core *c, struct cache_entry *e);
 /* The next part to fetch, with a staging buffer taken for it (the oldest
  * block's next part first, so that blocks finish in order): 1, or 0 when
@@ -39,8 +35,6 @@ int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer);
 /* A worker's JOB_FETCH: read part j.part of entry j.id into staging
  * buffer @buffer and upload it; the block's last part hands the read on
  * (entry_read_done_locked). */
-void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
-		struct fetch_file *f);
-void fetch_file_close(struct fetch_file *f);
+void fetch_part(struct loader_core *c, struct job j, uint32_t buffer);
 
 #endif /* SLUICE_PIPELINE_FETCH_H */

@@ -297,7 +297,9 @@ void entry_read_done_locked(struct loader_core *c, struct cache_entry *e)
 				   c->ds->shards[shard].path,
 				   (unsigned long long)(e->block -
 							c->shard_block_base[shard]),
-				   (unsigned long long)blk->offset,
+				   /* a fetch knows which part failed */
+				   (unsigned long long)(e->fetch.on ?
+					e->fetch.err_at : blk->offset),
 				   err == -ENODATA ? "file truncated"
 						   : strerror(-err));
 	entry_ready_locked(c, i);

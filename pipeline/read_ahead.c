@@ -13,9 +13,10 @@
 
 /* Read-ahead keeps two blocks per decode worker coming, but no more
  * than AHEAD_BYTES_MAX of them at open (nor fewer than one per worker
- * and two): 1 GiB in flight is about 1 TB/s at 1 ms of latency.  On the H100 host, 16 blocks of 64 MiB ahead (8
- * workers) gave 25.3 GB/s and 32 (16 workers) 24.9, for 2.9 against 5.0
- * GB of budget and 0.8 against 1.2 s of open. */
+ * and two): 1 GiB in flight is about 1 TB/s at 1 ms of latency.  On the
+ * H100 host, 16 blocks of 64 MiB ahead (8 workers) gave 25.3 GB/s and 32
+ * (16 workers) 24.9, for 2.9 against 5.0 GB of budget and 0.8 against
+ * 1.2 s of open. */
 #define AHEAD_BYTES_MAX (1ull << 30)
 /* The limit follows the reads of windows this long. */
 #define AHEAD_WINDOW_NS 100000000ull

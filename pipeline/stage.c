@@ -11,10 +11,11 @@
  * back; and the DMA then reads it from memory.  On an H200 host (16
  * cores), 16 threads' page-cache reads into 64 MiB buffers reached 16.1
  * GB/s, into 2 MiB buffers reused 46.6 (bench/results/
- * 2026-11-27-h200-run2).  A staging buffer per worker, reused part after
- * part, stays in the cache, as KvikIO's bounce buffers do.  The block's
- * io memory stays reserved, as the device mirror's offsets are the
- * host's, and is never written.
+ * 2026-11-27-h200-run2).  Small staging buffers, as many as the workers
+ * (fewer where memory is tight), each taken for one part and given back
+ * (the last given, the first taken), stay in the cache, as KvikIO's
+ * bounce buffers do.  The block's io memory stays reserved, as the
+ * device mirror's offsets are the host's, and is never written.
  *
  * The buffers are carved from the io pool at open, before anything else
  * is, and only where every batch is gathered: a block whose bytes are
@@ -105,10 +106,12 @@ void stage_take_locked(struct loader_core *c, struct cache_entry *e,
 {
 	e->fetch = (struct fetch_entry){ 0 };
 	/* O_DIRECT reads are the device's DMA, not a CPU copy: they land
-	 * in the block's io memory as ever (io/ring.h) */
+	 * in the block's io memory as ever (io/ring.h); so do the reads of
+	 * shards the ring opens on demand, whose descriptors it may close
+	 * (io_ring_pread_fd) */
 	e->fetch.on = c->stage.on && blk->codec == DLS_CODEC_RAW &&
 		      gather_checks(c, blk) && !c->ring_info.direct &&
-		      !io_ring_file_direct(c->ring, c->block_shard[e->block]);
+		      io_ring_pread_fd(c->ring, c->block_shard[e->block]) >= 0;
 }
 
 int stage_slot_uses_locked(const struct loader_core *c, const struct slot *s)

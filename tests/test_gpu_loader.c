@@ -9,9 +9,10 @@
  *
  * - Fallbacks: the content check again with pageable copies (no
  *   cudaHostRegister) and with plain reads (no registered buffers).
- * - Staged reads: fixed-shape data larger than the budget, its raw blocks
- *   read through rings in cache straight to the GPU (pipeline/stage.c),
- *   equals the host path's bytes over two epochs.
+ * - Fetches: fixed-shape data larger than the budget, its raw blocks
+ *   read by the workers through staging buffers in cache straight to
+ *   the GPU (pipeline/fetch.c), equals the host path's bytes over two
+ *   epochs.
  *
  * Skips (77) without CUDA or without a GPU, unless SLUICE_REQUIRE_GPU=1,
  * where that is a failure.

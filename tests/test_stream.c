@@ -456,7 +456,12 @@ static void fail_read(void *ctx, uint32_t file, uint64_t offset,
 static void check_read_failure(sluice_dataset *ds)
 {
 	static int faults[] = { -EIO, 0 };
+	uint64_t block = dataset_table(ds)->shards[1].blocks[1].offset;
+	char part_at[64];
 
+	snprintf(part_at, sizeof(part_at), "offset %llu:",
+		 (unsigned long long)(block + (fault_at - block) /
+					      (4u << 20) * (4u << 20)));
 	for (int k = 0; k < 2; k++) {
 		sluice_loader *ld;
 		char msg[512];
@@ -470,8 +475,31 @@ static void check_read_failure(sluice_dataset *ds)
 		T_CONTAINS(msg, "data-00001.dls: block 1");
 		T_CONTAINS(msg, k ? "read failed: file truncated"
 				  : "read failed: Input/output error");
+		/* at the 4 MiB part that failed, not the block's start */
+		T_CONTAINS(msg, part_at);
 		sluice_loader_close(ld);
 	}
+}
+
+/* The dataset's folder renamed while a loader streams it: the fetches
+ * read through the descriptors the loader opened, as the ring does, and
+ * the epoch ends whole. */
+static void check_moved(const char *path)
+{
+	char moved[700], msg[512];
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+
+	snprintf(moved, sizeof(moved), "%s-moved", path);
+	T_OK(sluice_dataset_open(path, &ds));
+	ld = open_loader(ds, SLUICE_DEVICE_AUTO, SLUICE_ON_ERROR_FAIL,
+			 56u << 20);
+	T_OK(rename(path, moved) ? -errno : 0);
+	T_EQ(drain(ld, msg, sizeof(msg)), SLUICE_EOF);
+	expect_staged(ld, 1);
+	sluice_loader_close(ld);
+	T_OK(rename(moved, path) ? -errno : 0);
+	sluice_dataset_close(ds);
 }
 
 int main(void)
@@ -506,6 +534,7 @@ int main(void)
 	check_device_failure(ds);
 	check_upload_failure(ds);
 	check_read_failure(ds);
+	check_moved(path);
 	check_close_mid_epoch(ds, SLUICE_DEVICE_HOST);
 	check_close_mid_epoch(ds, SLUICE_DEVICE_AUTO);
 	sluice_dataset_close(ds);
