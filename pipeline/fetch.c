@@ -9,9 +9,10 @@
  * Through the ring, io_uring's workers copied each piece, the I/O thread
  * reaped it, a decode worker uploaded it and released its room, and the
  * I/O thread queued the next: four threads and two wake-ups a piece.  On
- * the H100 host that path delivered 30.5 GB/s at 0.41 CPU s/GB beside
- * KvikIO's 44.9 at 0.35 (bench/results/2026-11-27-h100-run2), which
- * reads and uploads in 4 MiB tasks on 16 threads, as a fetch does.
+ * the H100 host, in one run, that path delivered 29.4 GB/s at 0.41 CPU
+ * s/GB, fetches 39.6 at 0.28, and KvikIO, which reads and uploads in
+ * 4 MiB tasks on 16 threads as a fetch does, 44.2 at 0.36
+ * (bench/results/2026-11-27-h100-fetch.md, run 3).
  */
 #include <errno.h>
 

@@ -1,7 +1,7 @@
 /*
  * fetch.h - raw blocks that go only to the device, read part by part by
  * the decode workers themselves and uploaded from their staging buffers
- * (fetch.c): the state an entry and a worker keep for it.
+ * (fetch.c): the state an entry keeps for it, and the workers' calls.
  */
 #ifndef SLUICE_PIPELINE_FETCH_H
 #define SLUICE_PIPELINE_FETCH_H
@@ -12,7 +12,7 @@ struct loader_core;
 struct cache_entry;
 struct job;
 
-/* A cache entry's: set when its read is prepared (stage_take_locked). */
+/* A cache entry's: set when its read is prepared (stage_choose_locked). */
 struct fetch_entry {
 	int on;                 /* its block is fetched, not read by the
 				   ring: its bytes are only on the device

@@ -63,7 +63,7 @@ void entry_prepare_read(struct loader_core *c, uint32_t i)
 	e->rd.buf = e->stored;
 	e->rd.user = e;
 	e->stream = (struct stream_entry){ 0 };
-	stage_take_locked(c, e, blk);
+	stage_choose_locked(c, e, blk);
 	e->state = ENTRY_READING;
 }
 

@@ -101,8 +101,8 @@ void stage_close(struct loader_core *c)
 	c->stage.on = 0;
 }
 
-void stage_take_locked(struct loader_core *c, struct cache_entry *e,
-		       const struct shard_block *blk)
+void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
+			 const struct shard_block *blk)
 {
 	e->fetch = (struct fetch_entry){ 0 };
 	/* O_DIRECT reads are the device's DMA, not a CPU copy: they land

@@ -34,8 +34,8 @@ int stage_open(struct loader_core *c);
 void stage_close(struct loader_core *c);
 /* Before @e's read (entry_prepare_read): whether the workers fetch it
  * (fetch.on), when its block goes only to the device. [mu] */
-void stage_take_locked(struct loader_core *c, struct cache_entry *e,
-		       const struct shard_block *blk);
+void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
+			 const struct shard_block *blk);
 /* Does batch @s use a block whose bytes are only on the device? [mu] */
 int stage_slot_uses_locked(const struct loader_core *c,
 			   const struct slot *s);
