@@ -351,7 +351,11 @@ def main():
                  ("defaults-parts-8M", s, {"SLUICE_STAGE_PIECES": "4"}),
                  # more blocks in flight: the read-ahead follows
                  # bandwidth x latency up to what the budget holds
-                 ("defaults-memory-4G", s + ["--memory", "4G"])]
+                 ("defaults-memory-4G", s + ["--memory", "4G"]),
+                 # more workers than CPUs: a fetch waits for its upload
+                 # with its CPU idle (10 of 16 workers read in the H100
+                 # run 4)
+                 ("defaults-threads-24", s + ["--decode-threads", "24"])]
     if "knobs" in groups:
         s = base + ["--shuffle", "none"]
         rows += [("memory-4G", s + ["--memory", "4G"]),
