@@ -895,6 +895,9 @@ struct sluice_stats {
 					      the CPU's cache holds,
 					      straight to the GPU, never
 					      into io memory */
+	uint64_t device_upload_ns;         /* wall time the loader's
+					      threads spent in those
+					      uploads, waits included */
 };
 
 /**

@@ -179,8 +179,12 @@ int gather_submit(struct loader_core *c, struct slot *s)
 int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,
 		  uint64_t len)
 {
-	uint64_t cpu0 = thread_cpu_ns();
+	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
 	int r = device_upload_from(c->dev, io, src, len);
+
+	/* and its wall time, waits included: what an upload costs the
+	 * worker that makes it */
+	atomic_fetch_add(&c->gather.upload_ns, now_ns() - t0);
 
 	/* Assembly's share of the CPU on this path (the copy itself is the
 	 * GPU's DMA; the wait sleeps). */

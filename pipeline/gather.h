@@ -27,6 +27,7 @@ struct loader_gather {
 	int checks;                 /* raw blocks checksummed on the device
 				       from their upload (gather_check) */
 	_Atomic uint64_t batches_gathered, runs, device_upload_bytes;
+	_Atomic uint64_t upload_ns;  /* threads' wall time in uploads */
 	_Atomic uint64_t bytes_checked; /* by gather_check */
 };
 

@@ -75,6 +75,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->batches_gathered = atomic_load(&c->gather.batches_gathered);
 	st->gather_runs = atomic_load(&c->gather.runs);
 	st->device_upload_bytes = atomic_load(&c->gather.device_upload_bytes);
+	st->device_upload_ns = atomic_load(&c->gather.upload_ns);
 	st->bytes_verified_landing = atomic_load(&c->bytes_verified_landing);
 	st->read_ahead_blocks = atomic_load(&c->ahead.limit);
 	st->bytes_verified_device = atomic_load(&c->gather.bytes_checked);

@@ -214,6 +214,7 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		 * flight for the next epoch (in the io memory) */
 		T_EQ(st.batches_gathered, st.batches);
 		T_ASSERT(st.device_upload_bytes >= st.decode.bytes);
+		T_LT(0, st.device_upload_ns);   /* their time, too */
 		/* zstd blocks checked there: their stored bytes too */
 		T_ASSERT(st.device_upload_bytes <=
 			 st.decode.bytes + st.io_memory_bytes +

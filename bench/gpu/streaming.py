@@ -236,6 +236,9 @@ def summary(name, args, env, got, err):
                 r.get("bytes_staged", 0) / r["read_bytes"]
                 for r in res if r.get("read_bytes")),
             "read_ahead_blocks": got[0]["result"].get("read_ahead_blocks"),
+            # threads in uploads, waits included (a fetch's upload)
+            "upload_threads_busy": med(r.get("device_upload_threads")
+                                       for r in res),
             "binding": got[0]["limits"].get("binding"),
             "fallbacks": got[0]["fallbacks"].get("reasons"),
         })

@@ -116,7 +116,7 @@ def streaming_lines(st):
             lines.append("  %-26s FAILED: %s" % (x["name"], x.get("error")))
             continue
         lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
-                     "mem %.2f GB  threads r/d/a %.1f/%.1f/%.1f  "
+                     "mem %.2f GB  threads r/d/a/up %.1f/%.1f/%.1f/%s  "
                      "landed %s  on GPU %s  staged %s  ahead %s  "
                      "cpus limit %s%s" % (
                          x["name"], x["delivered_gbps"], x["cpu_s_per_gb"],
@@ -124,6 +124,7 @@ def streaming_lines(st):
                          (x["memory_bytes"] or 0) / 1e9,
                          x["read_threads_busy"], x["decode_threads_busy"],
                          x["assemble_threads_busy"],
+                         fmt(x.get("upload_threads_busy"), "%.1f"),
                          fmt(x.get("verified_landing_fraction"), "%.2f"),
                          fmt(x.get("verified_device_fraction"), "%.2f"),
                          fmt(x.get("staged_fraction"), "%.2f"),

@@ -703,7 +703,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -742,7 +742,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.bytes_verified_landing, "read_ahead_blocks",
 		(unsigned long long)s.read_ahead_blocks, "bytes_verified_device",
 		(unsigned long long)s.bytes_verified_device, "bytes_staged",
-		(unsigned long long)s.bytes_staged);
+		(unsigned long long)s.bytes_staged, "device_upload_ns",
+		(unsigned long long)s.device_upload_ns);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)
