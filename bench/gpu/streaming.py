@@ -175,7 +175,7 @@ def interleaved(sluice, rows, timeout, out, path):
     got = [[] for _ in rows]
     err = [None] * len(rows)
     done = []
-    for k in range(max(r[4] for r in rows)):
+    for k in range(max((r[4] for r in rows), default=0)):
         for i, (name, data, args, env, runs) in enumerate(rows):
             if k >= runs or err[i]:
                 continue
