@@ -14,8 +14,12 @@
  * hashed by the CPU (zstd blocks too, from their stored bytes, before
  * they are decompressed): the same corrupt byte and short read are
  * caught from the device's copy, and SLUICE_FORCE_HOST_CHECKS brings back
- * the CPU's checks.  Closing mid-epoch, with blocks being hashed and a batch held,
- * frees everything (ASan, TSan).
+ * the CPU's checks.  Raw blocks that go only to the device past the io
+ * memory are fetched by the workers through staging buffers
+ * (pipeline/fetch.c): their read and upload failures fail the loader
+ * naming the part, and a dataset moved mid-epoch still streams.  Closing
+ * mid-epoch, with blocks being hashed and a batch held, frees everything
+ * (ASan, TSan).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -200,8 +204,8 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 	 * have pieces hashed and not be counted as read yet */
 	T_ASSERT(st.bytes_verified_landing <=
 		 st.read.bytes + st.io_memory_bytes);
-	/* raw blocks streamed past the io memory went to the device
-	 * through a ring in cache, never into io memory (stage.c) */
+	/* raw blocks streamed past the io memory were fetched to the
+	 * device through staging buffers, never into io memory (fetch.c) */
 	if (device != SLUICE_DEVICE_HOST && memory && !zstd_data &&
 	    !(forced & SLUICE_FORCE_HOST_CHECKS))
 		T_LT(st.read.bytes / 2, st.bytes_staged);
