@@ -183,16 +183,27 @@ void *decode_worker_main(void *arg)
 	struct loader_core *c = arg;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 	uint32_t buffer = 0;
+	struct io_read *ranges[FETCH_RANGES_MAX];
 
 	pthread_mutex_lock(&c->mu);
 	if (!dctx)
 		loader_fail_locked(c, -ENOMEM, "cannot create a zstd context");
 	while (!c->stop) {
 		struct job j;
+		int have = jobs_pop_locked(c, &j);
+		unsigned nranges = 0;
 
-		/* a fetch last: the jobs before finish blocks and batches */
-		if (!jobs_pop_locked(c, &j) &&
-		    !fetch_pop_locked(c, &j, &buffer)) {
+		/* fetches last: the jobs before finish blocks and batches;
+		 * a batch's range reads before the blocks read ahead */
+		if (!have)
+			nranges = fetch_ranges_pop_locked(c, ranges);
+		if (nranges) {
+			pthread_mutex_unlock(&c->mu);
+			fetch_ranges(c, ranges, nranges);
+			pthread_mutex_lock(&c->mu);
+			continue;
+		}
+		if (!have && !fetch_pop_locked(c, &j, &buffer)) {
 			uint64_t t0 = now_ns();
 
 			pthread_cond_wait(&c->work_cv, &c->mu);

@@ -25,6 +25,13 @@ struct fetch_entry {
 				   decode reports (decode.c) [mu] */
 };
 
+/* Record-range reads (ranges.c) that the workers make instead of the
+ * ring: a ring of them [mu]. */
+struct fetch_range_queue {
+	struct io_read **ring;
+	uint32_t cap, head, len;
+};
+
 /* @e's read, instead of the ring's: its parts queued for the workers.
  * [mu] */
 void fetch_queue_locked(struct loader_core *c, struct cache_entry *e);
@@ -36,5 +43,15 @@ int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer);
  * buffer @buffer and upload it; the block's last part hands the read on
  * (entry_read_done_locked). */
 void fetch_part(struct loader_core *c, struct job j, uint32_t buffer);
+/* Most range reads a worker takes at once (fetch_ranges_pop_locked). */
+#define FETCH_RANGES_MAX 16u
+/* Range read @rd (its user NULL), instead of the ring's. [mu] */
+void fetch_range_queue_locked(struct loader_core *c, struct io_read *rd);
+/* Up to FETCH_RANGES_MAX queued range reads into @rds, oldest first:
+ * how many. [mu] */
+unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds);
+/* A worker's: read @rds[0, @n) and hand each to range_read_done_locked,
+ * as the ring would. */
+void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n);
 
 #endif /* SLUICE_PIPELINE_FETCH_H */

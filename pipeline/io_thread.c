@@ -319,6 +319,11 @@ static int submit_locked(struct loader_core *c, unsigned n)
 
 		if (!e) {       /* a range read (ranges.c) */
 			((struct range_read *)(void *)rd)->submit_ns = t0;
+			if (c->range_fetches.cap &&
+			    io_ring_pread_fd(c->ring, rd->file) >= 0) {
+				fetch_range_queue_locked(c, rd);
+				continue;
+			}
 		} else {
 			e->submit_ns = t0;
 			if (e->fetch.on) {

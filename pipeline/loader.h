@@ -205,6 +205,7 @@ struct loader_core {
 	/* blocks whose parts the workers fetch (fetch.c), taken when no
 	 * other job waits */
 	struct job_queue fetch_jobs;
+	struct fetch_range_queue range_fetches; /* fetch.c; cap 0: none */
 	struct stream_pool streams;
 	struct stage_pool stage;    /* fetches' staging buffers (stage.c) */
 	_Atomic uint64_t bytes_verified_landing; /* checked as they landed */

@@ -27,6 +27,7 @@ static void free_core(struct loader_core *c)
 	free(c->batch_jobs.ring);
 	free(c->stream_jobs.ring);
 	free(c->fetch_jobs.ring);
+	free(c->range_fetches.ring);
 	free(c->submit);
 	free(c->reaped);
 	free(c->workers);
@@ -208,6 +209,14 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	c->batch_jobs.ring = calloc(c->batch_jobs.cap, sizeof(struct job));
 	c->stream_jobs.ring = calloc(c->stream_jobs.cap, sizeof(struct job));
 	c->fetch_jobs.ring = calloc(c->fetch_jobs.cap, sizeof(struct job));
+	/* every slot's range reads in flight at once, at most */
+	if (c->ranges.on) {
+		c->range_fetches.cap = c->slots_cap * c->ranges.max_reads;
+		c->range_fetches.ring = calloc(c->range_fetches.cap,
+					       sizeof(*c->range_fetches.ring));
+		if (!c->range_fetches.ring)
+			return -ENOMEM;
+	}
 	/* One batch's block and range reads, or the read-ahead's. */
 	c->reads_max = c->cache.nentries + c->ranges.max_reads;
 	c->submit = calloc(c->reads_max, sizeof(*c->submit));
