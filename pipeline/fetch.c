@@ -1,6 +1,9 @@
 /*
- * fetch.c - raw blocks that go only to the device, read by the decode
- * workers themselves: each part of a block (4 MiB) is pread() into a
+ * fetch.c - reads the decode workers make themselves, not the ring: raw
+ * blocks that go only to the device, and full shuffle's record ranges
+ * from the page cache (at the end of the file).
+ *
+ * A block: each part of it (4 MiB) is pread() into a
  * staging buffer while the CPU's cache holds it and uploaded from there
  * (stage.c says when a block is fetched), and the parts of one block go
  * to whichever workers are free, the oldest block's first.

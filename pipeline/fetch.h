@@ -1,7 +1,8 @@
 /*
- * fetch.h - raw blocks that go only to the device, read part by part by
- * the decode workers themselves and uploaded from their staging buffers
- * (fetch.c): the state an entry keeps for it, and the workers' calls.
+ * fetch.h - reads the decode workers make themselves (fetch.c): raw
+ * blocks that go only to the device, part by part, uploaded from their
+ * staging buffers; and full shuffle's record ranges.  The state an entry
+ * and the loader keep for them, and the workers' calls.
  */
 #ifndef SLUICE_PIPELINE_FETCH_H
 #define SLUICE_PIPELINE_FETCH_H
