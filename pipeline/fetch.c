@@ -3,10 +3,10 @@
  * blocks that go only to the device, and full shuffle's record ranges
  * from the page cache (at the end of the file).
  *
- * A block: each part of it (4 MiB) is pread() into a
- * staging buffer while the CPU's cache holds it and uploaded from there
- * (stage.c says when a block is fetched), and the parts of one block go
- * to whichever workers are free, the oldest block's first.
+ * A block: each part of it (4 MiB) is pread() into a staging buffer
+ * while the CPU's cache holds it and uploaded from there (stage.c says
+ * when a block is fetched), and the parts of one block go to whichever
+ * workers are free, the oldest block's first.
  *
  * Why not the ring: a page-cache read is a CPU copy whoever makes it.
  * Through the ring, io_uring's workers copied each piece, the I/O thread
