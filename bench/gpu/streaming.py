@@ -333,6 +333,8 @@ def main():
                          base + ["--shuffle", "none", "--host-checks"]))
         rows += [("defaults-window", base),
                  ("defaults-block", base + ["--shuffle", "block"]),
+                 # records' byte ranges read by the workers (fetch.c)
+                 ("defaults-full", base + ["--shuffle", "full"]),
                  # checksums as pieces land (stream.c) against once each
                  # block is whole: the A/B of the cache-hot checks
                  ("defaults-whole-block-checks",
