@@ -153,8 +153,7 @@ int device_upload(struct device *d, const void *host, size_t len);
  * device_upload_from - as device_upload(), but the bytes come from @src,
  * anywhere in the arena, and go to @io's device mirror: a fetched part
  * in its staging buffer (pipeline/fetch.c), whose host bytes at @io are
- * never written.  Host:
- * the memcpy that puts them at @io.
+ * never written.  Host: the memcpy that puts them at @io.
  * @return: as device_upload() (-EINVAL also for @src outside the arena).
  */
 int device_upload_from(struct device *d, const void *io, const void *src,

@@ -10,11 +10,12 @@
 
 void jobs_push_locked(struct loader_core *c, struct job j)
 {
-	/* Bounded by construction: one decode per cache entry, and a few
-	 * parts per slot. */
+	/* Bounded by construction: one decode and one fetch per cache
+	 * entry, and a few parts per slot. */
 	struct job_queue *q = j.kind == JOB_DECODE ? &c->decode_jobs
 			      : j.kind == JOB_STREAM ? &c->stream_jobs
-						     : &c->batch_jobs;
+			      : j.kind == JOB_FETCH ? &c->fetch_jobs
+						    : &c->batch_jobs;
 
 	q->ring[(q->head + q->len++) % q->cap] = j;
 	pthread_cond_signal(&c->work_cv);

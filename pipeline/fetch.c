@@ -29,11 +29,10 @@ void fetch_queue_locked(struct loader_core *c, struct cache_entry *e)
 	uint32_t parts = (uint32_t)((blk->stored_size + part - 1) / part);
 
 	e->fetch.left = parts;
-	c->fetch_jobs.ring[(c->fetch_jobs.head + c->fetch_jobs.len++) %
-			   c->fetch_jobs.cap] =
-		(struct job){ JOB_FETCH, (uint32_t)(e - c->cache.entries), 0,
-			      parts };
-	pthread_cond_signal(&c->work_cv);
+	/* taken by fetch_pop_locked only, a part at a time */
+	jobs_push_locked(c, (struct job){ JOB_FETCH,
+					  (uint32_t)(e - c->cache.entries),
+					  0, parts });
 }
 
 int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer)
