@@ -302,8 +302,8 @@ static int io_mirror_result(struct device *d, cudaError_t e, const char *what,
 	return -SLUICE_ECUDA;
 }
 
-static int cuda_upload(struct device *d, size_t offset, const void *host,
-		       size_t len)
+static int cuda_upload_start(struct device *d, const void *host,
+			     struct device_upload *u)
 {
 	struct cuda_device *cd = to_cuda(d);
 	const char *what = "";
@@ -313,8 +313,27 @@ static int cuda_upload(struct device *d, size_t offset, const void *host,
 	r = enter(cd, &prev);
 	if (r)
 		return r;
-	e = cuda_gather_upload(cd->gather, offset, host, len, &what);
-	r = io_mirror_result(d, e, what, len, offset);
+	e = cuda_gather_upload_start(cd->gather, u->offset, host, u->len,
+				     &u->lane, &what);
+	r = io_mirror_result(d, e, what, u->len, u->offset);
+	leave(cd, prev);
+	return r;
+}
+
+static int cuda_upload_finish(struct device *d, struct device_upload *u)
+{
+	struct cuda_device *cd = to_cuda(d);
+	const char *what = "";
+	cudaError_t e;
+	int prev, r;
+
+	/* the lane is given back whatever happens: without the device
+	 * made current, only the wait is lost */
+	r = enter(cd, &prev);
+	e = cuda_gather_upload_finish(cd->gather, u->lane, &what);
+	if (r)
+		return r;
+	r = io_mirror_result(d, e, what, u->len, u->offset);
 	leave(cd, prev);
 	return r;
 }
@@ -616,7 +635,8 @@ static const struct device_ops cuda_ops = {
 	.mirror_ptr = cuda_mirror_ptr,
 	.copy_slot = cuda_copy_slot,
 	.wait_copied = cuda_wait_copied,
-	.upload = cuda_upload,
+	.upload_start = cuda_upload_start,
+	.upload_finish = cuda_upload_finish,
 	.checksum = cuda_checksum,
 	.gather = cuda_gather_slot,
 	.slot_export = cuda_slot_export,

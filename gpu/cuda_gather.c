@@ -183,10 +183,6 @@ static cudaError_t lane_finish(struct upload_lane *l, cudaError_t e,
 			       const char **what)
 {
 	if (e == cudaSuccess) {
-		*what = "cudaEventRecord on an upload lane";
-		e = cudaEventRecord(l->done, l->stream);
-	}
-	if (e == cudaSuccess) {
 		*what = "cudaEventSynchronize on an upload lane";
 		return cudaEventSynchronize(l->done);
 	}
@@ -196,9 +192,19 @@ static cudaError_t lane_finish(struct upload_lane *l, cudaError_t e,
 	return e;
 }
 
-cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
-			       const void *host, size_t len,
+/* Mark the end of what was enqueued on @l (its done event). */
+static cudaError_t lane_record(struct upload_lane *l, cudaError_t e,
 			       const char **what)
+{
+	if (e != cudaSuccess)
+		return e;
+	*what = "cudaEventRecord on an upload lane";
+	return cudaEventRecord(l->done, l->stream);
+}
+
+cudaError_t cuda_gather_upload_start(struct cuda_gather *g, size_t offset,
+				     const void *host, size_t len,
+				     void **lane, const char **what)
 {
 	struct upload_lane *l;
 	cudaError_t e;
@@ -214,9 +220,35 @@ cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
 		e = cudaMemcpyAsync(g->io_mirror + offset, host, len,
 				    cudaMemcpyHostToDevice, l->stream);
 	}
-	e = lane_finish(l, e, what);
+	e = lane_record(l, e, what);
+	if (e != cudaSuccess) {
+		(void)lane_finish(l, e, what);
+		lane_give(g, l);
+		return e;
+	}
+	*lane = l;
+	return cudaSuccess;
+}
+
+cudaError_t cuda_gather_upload_finish(struct cuda_gather *g, void *lane,
+				      const char **what)
+{
+	struct upload_lane *l = lane;
+	cudaError_t e = lane_finish(l, cudaSuccess, what);
+
 	lane_give(g, l);
 	return e;
+}
+
+cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
+			       const void *host, size_t len,
+			       const char **what)
+{
+	void *lane;
+	cudaError_t e = cuda_gather_upload_start(g, offset, host, len, &lane,
+						 what);
+
+	return e == cudaSuccess ? cuda_gather_upload_finish(g, lane, what) : e;
 }
 
 cudaError_t cuda_gather_checksum(struct cuda_gather *g, size_t offset,
@@ -242,7 +274,7 @@ cudaError_t cuda_gather_checksum(struct cuda_gather *g, size_t offset,
 				    sizeof(uint64_t), cudaMemcpyDeviceToHost,
 				    l->stream);
 	}
-	e = lane_finish(l, e, what);
+	e = lane_finish(l, lane_record(l, e, what), what);
 	if (e == cudaSuccess)
 		*sum = g->host_sums[k];
 	lane_give(g, l);

@@ -41,6 +41,13 @@ void cuda_gather_close(struct cuda_gather *g);
 cudaError_t cuda_gather_upload(struct cuda_gather *g, size_t offset,
 			       const void *host, size_t len,
 			       const char **what);
+/* The same in two halves: start holds an upload lane (*@lane) until
+ * finish, which waits for the copy; when start fails it holds none. */
+cudaError_t cuda_gather_upload_start(struct cuda_gather *g, size_t offset,
+				     const void *host, size_t len,
+				     void **lane, const char **what);
+cudaError_t cuda_gather_upload_finish(struct cuda_gather *g, void *lane,
+				      const char **what);
 
 struct xxh3s_secret;
 

@@ -322,19 +322,37 @@ static int inside(uint64_t off, uint64_t len, uint64_t lo, uint64_t size)
 	return off >= lo && off - lo <= size && len <= size - (off - lo);
 }
 
-int device_upload_from(struct device *d, const void *io, const void *src,
-		       size_t len)
+int device_upload_start(struct device *d, const void *io, const void *src,
+			size_t len, struct device_upload *u)
 {
 	uintptr_t base = (uintptr_t)d->arena.base, p = (uintptr_t)io;
 	uintptr_t q = (uintptr_t)src;
 
+	*u = (struct device_upload){ 0 };
 	if (len == 0)
 		return 0;
 	if (!io || !src || p < base || q < base ||
 	    !inside(p - base, len, 0, d->io_mirror_bytes) ||
 	    !inside(q - base, len, 0, d->arena.bytes))
 		return -EINVAL;
-	return d->ops->upload(d, p - base, src, len);
+	u->offset = p - base;
+	u->len = len;
+	return d->ops->upload_start(d, src, u);
+}
+
+int device_upload_finish(struct device *d, struct device_upload *u)
+{
+	/* an empty upload started nothing */
+	return u->len ? d->ops->upload_finish(d, u) : 0;
+}
+
+int device_upload_from(struct device *d, const void *io, const void *src,
+		       size_t len)
+{
+	struct device_upload u;
+	int r = device_upload_start(d, io, src, len, &u);
+
+	return r ? r : device_upload_finish(d, &u);
 }
 
 int device_upload(struct device *d, const void *host, size_t len)

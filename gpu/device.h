@@ -159,6 +159,29 @@ int device_upload(struct device *d, const void *host, size_t len);
 int device_upload_from(struct device *d, const void *io, const void *src,
 		       size_t len);
 
+/* An upload in flight: device_upload_start() fills it, and
+ * device_upload_finish() waits for it and lets go of what it holds. */
+struct device_upload {
+	size_t offset, len;     /* in the io mirror: for its error */
+	void *lane;             /* the implementation's: what it holds */
+	uint64_t at;            /* (cuda: a lane; sim: a stream's point) */
+};
+
+/*
+ * device_upload_start - device_upload_from() in two halves, so that the
+ * caller works while the copy runs: this one returns once the copy is
+ * queued, and @src must stay untouched until device_upload_finish(@u)
+ * returns, which waits for it (sleeping) and must follow, on any path.
+ * An upload lane is held in between: a thread has at most one upload
+ * started, and takes no other lane (an upload, a checksum) until it
+ * finishes it.  Host: the memcpy, all in start.
+ * @return: as device_upload_from(); when start fails, nothing is in
+ *	flight and finish must not be called.
+ */
+int device_upload_start(struct device *d, const void *io, const void *src,
+			size_t len, struct device_upload *u);
+int device_upload_finish(struct device *d, struct device_upload *u);
+
 /*
  * device_checksum - the XXH3-64 (seed 0: a block's checksum in the shard
  * format) of the io mirror's copy of @host..@host + @len, taken on the

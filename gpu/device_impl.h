@@ -18,8 +18,11 @@ struct device_ops {
 	int (*copy_slot)(struct device *d, uint32_t i, const void *host,
 			 const struct slot_range *ranges, unsigned n);
 	int (*wait_copied)(struct device *d, uint32_t i);
-	int (*upload)(struct device *d, size_t offset, const void *host,
-		      size_t len);
+	/* u->offset and u->len are set; finish is called only after a
+	 * start that returned 0 */
+	int (*upload_start)(struct device *d, const void *host,
+			    struct device_upload *u);
+	int (*upload_finish)(struct device *d, struct device_upload *u);
 	int (*checksum)(struct device *d, size_t offset, size_t len,
 			uint64_t *sum);
 	int (*gather)(struct device *d, uint32_t i,

@@ -137,13 +137,20 @@ static int host_copy_slot(struct device *d, uint32_t i, const void *host,
 /* The io memory is its own mirror: only bytes from elsewhere move
  * (device_upload_from; the loader fetches nothing here, as this device
  * takes no checksums, but the call means the same on every device). */
-static int host_upload(struct device *d, size_t offset, const void *host,
-		       size_t len)
+static int host_upload_start(struct device *d, const void *host,
+			     struct device_upload *u)
 {
-	uint8_t *to = (uint8_t *)d->arena.base + offset;
+	uint8_t *to = (uint8_t *)d->arena.base + u->offset;
 
 	if (to != host)
-		memmove(to, host, len);
+		memmove(to, host, u->len);
+	return 0;
+}
+
+static int host_upload_finish(struct device *d, struct device_upload *u)
+{
+	(void)d;
+	(void)u;
 	return 0;
 }
 
@@ -199,7 +206,8 @@ static const struct device_ops host_ops = {
 	.mirror_ptr = host_mirror_ptr,
 	.copy_slot = host_copy_slot,
 	.wait_copied = host_slot_op,
-	.upload = host_upload,
+	.upload_start = host_upload_start,
+	.upload_finish = host_upload_finish,
 	.gather = host_gather,
 	.slot_export = host_slot_export,
 	.slot_release = host_slot_op,

@@ -152,8 +152,8 @@ static int sim_gather(struct device *d, uint32_t i,
 	return slot_enqueue(sd, i, op, 1);
 }
 
-static int sim_upload(struct device *d, size_t offset, const void *host,
-		      size_t len)
+static int sim_upload_start(struct device *d, const void *host,
+			    struct device_upload *u)
 {
 	struct sim_device *sd = to_sim(d);
 	struct sim_op *op = sim_op_new(OP_COPY, 1);
@@ -164,7 +164,8 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 		device_record_error(d, "out of memory for an upload");
 		return -ENOMEM;
 	}
-	op->piece[0] = (struct sim_piece){ sd->io_mem + offset, host, len };
+	op->piece[0] = (struct sim_piece){ sd->io_mem + u->offset, host,
+					   u->len };
 	sim_lock();
 	if ((sd->faults & SIM_FAULT_UPLOAD_ERROR) &&
 	    ++sd->uploads == sd->fail_copy) {
@@ -188,6 +189,16 @@ static int sim_upload(struct device *d, size_t offset, const void *host,
 		device_record_error(d, "out of memory for an upload");
 		return r;
 	}
+	u->lane = done.s;
+	u->at = done.at;
+	return 0;
+}
+
+static int sim_upload_finish(struct device *d, struct device_upload *u)
+{
+	struct sim_event done = { u->lane, u->at };
+
+	(void)d;
 	sim_event_wait(&done);
 	return 0;
 }
@@ -382,7 +393,8 @@ static const struct device_ops sim_ops = {
 	.mirror_ptr = sim_mirror_ptr,
 	.copy_slot = sim_copy_slot,
 	.wait_copied = sim_wait_copied,
-	.upload = sim_upload,
+	.upload_start = sim_upload_start,
+	.upload_finish = sim_upload_finish,
 	.checksum = sim_checksum,
 	.gather = sim_gather,
 	.slot_export = sim_slot_export,

@@ -898,6 +898,9 @@ struct sluice_stats {
 	uint64_t device_upload_ns;         /* wall time the loader's
 					      threads spent in those
 					      uploads, waits included */
+	uint64_t bytes_staged_overlapped;  /* of bytes_staged, those
+					      whose upload ran while its
+					      thread read the next part */
 };
 
 /**

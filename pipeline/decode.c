@@ -185,6 +185,7 @@ void *decode_worker_main(void *arg)
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 	uint32_t buffer = 0;
 	struct io_read *ranges[FETCH_RANGES_MAX];
+	struct fetch_pending pending = { 0 };
 
 	pthread_mutex_lock(&c->mu);
 	if (!dctx)
@@ -200,6 +201,7 @@ void *decode_worker_main(void *arg)
 			nranges = fetch_ranges_pop_locked(c, ranges);
 		if (nranges) {
 			pthread_mutex_unlock(&c->mu);
+			fetch_settle(c, &pending);
 			fetch_ranges(c, ranges, nranges);
 			pthread_mutex_lock(&c->mu);
 			continue;
@@ -207,17 +209,29 @@ void *decode_worker_main(void *arg)
 		if (!have && !fetch_pop_locked(c, &j, &buffer)) {
 			uint64_t t0 = now_ns();
 
+			/* no part to read while the last one uploads:
+			 * finish it before sleeping, then look again */
+			if (pending.on) {
+				pthread_mutex_unlock(&c->mu);
+				fetch_settle(c, &pending);
+				pthread_mutex_lock(&c->mu);
+				continue;
+			}
 			pthread_cond_wait(&c->work_cv, &c->mu);
 			atomic_fetch_add(&c->st_decode.wait_ns, now_ns() - t0);
 			continue;
 		}
 		pthread_mutex_unlock(&c->mu);
+		/* only a fetch overlaps the last part's upload: other jobs
+		 * may take an upload lane themselves */
+		if (j.kind != JOB_FETCH)
+			fetch_settle(c, &pending);
 		if (j.kind == JOB_DECODE)
 			decode_entry(c, dctx, j.id);
 		else if (j.kind == JOB_STREAM)
 			stream_part(c, j.id);
 		else if (j.kind == JOB_FETCH)
-			fetch_part(c, j, buffer);
+			fetch_part(c, j, buffer, &pending);
 		else if (j.kind == JOB_RANGES)
 			ranges_verify_part(c, j);
 		else
@@ -225,6 +239,7 @@ void *decode_worker_main(void *arg)
 		pthread_mutex_lock(&c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
+	fetch_settle(c, &pending);
 	ZSTD_freeDCtx(dctx);
 	return NULL;
 }

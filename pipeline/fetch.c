@@ -6,7 +6,9 @@
  * A block: each part of it (4 MiB) is pread() into a staging buffer
  * while the CPU's cache holds it and uploaded from there (stage.c says
  * when a block is fetched), and the parts of one block go to whichever
- * workers are free, the oldest block's first.
+ * workers are free, the oldest block's first.  A worker reads its next
+ * part while the last one's copy runs, and then waits for that copy:
+ * one upload in flight per worker, two staging buffers.
  *
  * Why not the ring: a page-cache read is a CPU copy whoever makes it.
  * Through the ring, io_uring's workers copied each piece, the I/O thread
@@ -55,7 +57,75 @@ int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer)
 	return 1;
 }
 
-void fetch_part(struct loader_core *c, struct job j, uint32_t buffer)
+/* A part is read and uploaded, or failed: its buffer goes back, and the
+ * block's last part hands its read on. */
+static void part_done(struct loader_core *c, struct job j, uint32_t buffer,
+		      int read_err, int upload_err)
+{
+	struct cache_entry *e = &c->cache.entries[j.id];
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, e->block, &shard);
+	int last;
+
+	pthread_mutex_lock(&c->mu);
+	c->stage.free[c->stage.nfree++] = buffer;
+	if (read_err && !e->fetch.err) {
+		e->fetch.err = read_err;
+		e->fetch.err_at = blk->offset +
+				  (uint64_t)j.part * c->stage.buffer_bytes;
+	}
+	/* the decode says what failed (decode.c's check_on_device) */
+	if (upload_err && !e->fetch.upload_err)
+		e->fetch.upload_err = upload_err;
+	last = --e->fetch.left == 0;
+	if (last) {
+		e->rd.result = e->fetch.err ? e->fetch.err
+					    : (int64_t)e->rd.length;
+		e->read_back_ns = now_ns();
+		entry_read_done_locked(c, e);
+	}
+	/* its buffer is free for the next part */
+	pthread_cond_signal(&c->work_cv);
+	pthread_mutex_unlock(&c->mu);
+	/* the I/O thread may sleep in the ring with no read of its own
+	 * left: a block that came in lets it plan again */
+	if (last)
+		io_ring_wake(c->ring);
+}
+
+/* A part's upload is complete: its bytes are on the device. */
+static int upload_finish(struct loader_core *c, struct device_upload *upload)
+{
+	int r = gather_upload_finish(c, upload);
+
+	if (!r)
+		atomic_fetch_add(&c->stage.bytes, upload->len);
+	return r;
+}
+
+/* @overlapped: the worker read a part while this upload ran. */
+static void settle(struct loader_core *c, struct fetch_pending *pending,
+		   int overlapped)
+{
+	int upload_err;
+
+	if (!pending->on)
+		return;
+	pending->on = 0;
+	upload_err = upload_finish(c, &pending->upload);
+	if (!upload_err && overlapped)
+		atomic_fetch_add(&c->stage.bytes_overlapped,
+				 pending->upload.len);
+	part_done(c, pending->job, pending->buffer, 0, upload_err);
+}
+
+void fetch_settle(struct loader_core *c, struct fetch_pending *pending)
+{
+	settle(c, pending, 0);
+}
+
+void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
+		struct fetch_pending *pending)
 {
 	struct cache_entry *e = &c->cache.entries[j.id];
 	uint32_t shard;
@@ -67,7 +137,8 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer)
 	/* where the block's bytes would be in io memory: the device
 	 * mirror's offset (never written here) */
 	const uint8_t *io = e->stored + (blk->offset - e->rd.offset) + from;
-	int read_err = 0, upload_err = 0, skip, last;
+	struct device_upload upload;
+	int read_err = 0, upload_err = 0, skip;
 
 	/* after a failure, the block's other parts and the loader's other
 	 * fetches only finish; a block a part of which was never read
@@ -89,36 +160,22 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer)
 			 : (uint64_t)got < len ? -ENODATA : 0;
 		atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0);
 		atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
-		if (!read_err) {
-			upload_err = gather_upload(c, io, staging, len);
-			if (!upload_err)
-				atomic_fetch_add(&c->stage.bytes, len);
-		}
 	}
-
-	pthread_mutex_lock(&c->mu);
-	c->stage.free[c->stage.nfree++] = buffer;
-	if (read_err && !e->fetch.err) {
-		e->fetch.err = read_err;
-		e->fetch.err_at = blk->offset + from;
+	/* the previous part's copy ran while this one was read; its lane
+	 * goes back before this part takes one */
+	settle(c, pending, !skip);
+	if (skip || read_err) {
+		part_done(c, j, buffer, read_err, 0);
+		return;
 	}
-	/* the decode says what failed (decode.c's check_on_device) */
-	if (upload_err && !e->fetch.upload_err)
-		e->fetch.upload_err = upload_err;
-	last = --e->fetch.left == 0;
-	if (last) {
-		e->rd.result = e->fetch.err ? e->fetch.err
-					    : (int64_t)e->rd.length;
-		e->read_back_ns = now_ns();
-		entry_read_done_locked(c, e);
+	upload_err = gather_upload_start(c, io, staging, len, &upload);
+	if (upload_err || !c->stage.overlap) {
+		if (!upload_err)
+			upload_err = upload_finish(c, &upload);
+		part_done(c, j, buffer, 0, upload_err);
+		return;
 	}
-	/* its buffer is free for the next part */
-	pthread_cond_signal(&c->work_cv);
-	pthread_mutex_unlock(&c->mu);
-	/* the I/O thread may sleep in the ring with no read of its own
-	 * left: a block that came in lets it plan again */
-	if (last)
-		io_ring_wake(c->ring);
+	*pending = (struct fetch_pending){ 1, j, buffer, upload };
 }
 
 /*

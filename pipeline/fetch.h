@@ -9,9 +9,11 @@
 
 #include <stdint.h>
 
+#include "../gpu/device.h"
+#include "jobs.h"
+
 struct loader_core;
 struct cache_entry;
-struct job;
 
 /* A cache entry's: set when its read is prepared (stage_choose_locked). */
 struct fetch_entry {
@@ -33,6 +35,17 @@ struct fetch_range_queue {
 	uint32_t cap, head, len;
 };
 
+/* A worker's fetched part whose upload is in flight while it reads its
+ * next part (fetch_part): it settles it (fetch_settle) before it takes
+ * any other job, sleeps or stops, so a block never waits on a worker
+ * with nothing to do. */
+struct fetch_pending {
+	int on;
+	struct job job;
+	uint32_t buffer;
+	struct device_upload upload;
+};
+
 /* @e's read, instead of the ring's: its parts queued for the workers.
  * [mu] */
 void fetch_queue_locked(struct loader_core *c, struct cache_entry *e);
@@ -41,9 +54,13 @@ void fetch_queue_locked(struct loader_core *c, struct cache_entry *e);
  * there is none or no buffer is free. [mu] */
 int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer);
 /* A worker's JOB_FETCH: read part j.part of entry j.id into staging
- * buffer @buffer and upload it; the block's last part hands the read on
- * (entry_read_done_locked). */
-void fetch_part(struct loader_core *c, struct job j, uint32_t buffer);
+ * buffer @buffer, then settle @pending (its copy ran meanwhile) and start
+ * this part's upload, which becomes @pending; the block's last part hands
+ * the read on (entry_read_done_locked). */
+void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
+		struct fetch_pending *pending);
+/* Wait for @pending's upload, if any, and finish its part. */
+void fetch_settle(struct loader_core *c, struct fetch_pending *pending);
 /* Most range reads a worker takes at once (fetch_ranges_pop_locked). */
 #define FETCH_RANGES_MAX 16u
 /* Range read @rd (its user NULL), instead of the ring's. [mu] */

@@ -179,19 +179,40 @@ int gather_submit(struct loader_core *c, struct slot *s)
 int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,
 		  uint64_t len)
 {
-	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
-	int r = device_upload_from(c->dev, io, src, len);
+	struct device_upload u;
+	int r = gather_upload_start(c, io, src, len, &u);
 
-	/* and its wall time, waits included: what an upload costs the
-	 * worker that makes it */
+	return r ? r : gather_upload_finish(c, &u);
+}
+
+/* Both halves count their wall time, waits included (what an upload
+ * costs the worker that makes it), and their CPU as assembly's share on
+ * this path (the copy itself is the GPU's DMA; the wait sleeps). */
+static void upload_account(struct loader_core *c, uint64_t t0, uint64_t cpu0)
+{
 	atomic_fetch_add(&c->gather.upload_ns, now_ns() - t0);
-
-	/* Assembly's share of the CPU on this path (the copy itself is the
-	 * GPU's DMA; the wait sleeps). */
 	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
+}
 
+int gather_upload_start(struct loader_core *c, const uint8_t *io,
+			const uint8_t *src, uint64_t len,
+			struct device_upload *u)
+{
+	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
+	int r = device_upload_start(c->dev, io, src, len, u);
+
+	upload_account(c, t0, cpu0);
+	return r;
+}
+
+int gather_upload_finish(struct loader_core *c, struct device_upload *u)
+{
+	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
+	int r = device_upload_finish(c->dev, u);
+
+	upload_account(c, t0, cpu0);
 	if (!r)
-		atomic_fetch_add(&c->gather.device_upload_bytes, len);
+		atomic_fetch_add(&c->gather.device_upload_bytes, u->len);
 	return r;
 }
 

@@ -44,6 +44,13 @@ int gather_submit(struct loader_core *c, struct slot *s);
  * staging buffer a fetched part landed in (fetch.c). */
 int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,
 		  uint64_t len);
+/* gather_upload() in two halves (device_upload_start): a fetching
+ * worker reads its next part while this one's copy runs (fetch.c). */
+struct device_upload;
+int gather_upload_start(struct loader_core *c, const uint8_t *io,
+			const uint8_t *src, uint64_t len,
+			struct device_upload *u);
+int gather_upload_finish(struct loader_core *c, struct device_upload *u);
 struct shard_block;
 int gather_checks(const struct loader_core *c, const struct shard_block *blk);
 int gather_check(struct loader_core *c, const struct shard_block *blk,

@@ -80,6 +80,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->read_ahead_blocks = atomic_load(&c->ahead.limit);
 	st->bytes_verified_device = atomic_load(&c->gather.bytes_checked);
 	st->bytes_staged = atomic_load(&c->stage.bytes);
+	st->bytes_staged_overlapped = atomic_load(&c->stage.bytes_overlapped);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),

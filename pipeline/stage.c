@@ -14,7 +14,8 @@
  * 2026-11-27-h200-run2).  Small staging buffers, as many as the workers
  * (fewer where memory is tight), each taken for one part and given back
  * (the last given, the first taken), stay in the cache, as KvikIO's
- * bounce buffers do.  The block's io memory stays reserved, as the
+ * bounce buffers do; two per worker, one read while the other uploads.
+ * The block's io memory stays reserved, as the
  * device mirror's offsets are the host's, and is never written.
  *
  * The buffers are carved from the io pool at open, before anything else
@@ -34,9 +35,11 @@
  * STAGE_PIECES_MAX) for benchmarks' A/B. */
 #define STAGE_PIECES 2u
 #define STAGE_PIECES_MAX 16u
-/* A buffer per decode worker (they fetch), at most this many: each
- * worker fetches one part at a time.  SLUICE_STAGE_BUFFERS for A/B. */
-#define STAGE_BUFFERS_MAX 64u
+/* Two buffers per decode worker (they fetch), at most this many: one
+ * part read while the last one uploads.  SLUICE_STAGE_BUFFERS for A/B;
+ * SLUICE_FETCH_OVERLAP=0 reads and uploads each part in turn, with a
+ * buffer per worker. */
+#define STAGE_BUFFERS_MAX 128u
 
 /* @name's value in the environment (benchmarks' A/B), or @fallback;
  * within [@lo, @hi]. */
@@ -53,7 +56,10 @@ int stage_open(struct loader_core *c)
 {
 	struct stage_pool *p = &c->stage;
 	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
-	uint32_t n = env_within("SLUICE_STAGE_BUFFERS", c->cfg.decode_threads,
+	const char *o = getenv("SLUICE_FETCH_OVERLAP");
+	int overlap = !(o && strcmp(o, "0") == 0);
+	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
+				(overlap ? 2 : 1) * c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
 	uint32_t pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES, 1,
 				     STAGE_PIECES_MAX);
@@ -88,6 +94,7 @@ int stage_open(struct loader_core *c)
 	p->base = c->arena + p->off;
 	p->buffer_bytes = bytes;
 	p->nfree = n;
+	p->overlap = overlap;
 	for (uint32_t k = 0; k < n; k++)
 		p->free[k] = n - 1 - k;
 	p->on = 1;

@@ -23,8 +23,13 @@ struct stage_pool {
 	uint64_t off;           /* in the io pool */
 	uint64_t pool_bytes;    /* all the buffers' */
 	uint64_t buffer_bytes;  /* one's: a fetch's part */
+	int overlap;            /* a worker reads its next part while the
+				   last one's upload runs (fetch.c) */
 	uint32_t *free, nfree;  /* [mu] */
 	_Atomic uint64_t bytes; /* stored bytes that came through them */
+	_Atomic uint64_t bytes_overlapped; /* of those, uploaded while
+					      their worker read its next
+					      part */
 };
 
 /* At open, once the device and the gathers are set (gather_init): the

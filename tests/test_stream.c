@@ -107,6 +107,8 @@ static int zstd_data;
 
 /* SLUICE_FORCE_* bits for the loaders opened from now on. */
 static unsigned forced;
+/* SLUICE_FETCH_OVERLAP=0 is set */
+static int no_overlap;
 
 static sluice_loader *open_loader(sluice_dataset *ds, int device,
 				  int on_error, uint64_t memory)
@@ -211,6 +213,13 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		T_LT(st.read.bytes / 2, st.bytes_staged);
 	else
 		T_EQ(st.bytes_staged, 0);
+	/* a worker reads its next part while the last one uploads; not
+	 * when told otherwise (the benchmarks' A/B) */
+	T_ASSERT(st.bytes_staged_overlapped <= st.bytes_staged);
+	if (st.bytes_staged && !no_overlap)
+		T_LT(0, st.bytes_staged_overlapped);
+	if (no_overlap)
+		T_EQ(st.bytes_staged_overlapped, 0);
 	if (device != SLUICE_DEVICE_HOST) {
 		/* every batch gathered; each block decoded uploaded whole,
 		 * some of it piece by piece, the rest by the decode, and no
@@ -225,10 +234,11 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 			 (zstd_data ? st.bytes_verified_device : 0));
 	}
 	printf("%s: %.1f of %.1f MB read checked as they landed, %.1f MB "
-	       "on the device, %.1f MB uploaded, %.1f MB of it staged\n",
+	       "on the device, %.1f MB uploaded, %.1f MB of it staged "
+	       "(%.1f MB while the next part was read)\n",
 	       what, st.bytes_verified_landing / 1e6, st.read.bytes / 1e6,
 	       st.bytes_verified_device / 1e6, st.device_upload_bytes / 1e6,
-	       st.bytes_staged / 1e6);
+	       st.bytes_staged / 1e6, st.bytes_staged_overlapped / 1e6);
 }
 
 /* Flip the byte 6 MiB into shard 0's first block: in its fourth piece. */
@@ -536,6 +546,13 @@ int main(void)
 	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
 		   "sim device, gathered, whole-block checks");
 	forced = 0;
+	/* each part read, then uploaded, by the same worker in turn */
+	T_OK(setenv("SLUICE_FETCH_OVERLAP", "0", 1) ? -1 : 0);
+	no_overlap = 1;
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
+		   "sim device, gathered, blocks evicted, no overlap");
+	T_OK(unsetenv("SLUICE_FETCH_OVERLAP") ? -1 : 0);
+	no_overlap = 0;
 	check_device_failure(ds);
 	check_upload_failure(ds);
 	check_read_failure(ds);

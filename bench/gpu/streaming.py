@@ -235,6 +235,10 @@ def summary(name, args, env, got, err):
             "staged_fraction": med(
                 r.get("bytes_staged", 0) / r["read_bytes"]
                 for r in res if r.get("read_bytes")),
+            # of the staged bytes, uploaded while the next part was read
+            "overlapped_fraction": med(
+                r.get("bytes_staged_overlapped", 0) / r["bytes_staged"]
+                for r in res if r.get("bytes_staged")),
             "read_ahead_blocks": got[0]["result"].get("read_ahead_blocks"),
             # threads in uploads, waits included (a fetch's upload)
             "upload_threads_busy": med(r.get("device_upload_threads")
@@ -351,7 +355,11 @@ def main():
         if "base" not in groups:
             rows.append(("defaults", s))
         rows += [("defaults-unstaged", s, {"SLUICE_STAGING": "0"}),
+                 # each part read, then uploaded, in turn by its worker:
+                 # the default until the overlap (fetch.c)
+                 ("defaults-no-overlap", s, {"SLUICE_FETCH_OVERLAP": "0"}),
                  # fetches' parts of 2 and 8 MiB around the 4 MiB one
+                 # (overlapped, 2 MiB ones take the cache 4 MiB did)
                  ("defaults-parts-2M", s, {"SLUICE_STAGE_PIECES": "1"}),
                  ("defaults-parts-8M", s, {"SLUICE_STAGE_PIECES": "4"}),
                  # more blocks in flight: the read-ahead follows

@@ -117,7 +117,8 @@ def streaming_lines(st):
             continue
         lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
                      "mem %.2f GB  threads r/d/a/up %.1f/%.1f/%.1f/%s  "
-                     "landed %s  on GPU %s  staged %s  ahead %s  "
+                     "landed %s  on GPU %s  staged %s (overlap %s)  "
+                     "ahead %s  "
                      "cpus limit %s%s" % (
                          x["name"], x["delivered_gbps"], x["cpu_s_per_gb"],
                          x["consumer_wait"], x["slot_occupancy"],
@@ -128,6 +129,7 @@ def streaming_lines(st):
                          fmt(x.get("verified_landing_fraction"), "%.2f"),
                          fmt(x.get("verified_device_fraction"), "%.2f"),
                          fmt(x.get("staged_fraction"), "%.2f"),
+                         fmt(x.get("overlapped_fraction"), "%.2f"),
                          fmt(x.get("read_ahead_blocks"), "%d"),
                          fmt(x.get("cpus_gbps"), "%.1f"),
                          "  (%s)" % x["error"] if x.get("error") else ""))

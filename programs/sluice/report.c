@@ -318,11 +318,12 @@ void report_text(FILE *f, const struct bench_report *r)
 		(unsigned long long)st->batches_viewed,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->blocks_direct);
-	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); on the GPU: %.3f GB; staged to the GPU through cache: %.3f GB; read-ahead %llu blocks\n",
+	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); on the GPU: %.3f GB; staged to the GPU through cache: %.3f GB (%.3f GB uploaded while the next part was read); read-ahead %llu blocks\n",
 		(double)st->bytes_verified_landing / GB,
 		(double)st->read.bytes / GB,
 		(double)st->bytes_verified_device / GB,
 		(double)st->bytes_staged / GB,
+		(double)st->bytes_staged_overlapped / GB,
 		(unsigned long long)st->read_ahead_blocks);
 	fprintf(f, "         device gather: %llu of %llu batches gathered from uploaded blocks (%llu runs), %.3f GB uploaded (%.1f threads uploading), %.1f MB of device memory\n",
 		(unsigned long long)st->batches_gathered,
@@ -545,6 +546,7 @@ static void json_result(FILE *f, const struct bench_report *r,
 	jint(f, "bytes_verified_landing", st->bytes_verified_landing, 0);
 	jint(f, "bytes_verified_device", st->bytes_verified_device, 0);
 	jint(f, "bytes_staged", st->bytes_staged, 0);
+	jint(f, "bytes_staged_overlapped", st->bytes_staged_overlapped, 0);
 	jint(f, "read_ahead_blocks", st->read_ahead_blocks, 0);
 	jint(f, "device_memory_bytes", st->device_memory_bytes, 0);
 	jnum(f, "consumer_wait_seconds", (double)st->consumer_wait_ns / 1e9, 0);

@@ -703,7 +703,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -743,7 +743,9 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.read_ahead_blocks, "bytes_verified_device",
 		(unsigned long long)s.bytes_verified_device, "bytes_staged",
 		(unsigned long long)s.bytes_staged, "device_upload_ns",
-		(unsigned long long)s.device_upload_ns);
+		(unsigned long long)s.device_upload_ns,
+		"bytes_staged_overlapped",
+		(unsigned long long)s.bytes_staged_overlapped);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)
