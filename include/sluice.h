@@ -901,6 +901,10 @@ struct sluice_stats {
 	uint64_t bytes_staged_overlapped;  /* of bytes_staged, those
 					      whose upload ran while its
 					      thread read the next part */
+	uint64_t device_check_ns;          /* wall time the loader's
+					      threads spent waiting for
+					      checksums taken on the GPU
+					      (bytes_verified_device) */
 };
 
 /**

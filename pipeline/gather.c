@@ -242,11 +242,13 @@ int gather_checks(const struct loader_core *c, const struct shard_block *blk)
 int gather_check(struct loader_core *c, const struct shard_block *blk,
 		 const uint8_t *stored)
 {
-	uint64_t sum = 0, cpu0 = thread_cpu_ns();
+	uint64_t sum = 0, cpu0 = thread_cpu_ns(), t0 = now_ns();
 	int r = device_checksum(c->dev, stored, blk->stored_size, &sum);
 
-	/* the wait sleeps: verify's CPU is the launch's */
+	/* the wait sleeps: verify's CPU is the launch's; its wall time is
+	 * what the check costs the worker */
 	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
+	atomic_fetch_add(&c->gather.check_ns, now_ns() - t0);
 	if (r)
 		return r;
 	atomic_fetch_add(&c->gather.bytes_checked, blk->stored_size);

@@ -29,6 +29,7 @@ struct loader_gather {
 	_Atomic uint64_t batches_gathered, runs, device_upload_bytes;
 	_Atomic uint64_t upload_ns;  /* threads' wall time in uploads */
 	_Atomic uint64_t bytes_checked; /* by gather_check */
+	_Atomic uint64_t check_ns;  /* threads' wall time in gather_check */
 };
 
 int gather_wanted(const struct loader_core *c);

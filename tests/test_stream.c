@@ -228,6 +228,11 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		T_EQ(st.batches_gathered, st.batches);
 		T_ASSERT(st.device_upload_bytes >= st.decode.bytes);
 		T_LT(0, st.device_upload_ns);   /* their time, too */
+		/* and the checks' waits, where the device took them */
+		if (st.bytes_verified_device)
+			T_LT(0, st.device_check_ns);
+		else
+			T_EQ(st.device_check_ns, 0);
 		/* zstd blocks checked there: their stored bytes too */
 		T_ASSERT(st.device_upload_bytes <=
 			 st.decode.bytes + st.io_memory_bytes +

@@ -243,6 +243,9 @@ def summary(name, args, env, got, err):
             # threads in uploads, waits included (a fetch's upload)
             "upload_threads_busy": med(r.get("device_upload_threads")
                                        for r in res),
+            # threads waiting for checksums on the device
+            "check_threads_busy": med(r.get("device_check_threads")
+                                      for r in res),
             "binding": got[0]["limits"].get("binding"),
             "fallbacks": got[0]["fallbacks"].get("reasons"),
         })

@@ -116,7 +116,7 @@ def streaming_lines(st):
             lines.append("  %-26s FAILED: %s" % (x["name"], x.get("error")))
             continue
         lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
-                     "mem %.2f GB  threads r/d/a/up %.1f/%.1f/%.1f/%s  "
+                     "mem %.2f GB  threads r/d/a/up/ck %.1f/%.1f/%.1f/%s/%s  "
                      "landed %s  on GPU %s  staged %s (overlap %s)  "
                      "ahead %s  "
                      "cpus limit %s%s" % (
@@ -126,6 +126,7 @@ def streaming_lines(st):
                          x["read_threads_busy"], x["decode_threads_busy"],
                          x["assemble_threads_busy"],
                          fmt(x.get("upload_threads_busy"), "%.1f"),
+                         fmt(x.get("check_threads_busy"), "%.1f"),
                          fmt(x.get("verified_landing_fraction"), "%.2f"),
                          fmt(x.get("verified_device_fraction"), "%.2f"),
                          fmt(x.get("staged_fraction"), "%.2f"),

@@ -325,12 +325,13 @@ void report_text(FILE *f, const struct bench_report *r)
 		(double)st->bytes_staged / GB,
 		(double)st->bytes_staged_overlapped / GB,
 		(unsigned long long)st->read_ahead_blocks);
-	fprintf(f, "         device gather: %llu of %llu batches gathered from uploaded blocks (%llu runs), %.3f GB uploaded (%.1f threads uploading), %.1f MB of device memory\n",
+	fprintf(f, "         device gather: %llu of %llu batches gathered from uploaded blocks (%llu runs), %.3f GB uploaded (%.1f threads uploading, %.1f waiting for checksums), %.1f MB of device memory\n",
 		(unsigned long long)st->batches_gathered,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->gather_runs,
 		(double)st->device_upload_bytes / GB,
 		div0((double)st->device_upload_ns / 1e9, x.wall_s),
+		div0((double)st->device_check_ns / 1e9, x.wall_s),
 		(double)st->device_memory_bytes / 1e6);
 	if (run->device.device_type == kDLCUDA) {
 		fprintf(f, "         to the device %.3f GB/s", x.copy_dev_gbps);
@@ -543,6 +544,9 @@ static void json_result(FILE *f, const struct bench_report *r,
 	/* threads busy uploading, on average (their waits included) */
 	jnum(f, "device_upload_threads",
 	     div0((double)st->device_upload_ns / 1e9, x->wall_s), 0);
+	/* threads waiting for checksums on the device, on average */
+	jnum(f, "device_check_threads",
+	     div0((double)st->device_check_ns / 1e9, x->wall_s), 0);
 	jint(f, "bytes_verified_landing", st->bytes_verified_landing, 0);
 	jint(f, "bytes_verified_device", st->bytes_verified_device, 0);
 	jint(f, "bytes_staged", st->bytes_staged, 0);
