@@ -314,7 +314,7 @@ static int cuda_upload_start(struct device *d, const void *host,
 	if (r)
 		return r;
 	e = cuda_gather_upload_start(cd->gather, u->offset, host, u->len,
-				     &u->lane, &what);
+				     &u->handle, &what);
 	r = io_mirror_result(d, e, what, u->len, u->offset);
 	leave(cd, prev);
 	return r;
@@ -327,10 +327,11 @@ static int cuda_upload_finish(struct device *d, struct device_upload *u)
 	cudaError_t e;
 	int prev, r;
 
-	/* the lane is given back whatever happens: without the device
-	 * made current, only the wait is lost */
+	/* the lane is given back and the copy waited for whatever happens
+	 * (an event syncs whatever device is current); when the device
+	 * could not be made current, that is the error returned */
 	r = enter(cd, &prev);
-	e = cuda_gather_upload_finish(cd->gather, u->lane, &what);
+	e = cuda_gather_upload_finish(cd->gather, u->handle, &what);
 	if (r)
 		return r;
 	r = io_mirror_result(d, e, what, u->len, u->offset);

@@ -44,8 +44,9 @@ struct device_config {
 				   0: no gathers */
 	uint32_t gather_runs_max; /* runs one device_gather_slot() call may
 				     pass (per slot) */
-	uint32_t upload_lanes;  /* threads that may call device_upload() at
-				   once (more wait for a lane) */
+	uint32_t upload_lanes;  /* uploads and checksums that may run at
+				   once (more wait for a lane); a started
+				   upload holds one until its finish */
 };
 
 /* What a device can do (device_info.caps); the pipeline asks these,
@@ -163,8 +164,9 @@ int device_upload_from(struct device *d, const void *io, const void *src,
  * device_upload_finish() waits for it and lets go of what it holds. */
 struct device_upload {
 	size_t offset, len;     /* in the io mirror: for its error */
-	void *lane;             /* the implementation's: what it holds */
-	uint64_t at;            /* (cuda: a lane; sim: a stream's point) */
+	void *handle;           /* the implementation's: cuda, the lane it
+				   holds; sim, the stream it is queued on */
+	uint64_t at;            /* sim: its point on that stream */
 };
 
 /*
@@ -175,8 +177,11 @@ struct device_upload {
  * An upload lane is held in between: a thread has at most one upload
  * started, and takes no other lane (an upload, a checksum) until it
  * finishes it.  Host: the memcpy, all in start.
- * @return: as device_upload_from(); when start fails, nothing is in
- *	flight and finish must not be called.
+ * @return: start, as device_upload_from(); when it fails, nothing is
+ *	in flight and finish must not be called.  Finish: 0, or
+ *	-SLUICE_ECUDA when the copy failed (message in
+ *	device_last_error()); the lane is let go either way, and nothing
+ *	reads @src any more.
  */
 int device_upload_start(struct device *d, const void *io, const void *src,
 			size_t len, struct device_upload *u);
@@ -185,11 +190,12 @@ int device_upload_finish(struct device *d, struct device_upload *u);
 /*
  * device_checksum - the XXH3-64 (seed 0: a block's checksum in the shard
  * format) of the io mirror's copy of @host..@host + @len, taken on the
- * device from the bytes that device_upload() calls which returned before
- * this one put there.  Blocks until *@sum holds it (sleeping).  Where
- * the CPU never reads a block it uploads, this is the one check of its
- * bytes, and of the copy the gathers read.  Any thread; an upload lane
- * each, as device_upload().
+ * device from the bytes that uploads finished before this call put there
+ * (device_upload(), or device_upload_finish()).  Blocks until *@sum
+ * holds it (sleeping).  Where the CPU never reads a block it uploads,
+ * this is the one check of its bytes, and of the copy the gathers read.
+ * Any thread; an upload lane each, as device_upload(): never by a thread
+ * that holds a started upload.
  * @return: 0; -ENOTSUP (no DEVICE_CAP_CHECKSUM); -EINVAL (outside the io
  *	mirror, or @len of 240 bytes or less: hash those on the CPU);
  *	-SLUICE_ECUDA (message in device_last_error()).

@@ -14,6 +14,9 @@
  *   first waits for the latest gather (as cuda_gather.c orders them).
  * - Checksums run on the upload stream, over the io mirror as the
  *   uploads left it, with the kernel's cut of XXH3 (xxh3_steps.h).
+ * - A thread that holds a started upload and asks for another, or for a
+ *   checksum, gets an error: on a GPU each holds a lane, and that can
+ *   deadlock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -55,7 +58,26 @@ struct sim_device {
 	uint64_t copies;                 /* copies and gathers [sim_mu] */
 	uint64_t uploads;                /* [sim_mu] */
 	uint64_t fail_copy;              /* the copy or upload to fail */
+	uint64_t fail_finish_at;         /* the upload stream's point whose
+					    finish fails; 0: none [sim_mu] */
 };
+
+/* Started uploads the calling thread has not finished.  On a GPU each
+ * holds an upload lane (cuda_gather.c), and a thread that waits for a
+ * second lane while holding one can deadlock with others doing the
+ * same: here that is an error, so the tests see it at once. */
+static _Thread_local unsigned uploads_held;
+
+/* A lane for an upload or a checksum, unless the thread holds one. */
+static int lane_rule(struct device *d, const char *what)
+{
+	if (!uploads_held)
+		return 0;
+	device_record_error(d, "%s by a thread that holds a started upload: "
+			    "on a GPU, with every lane held so, that "
+			    "deadlocks (gpu/device.h)", what);
+	return -SLUICE_ECUDA;
+}
 
 static struct sim_device *to_sim(struct device *d)
 {
@@ -156,10 +178,13 @@ static int sim_upload_start(struct device *d, const void *host,
 			    struct device_upload *u)
 {
 	struct sim_device *sd = to_sim(d);
-	struct sim_op *op = sim_op_new(OP_COPY, 1);
+	struct sim_op *op;
 	struct sim_event done;
-	int r = 0;
+	int r = lane_rule(d, "an upload started"), nth = 0;
 
+	if (r)
+		return r;
+	op = sim_op_new(OP_COPY, 1);
 	if (!op) {
 		device_record_error(d, "out of memory for an upload");
 		return -ENOMEM;
@@ -167,8 +192,9 @@ static int sim_upload_start(struct device *d, const void *host,
 	op->piece[0] = (struct sim_piece){ sd->io_mem + u->offset, host,
 					   u->len };
 	sim_lock();
-	if ((sd->faults & SIM_FAULT_UPLOAD_ERROR) &&
-	    ++sd->uploads == sd->fail_copy) {
+	if (sd->faults & (SIM_FAULT_UPLOAD_ERROR | SIM_FAULT_FINISH_ERROR))
+		nth = ++sd->uploads == sd->fail_copy;
+	if (nth && (sd->faults & SIM_FAULT_UPLOAD_ERROR)) {
 		sim_unlock();
 		free(op);
 		device_record_error(d, "simulated upload %llu failed (asked)",
@@ -182,6 +208,8 @@ static int sim_upload_start(struct device *d, const void *host,
 	if (!r) {
 		sim_enqueue_locked(sd->upload, op);
 		done = sim_record_locked(sd->upload);
+		if (nth)
+			sd->fail_finish_at = done.at;
 	}
 	sim_unlock();
 	if (r) {
@@ -189,17 +217,28 @@ static int sim_upload_start(struct device *d, const void *host,
 		device_record_error(d, "out of memory for an upload");
 		return r;
 	}
-	u->lane = done.s;
+	u->handle = done.s;
 	u->at = done.at;
+	uploads_held++;
 	return 0;
 }
 
 static int sim_upload_finish(struct device *d, struct device_upload *u)
 {
-	struct sim_event done = { u->lane, u->at };
+	struct sim_device *sd = to_sim(d);
+	struct sim_event done = { u->handle, u->at };
+	int failed;
 
-	(void)d;
 	sim_event_wait(&done);
+	uploads_held--;
+	sim_lock();
+	failed = sd->fail_finish_at && sd->fail_finish_at == u->at;
+	sim_unlock();
+	if (failed) {
+		device_record_error(d, "simulated upload %llu failed in flight (asked)",
+				    (unsigned long long)sd->fail_copy);
+		return -SLUICE_ECUDA;
+	}
 	return 0;
 }
 
@@ -223,11 +262,15 @@ static int sim_checksum(struct device *d, size_t offset, size_t len,
 			uint64_t *sum)
 {
 	struct sim_device *sd = to_sim(d);
-	struct sim_op *op = sim_op_new(OP_CALL, 0);
+	struct sim_op *op;
 	struct sim_checksum k = { sd->io_mem + offset, len,
 				  &d->checksum_secret, 0 };
 	struct sim_event done;
+	int r = lane_rule(d, "a checksum taken");
 
+	if (r)
+		return r;
+	op = sim_op_new(OP_CALL, 0);
 	if (sd->faults & SIM_FAULT_CHECKSUM_ERROR) {
 		free(op);
 		device_record_error(d, "simulated checksum failure (%zu bytes at io offset %zu)",

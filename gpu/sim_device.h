@@ -80,6 +80,10 @@ enum sim_fault {
 	/* The sim_test_fail_copy-th device_upload() (counted from 1) fails
 	 * with -SLUICE_ECUDA: a block's copy to the device is lost. */
 	SIM_FAULT_UPLOAD_ERROR = 1u << 6,
+	/* The sim_test_fail_copy-th upload (counted from 1) lands, but its
+	 * device_upload_finish() fails with -SLUICE_ECUDA: a copy that
+	 * failed in flight. */
+	SIM_FAULT_FINISH_ERROR = 1u << 7,
 };
 #ifdef SLUICE_TESTING
 extern unsigned sim_test_faults;

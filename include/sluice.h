@@ -897,7 +897,10 @@ struct sluice_stats {
 					      into io memory */
 	uint64_t device_upload_ns;         /* wall time the loader's
 					      threads spent in those
-					      uploads, waits included */
+					      uploads, starting them and
+					      waiting for them (not a copy
+					      that runs while its thread
+					      reads on) */
 	uint64_t bytes_staged_overlapped;  /* of bytes_staged, those
 					      whose upload ran while its
 					      thread read the next part */

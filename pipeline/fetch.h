@@ -54,9 +54,11 @@ void fetch_queue_locked(struct loader_core *c, struct cache_entry *e);
  * there is none or no buffer is free. [mu] */
 int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer);
 /* A worker's JOB_FETCH: read part j.part of entry j.id into staging
- * buffer @buffer, then settle @pending (its copy ran meanwhile) and start
- * this part's upload, which becomes @pending; the block's last part hands
- * the read on (entry_read_done_locked). */
+ * buffer @buffer, then settle @pending (its copy ran meanwhile; before
+ * the read when it is its block's last part) and start this part's
+ * upload, which becomes @pending (or is waited for at once, without
+ * overlap; no upload after a failed or skipped read); the block's last
+ * part hands the read on (entry_read_done_locked). */
 void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		struct fetch_pending *pending);
 /* Wait for @pending's upload, if any, and finish its part. */

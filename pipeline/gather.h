@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+struct device_upload;
 struct gather_run;
 struct loader_core;
 struct slot;
@@ -47,7 +48,6 @@ int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,
 		  uint64_t len);
 /* gather_upload() in two halves (device_upload_start): a fetching
  * worker reads its next part while this one's copy runs (fetch.c). */
-struct device_upload;
 int gather_upload_start(struct loader_core *c, const uint8_t *io,
 			const uint8_t *src, uint64_t len,
 			struct device_upload *u);

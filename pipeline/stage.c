@@ -11,12 +11,12 @@
  * back; and the DMA then reads it from memory.  On an H200 host (16
  * cores), 16 threads' page-cache reads into 64 MiB buffers reached 16.1
  * GB/s, into 2 MiB buffers reused 46.6 (bench/results/
- * 2026-11-27-h200-run2).  Small staging buffers, as many as the workers
- * (fewer where memory is tight), each taken for one part and given back
- * (the last given, the first taken), stay in the cache, as KvikIO's
- * bounce buffers do; two per worker, one read while the other uploads.
- * The block's io memory stays reserved, as the
- * device mirror's offsets are the host's, and is never written.
+ * 2026-11-27-h200-run2).  Small staging buffers, each taken for one
+ * part and given back (the last given, the first taken), stay in the
+ * cache, as KvikIO's bounce buffers do: two per worker, one read into
+ * while the other uploads (fewer where memory is tight, and then fewer
+ * parts overlap).  The block's io memory stays reserved, as the device
+ * mirror's offsets are the host's, and is never written.
  *
  * The buffers are carved from the io pool at open, before anything else
  * is, and only where every batch is gathered: a block whose bytes are
