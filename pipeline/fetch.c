@@ -138,7 +138,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	 * mirror's offset (never written here) */
 	const uint8_t *io = e->stored + (blk->offset - e->rd.offset) + from;
 	struct device_upload upload;
-	int read_err = 0, upload_err = 0, skip, last_first;
+	int read_err = 0, upload_err = 0, skip, settle_first;
 
 	/* after a failure, the block's other parts and the loader's other
 	 * fetches only finish; a block a part of which was never read
@@ -150,10 +150,10 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		read_err = -ECANCELED;
 	/* the pending part is the last its block waits for: the block is
 	 * not kept waiting for this read too */
-	last_first = pending->on &&
+	settle_first = pending->on &&
 		     c->cache.entries[pending->job.id].fetch.left == 1;
 	pthread_mutex_unlock(&c->mu);
-	if (last_first)
+	if (settle_first)
 		settle(c, pending, 0);
 	if (!skip) {
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
