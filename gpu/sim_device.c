@@ -180,7 +180,7 @@ static int sim_upload_start(struct device *d, const void *host,
 	struct sim_device *sd = to_sim(d);
 	struct sim_op *op;
 	struct sim_event done;
-	int r = lane_rule(d, "an upload started"), nth = 0;
+	int r = lane_rule(d, "an upload started"), fail_this = 0;
 
 	if (r)
 		return r;
@@ -193,8 +193,8 @@ static int sim_upload_start(struct device *d, const void *host,
 					   u->len };
 	sim_lock();
 	if (sd->faults & (SIM_FAULT_UPLOAD_ERROR | SIM_FAULT_FINISH_ERROR))
-		nth = ++sd->uploads == sd->fail_copy;
-	if (nth && (sd->faults & SIM_FAULT_UPLOAD_ERROR)) {
+		fail_this = ++sd->uploads == sd->fail_copy;
+	if (fail_this && (sd->faults & SIM_FAULT_UPLOAD_ERROR)) {
 		sim_unlock();
 		free(op);
 		device_record_error(d, "simulated upload %llu failed (asked)",
@@ -208,7 +208,7 @@ static int sim_upload_start(struct device *d, const void *host,
 	if (!r) {
 		sim_enqueue_locked(sd->upload, op);
 		done = sim_record_locked(sd->upload);
-		if (nth)
+		if (fail_this)
 			sd->fail_finish_at = done.at;
 	}
 	sim_unlock();
