@@ -171,8 +171,9 @@ static void write_fixed(const char *dir)
 }
 
 /* Raw blocks staged to the GPU: the same bytes as the host path's, two
- * epochs, most of the reads staged. */
-static void check_staged(const char *dir)
+ * epochs, most of the reads staged, by @workers decode threads (one
+ * alone always reads its next part while the last one uploads). */
+static void check_staged(const char *dir, uint32_t workers)
 {
 	struct sluice_loader_config cfg;
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -181,14 +182,13 @@ static void check_staged(const char *dir)
 	sluice_batch *hb, *gb;
 	int rh;
 
-	write_fixed(dir);
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.batch_size = 16;
 	cfg.shuffle = SLUICE_SHUFFLE_BLOCK;   /* as test_stream's */
 	cfg.seed = 9;
 	cfg.memory_bytes = 64u << 20;
-	cfg.decode_threads = 2;
+	cfg.decode_threads = workers;
 	cfg.direct_io = SLUICE_DIRECT_IO_OFF;
 	cfg.device = SLUICE_DEVICE_HOST;
 	if (sluice_loader_open(ds, &cfg, &host)) {
@@ -216,8 +216,9 @@ static void check_staged(const char *dir)
 		T_EQ(sluice_loader_next(gpu, &gb), SLUICE_EOF);
 	}
 	T_OK(sluice_loader_stats(gpu, &st));
-	printf("staged: %.1f of %.1f MB read, %.1f MB checked on the GPU, %llu of %llu batches gathered\n",
-	       st.bytes_staged / 1e6, st.read.bytes / 1e6,
+	printf("staged, %u workers: %.1f of %.1f MB read (%.1f MB uploaded while the next part was read), %.1f MB checked on the GPU, %llu of %llu batches gathered\n",
+	       workers, st.bytes_staged / 1e6, st.read.bytes / 1e6,
+	       st.bytes_staged_overlapped / 1e6,
 	       st.bytes_verified_device / 1e6,
 	       (unsigned long long)st.batches_gathered,
 	       (unsigned long long)st.batches);
@@ -225,6 +226,10 @@ static void check_staged(const char *dir)
 	T_LT(st.read.bytes / 2, st.bytes_staged);
 	/* and the read-ahead's blocks still coming in (not read yet) */
 	T_ASSERT(st.bytes_staged <= st.read.bytes + st.io_memory_bytes);
+	/* the uploads in flight while reads went on (fetch.c) */
+	T_ASSERT(st.bytes_staged_overlapped <= st.bytes_staged);
+	if (workers == 1)
+		T_LT(0, st.bytes_staged_overlapped);
 	sluice_loader_close(host);
 	sluice_loader_close(gpu);
 	sluice_dataset_close(ds);
@@ -307,7 +312,9 @@ int main(void)
 	check_stream_safety(ds);
 	sluice_dataset_close(ds);
 	snprintf(path, sizeof(path), "%s/fixed", dir);
-	check_staged(path);
+	write_fixed(path);
+	check_staged(path, 2);
+	check_staged(path, 1);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
