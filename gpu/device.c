@@ -346,18 +346,12 @@ int device_upload_finish(struct device *d, struct device_upload *u)
 	return u->len ? d->ops->upload_finish(d, u) : 0;
 }
 
-int device_upload_from(struct device *d, const void *io, const void *src,
-		       size_t len)
-{
-	struct device_upload u;
-	int r = device_upload_start(d, io, src, len, &u);
-
-	return r ? r : device_upload_finish(d, &u);
-}
-
 int device_upload(struct device *d, const void *host, size_t len)
 {
-	return device_upload_from(d, host, host, len);
+	struct device_upload u;
+	int r = device_upload_start(d, host, host, len, &u);
+
+	return r ? r : device_upload_finish(d, &u);
 }
 
 int device_checksum(struct device *d, const void *host, size_t len,

@@ -150,16 +150,6 @@ struct gather_run {
  */
 int device_upload(struct device *d, const void *host, size_t len);
 
-/*
- * device_upload_from - as device_upload(), but the bytes come from @src,
- * anywhere in the arena, and go to @io's device mirror: a fetched part
- * in its staging buffer (pipeline/fetch.c), whose host bytes at @io are
- * never written.  Host: the memcpy that puts them at @io.
- * @return: as device_upload() (-EINVAL also for @src outside the arena).
- */
-int device_upload_from(struct device *d, const void *io, const void *src,
-		       size_t len);
-
 /* An upload in flight: device_upload_start() fills it, and
  * device_upload_finish() waits for it and lets go of what it holds. */
 struct device_upload {
@@ -170,15 +160,20 @@ struct device_upload {
 };
 
 /*
- * device_upload_start - device_upload_from() in two halves, so that the
- * caller works while the copy runs: this one returns once the copy is
- * queued, and @src must stay untouched until device_upload_finish(@u)
- * returns, which waits for it (sleeping) and must follow, on any path.
+ * device_upload_start - device_upload() in two halves, so that the
+ * caller works while the copy runs, and from @src, anywhere in the
+ * arena, to @io's device mirror: a fetched part in its staging buffer
+ * (pipeline/fetch.c), whose host bytes at @io are never written.  Start
+ * returns once the copy is queued, and @src must stay untouched until
+ * device_upload_finish(@u) returns, which waits for it (sleeping) and
+ * must follow, on any path.
  * An upload lane is held in between: a thread has at most one upload
  * started, and takes no other lane (an upload, a checksum) until it
- * finishes it.  Host: the memcpy, all in start.
- * @return: start, as device_upload_from(); when it fails, nothing is
- *	in flight and finish must not be called.  Finish: 0, or
+ * finishes it.  Host: the memcpy that puts the bytes at @io, all in
+ * start.
+ * @return: start, as device_upload() (-EINVAL also for @src outside the
+ *	arena); when it fails, nothing is in flight and finish must not be
+ *	called.  Finish: 0, or
  *	-SLUICE_ECUDA when the copy failed (message in
  *	device_last_error()); the lane is let go either way, and nothing
  *	reads @src any more.

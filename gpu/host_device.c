@@ -135,7 +135,7 @@ static int host_copy_slot(struct device *d, uint32_t i, const void *host,
 }
 
 /* The io memory is its own mirror: only bytes from elsewhere move
- * (device_upload_from; the loader fetches nothing here, as this device
+ * (device_upload_start; the loader fetches nothing here, as this device
  * takes no checksums, but the call means the same on every device). */
 static int host_upload_start(struct device *d, const void *host,
 			     struct device_upload *u)
