@@ -204,6 +204,11 @@ int file_open_regular(const char *path, int flags, struct stat *st,
 /* "a FIFO", "a directory", ...: what a file of @mode is, for messages. */
 const char *file_kind(mode_t mode);
 
+/* Whether the page cache holds at least half of @fd's pages (cachestat,
+ * else mincore; 0 when the kernel cannot say): direct_io AUTO reads such
+ * a file buffered, and the bench's disk probe does as the loader did. */
+int file_mostly_cached(int fd);
+
 /* ------------------------------------------------------------------ */
 /* The writer lock of a folder                                         */
 /* ------------------------------------------------------------------ */

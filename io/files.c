@@ -15,13 +15,10 @@
 
 #include "ring_private.h"
 #include "sluice.h"
+#include "sluice_tools.h"
 
 /* Alignment when the kernel does not say (no STATX_DIOALIGN). */
 #define DIO_ALIGN_DEFAULT 4096u
-/* direct=-1 reads a file buffered when at least this share is cached:
- * the device then serves at most the other half. */
-#define CACHED_SHARE_NUM 1u
-#define CACHED_SHARE_DEN 2u
 /* register_files in one go up to here; beyond, a sparse table. */
 #define FILES_DENSE_MAX 1024u
 #define FILES_UPDATE_CHUNK 256u
@@ -104,13 +101,11 @@ fail:
  * else -1 (also when the kernel cannot say: O_DIRECT is then tried). */
 static int open_if_cached(const char *path)
 {
-	uint64_t cached, total;
 	int fd = ring_open_regular(path, O_RDONLY);
 
 	if (fd < 0)
 		return -1;
-	if (file_cached_pages(fd, &cached, &total) == 0 && total > 0 &&
-	    cached * CACHED_SHARE_DEN >= total * CACHED_SHARE_NUM)
+	if (file_mostly_cached(fd))
 		return fd;
 	close(fd);
 	return -1;

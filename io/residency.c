@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 #include "ring_private.h"
+#include "sluice_tools.h"
+
+/* A file the page cache holds at least this share of is "mostly cached":
+ * the device would then serve at most the other half. */
+#define CACHED_SHARE_NUM 1u
+#define CACHED_SHARE_DEN 2u
 
 #ifndef __NR_cachestat
 #define __NR_cachestat 451   /* the same on every architecture */
@@ -101,4 +107,12 @@ int file_cached_pages(int fd, uint64_t *cached, uint64_t *total)
 	if (r == 0 && *cached > *total)
 		*cached = *total;
 	return r;
+}
+
+int file_mostly_cached(int fd)
+{
+	uint64_t cached, total;
+
+	return file_cached_pages(fd, &cached, &total) == 0 && total > 0 &&
+	       cached * CACHED_SHARE_DEN >= total * CACHED_SHARE_NUM;
 }

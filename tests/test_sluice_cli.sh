@@ -178,6 +178,8 @@ if not c["records_per_s"] <= lim["decompression"]["records_per_s"] * (1 + 1e-9):
     bad.append("cpus %r above decompression alone" % c)
 close(r["samples_per_s"] / m, lim["achieved_fraction"], "achieved fraction")
 d = lim["disk_probe"]
+if d["pattern"] != "sequential" or d["block_bytes"] != 1 << 20:
+    bad.append("disk probe of block reads: %r" % d)
 if d["bytes"] != b["dataset"]["file_bytes"]:
     bad.append("disk probe read %d of %d file bytes" % (d["bytes"], b["dataset"]["file_bytes"]))
 close(d["bytes"] / d["seconds"] / 1e9, lim["disk"]["gbps"], "disk GB/s")
@@ -292,6 +294,45 @@ fi
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; sys.exit(not (r["range_records"] >= 300 and r["blocks_read"] == 0))' "$T/fixed.json" &&
 	ok "bench --shuffle full: range reads, no block read" ||
 	fail "bench --shuffle full: range reads not counted"
+# Its disk limit reads the way the loader did: pieces of its average
+# range read (to the nearest 4 KiB) at random places, each once, and
+# counts records as the loader's range reads brought them.
+# With O_DIRECT (where the filesystem takes it) the same, through io_uring.
+cat > "$T/probe_check.py" <<'EOF'
+import json, os, sys
+b = json.load(open(sys.argv[1]))
+r, lim = b["result"], b["limits"]
+d = lim["disk_probe"]
+piece = max(4096, (r["read_bytes"] // r["range_reads"] + 2048) // 4096 * 4096)
+want = sum(-(-os.path.getsize(f) // piece) for f in sys.argv[2:])
+rate = d["reads"] / d["seconds"] * r["range_records"] / r["range_reads"]
+bad = []
+if d["pattern"] != "random" or d["block_bytes"] != piece:
+    bad.append("pattern %r, %d-byte pieces, want random %d" % (d["pattern"], d["block_bytes"], piece))
+if d["reads"] != want or d["bytes"] != b["dataset"]["file_bytes"]:
+    bad.append("%d reads of %d bytes, want %d of every file byte" % (d["reads"], d["bytes"], want))
+if abs(rate - lim["disk"]["records_per_s"]) > 1e-6 * rate:
+    bad.append("records/s %r, want %r" % (lim["disk"]["records_per_s"], rate))
+engine = "io_uring" if d["direct_files"] else "pread"
+if d["engine"] != engine or d["direct_files"] + d["buffered_files"] != len(sys.argv) - 2:
+    bad.append("engine %r for %r" % (d["engine"], d))
+if bad:
+    print("FAIL: bench --shuffle full disk probe: " + "; ".join(bad)); sys.exit(1)
+EOF
+python3 "$T/probe_check.py" "$T/fixed.json" "$T"/fixed/*.dls &&
+	ok "bench --shuffle full: disk probe reads random record-sized pieces" ||
+	failures=$((failures + 1))
+if "$SLUICE" bench "$T/fixed" --shuffle full --direct on --json \
+	> "$T/fixed_direct.json" 2> "$T/fixed_direct.err"; then
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["limits"]["disk_probe"]; sys.exit(d["direct_files"] != 3)' "$T/fixed_direct.json" &&
+	python3 "$T/probe_check.py" "$T/fixed_direct.json" "$T"/fixed/*.dls &&
+		ok "bench --shuffle full --direct on: the probe's pieces by io_uring" ||
+		fail "bench --shuffle full --direct on: $(cat "$T/fixed_direct.json")"
+elif grep -q "O_DIRECT" "$T/fixed_direct.err"; then
+	echo "skip: O_DIRECT refused where \$T is: $(cat "$T/fixed_direct.err")"
+else
+	fail "bench --direct on: $(cat "$T/fixed_direct.err")"
+fi
 "$SLUICE" stream "$T/fixed" --range-reads sometimes > /dev/null 2>&1
 [ $? -eq 2 ] && ok "--range-reads sometimes: usage error" ||
 	fail "--range-reads sometimes: not a usage error"

@@ -110,6 +110,30 @@ static void derive_cpus(const struct bench_report *r, int gathered,
 				 (double)s->raw_bytes);
 }
 
+/* How the disk probe read: "O_DIRECT", "buffered (page cache)", or
+ * "O_DIRECT, N files buffered" (direct_io auto: mostly cached ones). */
+static const char *disk_mode(const struct disk_limit *d)
+{
+	static _Thread_local char buf[64];
+
+	if (d->buffered_files == 0 && d->direct)
+		return "O_DIRECT";
+	if (d->direct_files == 0)
+		return "buffered (page cache)";
+	snprintf(buf, sizeof(buf), "O_DIRECT, %u file%s buffered",
+		 d->buffered_files, d->buffered_files == 1 ? "" : "s");
+	return buf;
+}
+
+/* What read: io_uring, but pread(2) for random pieces of buffered files
+ * (the loader's workers read record ranges from the page cache so). */
+static const char *disk_engine(const struct disk_limit *d)
+{
+	if (!d->random || d->buffered_files == 0)
+		return "io_uring";
+	return d->direct_files ? "io_uring and pread" : "pread";
+}
+
 static void derive_limits(const struct bench_report *r, struct figures *x)
 {
 	const struct shard_set *s = r->shards;
@@ -125,10 +149,18 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 	if (r->disk && s) {
 		x->disk.gbps = div0((double)r->disk->bytes,
 				    r->disk->seconds) / GB;
-		/* File bytes (headers, index, alignment) per record: what a
-		 * reader of every record has to move. */
-		x->disk.records_s = div0(x->disk.gbps * GB * recs,
-					 (double)s->file_bytes);
+		if (r->disk->random)
+			/* Reads like the loader's range reads, each of which
+			 * brought it range_records / range_reads records. */
+			x->disk.records_s = div0((double)r->disk->ops *
+						 (double)st->range_records,
+						 r->disk->seconds *
+						 (double)st->range_reads);
+		else
+			/* File bytes (headers, index, alignment) per record:
+			 * what a reader of every record has to move. */
+			x->disk.records_s = div0(x->disk.gbps * GB * recs,
+						 (double)s->file_bytes);
 	}
 	x->cpu.name = s && s->zstd_blocks ? "decompression"
 		    : gathered ? "verify" : "copy";
@@ -365,12 +397,15 @@ void report_text(FILE *f, const struct bench_report *r)
 		fprintf(f, "fallbacks %s\n", st->fallbacks);
 	fprintf(f, "limits (same data, measured after the run)\n");
 	if (r->disk) {
-		snprintf(buf, sizeof(buf),
-			 "io_uring %u KiB x QD %u x %u threads, %s%s%s",
-			 r->disk->block_bytes >> 10, r->disk->queue_depth,
-			 r->disk->threads,
-			 r->disk->direct ? "O_DIRECT" : "buffered (page cache)",
-			 r->disk->note[0] ? "; " : "", r->disk->note);
+		const struct disk_limit *d = r->disk;
+		char qd[32] = "";
+
+		if (strcmp(disk_engine(d), "pread") != 0)
+			snprintf(qd, sizeof(qd), " x QD %u", d->queue_depth);
+		snprintf(buf, sizeof(buf), "%s %s%u KiB%s x %u threads, %s%s%s",
+			 disk_engine(d), d->random ? "random " : "",
+			 d->block_bytes >> 10, qd, d->threads, disk_mode(d),
+			 d->note[0] ? "; " : "", d->note);
 		text_limit(f, &x.disk, buf);
 	} else {
 		text_limit(f, &x.disk, r->disk_error ? r->disk_error
@@ -620,15 +655,28 @@ static void json_limits(FILE *f, const struct bench_report *r,
 	const int zstd = r->shards && r->shards->zstd_blocks;
 
 	fputs(",\"limits\":{", f);
+	char status[96];
+
+	if (r->disk)
+		snprintf(status, sizeof(status), "measured, %s",
+			 disk_mode(r->disk));
 	json_limit(f, &x->disk,
-		   r->disk ? (r->disk->direct ? "measured, O_DIRECT"
-					      : "measured, buffered (page cache)")
+		   r->disk ? status
 			   : r->disk_error ? r->disk_error : "not measured",
 		   0);
 	if (r->disk) {
 		fputs("\"disk_probe\":{", f);
 		jint(f, "bytes", r->disk->bytes, 0);
+		jint(f, "reads", r->disk->ops, 0);
 		jnum(f, "seconds", r->disk->seconds, 0);
+		fputs("\"engine\":", f);
+		cli_json_string(f, disk_engine(r->disk));
+		fputs(",\"pattern\":", f);
+		cli_json_string(f, r->disk->random ? "random" : "sequential");
+		fputc(',', f);
+		jint(f, "direct_files", r->disk->direct_files, 0);
+		jint(f, "buffered_files", r->disk->buffered_files, 0);
+		jint(f, "cached_files", r->disk->cached_files, 0);
 		jint(f, "block_bytes", r->disk->block_bytes, 0);
 		jint(f, "queue_depth", r->disk->queue_depth, 0);
 		jint(f, "threads", r->disk->threads, 0);

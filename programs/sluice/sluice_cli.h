@@ -162,7 +162,13 @@ struct disk_limit {
 	double cpu_s;            /* the process's CPU over the reads (user +
 				    sys, io_uring's kernel workers too):
 				    the page cache's copies */
+	uint64_t ops;            /* reads (pieces) made */
 	int direct;              /* O_DIRECT was used on every file */
+	int random;              /* pieces at random places, each once,
+				    else every byte in file order */
+	uint32_t direct_files, buffered_files; /* files read each way */
+	uint32_t cached_files;   /* of the buffered ones, direct_io auto's:
+				    mostly cached, as the loader found */
 	uint32_t block_bytes, queue_depth; /* queue depth per thread */
 	uint32_t threads;        /* reading threads, a ring each */
 	char note[200];
@@ -179,10 +185,15 @@ struct cpu_limit {
 				     and their buffers, cap them) */
 };
 
-/* Read every shard once from @threads threads, O_DIRECT when @direct
- * (and the filesystem takes it), else through the page cache. */
+/* Read the shards from @threads threads the loader's way: every byte once
+ * in order in 1 MiB pieces when @piece is 0, else pieces of @piece bytes
+ * (to the nearest 4 KiB) at random places, each once, for a few seconds;
+ * O_DIRECT when @direct is 1 (and the filesystem takes it), buffered
+ * when 0, and for -1 (direct_io auto) buffered where the page cache holds
+ * most of the file. */
 int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
-	       struct disk_limit *out, char *err, size_t errlen);
+	       uint32_t piece, struct disk_limit *out, char *err,
+	       size_t errlen);
 int limit_cpu(const struct shard_set *s, uint32_t threads,
 	      struct cpu_limit *out, char *err, size_t errlen);
 /* Write 3 to /proc/sys/vm/drop_caches after sync.  @return: 0 or -errno. */
