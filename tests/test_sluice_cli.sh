@@ -178,8 +178,9 @@ if not c["records_per_s"] <= lim["decompression"]["records_per_s"] * (1 + 1e-9):
     bad.append("cpus %r above decompression alone" % c)
 close(r["samples_per_s"] / m, lim["achieved_fraction"], "achieved fraction")
 d = lim["disk_probe"]
-if d["pattern"] != "sequential" or d["block_bytes"] != 1 << 20:
-    bad.append("disk probe of block reads: %r" % d)
+if d["pattern"] != "sequential" or d["block_bytes"] != 1 << 20 or \
+   d["reads_in_order"] != d["reads"] - b["dataset"]["shards"]:
+    bad.append("disk probe of block reads, in order: %r" % d)
 if d["bytes"] != b["dataset"]["file_bytes"]:
     bad.append("disk probe read %d of %d file bytes" % (d["bytes"], b["dataset"]["file_bytes"]))
 close(d["bytes"] / d["seconds"] / 1e9, lim["disk"]["gbps"], "disk GB/s")
@@ -295,27 +296,32 @@ fi
 	ok "bench --shuffle full: range reads, no block read" ||
 	fail "bench --shuffle full: range reads not counted"
 # Its disk limit reads the way the loader did: pieces of its average
-# range read (to the nearest 4 KiB) at random places, each once, and
-# counts records as the loader's range reads brought them.
-# With O_DIRECT (where the filesystem takes it) the same, through io_uring.
+# range read (to the nearest 4 KiB) at random places, each once (pread
+# for page-cache files), and counts the records that the loader's range
+# reads brought per byte.  With O_DIRECT (where the filesystem takes it)
+# the same through io_uring; under a low RLIMIT_NOFILE, a group of files
+# at a time.
 cat > "$T/probe_check.py" <<'EOF'
 import json, os, sys
 b = json.load(open(sys.argv[1]))
 r, lim = b["result"], b["limits"]
 d = lim["disk_probe"]
+files = sys.argv[2:]
 piece = max(4096, (r["read_bytes"] // r["range_reads"] + 2048) // 4096 * 4096)
-want = sum(-(-os.path.getsize(f) // piece) for f in sys.argv[2:])
-rate = d["reads"] / d["seconds"] * r["range_records"] / r["range_reads"]
+want = sum(-(-os.path.getsize(f) // piece) for f in files)
+rate = d["bytes"] / d["seconds"] * r["range_records"] / r["read_bytes"]
 bad = []
 if d["pattern"] != "random" or d["block_bytes"] != piece:
     bad.append("pattern %r, %d-byte pieces, want random %d" % (d["pattern"], d["block_bytes"], piece))
 if d["reads"] != want or d["bytes"] != b["dataset"]["file_bytes"]:
     bad.append("%d reads of %d bytes, want %d of every file byte" % (d["reads"], d["bytes"], want))
+if d["reads_in_order"] > d["reads"] // 4:
+    bad.append("%d of %d reads in file order" % (d["reads_in_order"], d["reads"]))
 if abs(rate - lim["disk"]["records_per_s"]) > 1e-6 * rate:
     bad.append("records/s %r, want %r" % (lim["disk"]["records_per_s"], rate))
-engine = "io_uring" if d["direct_files"] else "pread"
-if d["engine"] != engine or d["direct_files"] + d["buffered_files"] != len(sys.argv) - 2:
-    bad.append("engine %r for %r" % (d["engine"], d))
+preads = 0 if d["direct_files"] == len(files) else d["reads"]
+if d["preads"] != preads or d["direct_files"] + d["buffered_files"] != len(files):
+    bad.append("%d preads, want %d: %r" % (d["preads"], preads, d))
 if bad:
     print("FAIL: bench --shuffle full disk probe: " + "; ".join(bad)); sys.exit(1)
 EOF
@@ -332,6 +338,17 @@ elif grep -q "O_DIRECT" "$T/fixed_direct.err"; then
 	echo "skip: O_DIRECT refused where \$T is: $(cat "$T/fixed_direct.err")"
 else
 	fail "bench --direct on: $(cat "$T/fixed_direct.err")"
+fi
+"$SHARD" convert --from synth --out "$T/shards40" --records 400 --seed 5 \
+	--field image:uint8:3x20x20 --field label:int64 --records-per-shard 10 \
+	--block-size 8K --compression none --quiet || fail "convert shards40"
+if (ulimit -n 128 && "$SLUICE" bench "$T/shards40" --shuffle full --json \
+	> "$T/shards40.json" 2> "$T/shards40.err"); then
+	python3 "$T/probe_check.py" "$T/shards40.json" "$T"/shards40/*.dls &&
+		ok "bench --shuffle full, 40 shards, 128 descriptors: the probe reads them 32 at a time" ||
+		failures=$((failures + 1))
+else
+	fail "bench, 40 shards, 128 descriptors: $(cat "$T/shards40.err")"
 fi
 "$SLUICE" stream "$T/fixed" --range-reads sometimes > /dev/null 2>&1
 [ $? -eq 2 ] && ok "--range-reads sometimes: usage error" ||

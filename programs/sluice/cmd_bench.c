@@ -40,27 +40,6 @@ static int probe_direct(const struct cli_opts *o, const struct sluice_stats *st)
 	       : o->cfg.direct_io == SLUICE_DIRECT_IO_ON ? 1 : -1;
 }
 
-/*
- * The disk probe's piece: 0 (1 MiB in file order) where the loader read
- * whole blocks; the average record-range read where those carried most of
- * the bytes it read (full shuffle), so that the probe reads the way it
- * did, at random places.
- */
-static uint32_t probe_piece(const struct sluice_stats *st,
-			    const struct shard_set *s)
-{
-	double block = s->blocks ? (double)s->file_bytes / (double)s->blocks
-				 : 0;
-	double ranges = (double)st->read.bytes - block * (double)st->blocks_read;
-	double piece;
-
-	if (st->range_reads == 0 || ranges * 2 < (double)st->read.bytes)
-		return 0;
-	piece = ranges / (double)st->range_reads;
-	return piece < 1 ? 1 : piece > UINT32_MAX ? UINT32_MAX
-						  : (uint32_t)piece;
-}
-
 int cmd_bench(int argc, char **argv)
 {
 	static char disk_err[512], cpu_err[512];
@@ -108,7 +87,7 @@ int cmd_bench(int argc, char **argv)
 	 * blocks in order or records at random), from as many threads as
 	 * there are CPUs. */
 	if (limit_disk(&shards, online_cpus(), probe_direct(&o, &res.stats),
-		       probe_piece(&res.stats, &shards), &disk, disk_err,
+		       disk_probe_piece(&res.stats, &shards), &disk, disk_err,
 		       sizeof(disk_err)) == 0)
 		rep.disk = &disk;
 	/* The machine's limit, on every CPU whatever --decode-threads

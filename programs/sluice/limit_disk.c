@@ -12,8 +12,9 @@
  *             ones.
  * O_DIRECT, buffered or, for direct_io auto, buffered just where the file
  * is mostly cached, as the loader chose.  Files are opened in turn
- * (random: DISK_RANDOM_FILES at a time), so that a dataset of more shards
- * than RLIMIT_NOFILE allows is read too.
+ * (random: a group at a time, DISK_RANDOM_FILES at most and a quarter of
+ * RLIMIT_NOFILE), so that a dataset of more shards than RLIMIT_NOFILE
+ * allows is read too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +40,7 @@
 #define DISK_THREADS_MAX 32u
 #define DISK_ALIGN 4096u
 #define DISK_BUF_ALIGN (2u << 20) /* a huge page */
-#define DISK_RANDOM_FILES 256u  /* open at once, well under RLIMIT_NOFILE */
+#define DISK_RANDOM_FILES 256u  /* open at once, at most */
 #define DISK_RANDOM_SECONDS 5.0 /* enough for a steady rate */
 
 struct disk_read {
@@ -61,20 +62,23 @@ struct disk_probe {
 	int direct;             /* 1, 0, or -1: as direct_io auto chooses */
 	uint32_t piece;         /* bytes per read */
 	uint32_t qd;            /* per thread */
-	/* in order: the next piece's place */
+	/* in order: the file of the next piece */
 	uint32_t next_file;
-	uint64_t next_offset;
 	/* random: files [group_first, group_end) at a time, their pieces
-	 * numbered in file order from group_base[], visited in the order
-	 * of a keyed shuffle of [0, group_pieces): each once */
+	 * numbered in file order from group_base[], visited in a fixed
+	 * shuffled order of [0, group_pieces): each once */
 	int random;
 	uint64_t *group_base;   /* per file of the group, and its end */
-	uint32_t group_first, group_end;
+	uint32_t group_first, group_end, group_files_max;
 	uint64_t group_pieces, group_next;
 	unsigned half_bits;     /* the shuffle's: 2 x half_bits cover it */
 
 	uint64_t stop_ns;       /* random: queue nothing after this */
-	uint64_t bytes, ops;
+	uint64_t bytes, ring_ops, pread_ops;
+	/* reads that began where the one queued before them ended */
+	uint64_t in_order;
+	uint32_t last_file;
+	uint64_t last_end;
 	int error;              /* the first thread's error */
 	struct disk_limit *out;
 	char *err;
@@ -144,8 +148,9 @@ static int open_file(struct disk_probe *p, uint32_t i)
 	return 0;
 }
 
-/* A file is closed once its last piece is queued and none is in flight,
- * so that at most threads x qd + the files being read are open at once.
+/* A file is closed once its last piece is queued and none is in flight:
+ * in order, at most threads x qd + 1 files are open at once; random, the
+ * group's files and the last group's stragglers.
  * Under mu. */
 static void maybe_close(struct disk_probe *p, uint32_t i)
 {
@@ -155,7 +160,7 @@ static void maybe_close(struct disk_probe *p, uint32_t i)
 	p->fds[i] = -1;
 }
 
-/* A keyed bijection of [0, 2^(2 x half_bits)): a four-round Feistel
+/* A bijection of [0, 2^(2 x half_bits)): a four-round Feistel
  * network over the two halves of @x (splitmix64's mixer as the round). */
 static uint64_t feistel(uint64_t x, unsigned half_bits)
 {
@@ -192,8 +197,8 @@ static int next_group(struct disk_probe *p)
 
 	if (first >= p->nfiles)
 		return 0;
-	end = p->nfiles - first < DISK_RANDOM_FILES ? p->nfiles
-						    : first + DISK_RANDOM_FILES;
+	end = p->nfiles - first < p->group_files_max
+		? p->nfiles : first + p->group_files_max;
 	p->group_base[0] = 0;
 	for (uint32_t i = first; i < end; i++)
 		p->group_base[i - first + 1] = p->group_base[i - first] +
@@ -270,6 +275,9 @@ static int next_piece(struct disk_probe *p, struct disk_read *rd)
 			     ~(uint64_t)(DISK_ALIGN - 1))
 		: p->piece;
 	p->unqueued[file]--;
+	p->in_order += file == p->last_file && rd->offset == p->last_end;
+	p->last_file = file;
+	p->last_end = rd->offset + rd->length;
 	return 1;
 }
 
@@ -309,7 +317,7 @@ static int reap(struct disk_worker *w, struct disk_read *rd, int res)
 		queue_read(w, rd);
 		return 0;
 	}
-	p->ops++;
+	p->ring_ops++;
 	return 1;
 }
 
@@ -349,7 +357,7 @@ static int read_now(struct disk_probe *p, const struct disk_read *rd)
 	pthread_mutex_lock(&p->mu);
 	p->inflight[rd->file]--;
 	p->bytes += got;
-	p->ops += r == 0;
+	p->pread_ops += r == 0;
 	maybe_close(p, rd->file);
 	return r;
 }
@@ -440,6 +448,42 @@ static double process_cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
+double range_read_bytes(const struct sluice_stats *st,
+			const struct shard_set *s)
+{
+	double block = s->blocks ? (double)s->file_bytes / (double)s->blocks
+				 : 0;
+	double ranges = (double)st->read.bytes - block * (double)st->blocks_read;
+
+	return ranges > 0 ? ranges : 0;
+}
+
+uint32_t disk_probe_piece(const struct sluice_stats *st,
+			  const struct shard_set *s)
+{
+	double ranges = range_read_bytes(st, s), piece;
+
+	if (st->range_reads == 0 || ranges * 2 < (double)st->read.bytes)
+		return 0;
+	piece = ranges / (double)st->range_reads;
+	return piece < 1 ? 1 : piece > UINT32_MAX ? UINT32_MAX
+						  : (uint32_t)piece;
+}
+
+/* Files a random group may hold open: DISK_RANDOM_FILES, at most a
+ * quarter of RLIMIT_NOFILE (the rest: the process's own, and the
+ * stragglers of the group before). */
+static uint32_t group_files_max(void)
+{
+	struct rlimit rl;
+	uint64_t n = DISK_RANDOM_FILES;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < n)
+		n = rl.rlim_cur / 4;
+	return n ? (uint32_t)n : 1;
+}
+
 /* The probe's shape for @piece (0: in order, 1 MiB) into @p and @out. */
 static void disk_shape(struct disk_probe *p, uint32_t piece,
 		       struct disk_limit *out)
@@ -457,8 +501,6 @@ static void disk_shape(struct disk_probe *p, uint32_t piece,
 		/* no more buffer per thread than in order: DISK_QD MiB */
 		p->qd = p->piece <= DISK_QD * DISK_BLOCK / DISK_RANDOM_QD
 			? DISK_RANDOM_QD : DISK_QD * DISK_BLOCK / p->piece;
-		p->stop_ns = clock_ns() +
-			     (uint64_t)(DISK_RANDOM_SECONDS * 1e9);
 	}
 	out->random = p->random;
 	out->block_bytes = p->piece;
@@ -496,6 +538,8 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	p.group_base = calloc(DISK_RANDOM_FILES + 1, sizeof(*p.group_base));
 	w = calloc(threads, sizeof(*w));
 	disk_shape(&p, piece, out);
+	p.group_files_max = group_files_max();
+	p.last_file = UINT32_MAX;
 	buf_bytes = (size_t)threads * p.qd * p.piece;
 	r = posix_memalign((void **)&bufs, DISK_BUF_ALIGN, buf_bytes);
 	/* Huge pages where the kernel gives them, as the loader's arena
@@ -539,6 +583,7 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 		double cpu0 = process_cpu_s();
 
 		t0 = clock_ns();
+		p.stop_ns = t0 + (uint64_t)(DISK_RANDOM_SECONDS * 1e9);
 		for (uint32_t t = 0; t < threads; t++)
 			if (pthread_create(&w[t].thread, NULL,
 					   disk_worker_main, &w[t]) == 0)
@@ -550,7 +595,9 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 		out->seconds = (double)(clock_ns() - t0) / 1e9;
 		out->cpu_s = process_cpu_s() - cpu0;
 		out->bytes = p.bytes;
-		out->ops = p.ops;
+		out->ops = p.ring_ops + p.pread_ops;
+		out->pread_ops = p.pread_ops;
+		out->in_order = p.in_order;
 		out->threads = running;
 		r = running ? p.error : -EAGAIN;
 		if (r && errlen && !err[0]) /* else: a file did not open */

@@ -18,6 +18,7 @@
 /* Under this, start-up and the first reads dominate what is measured
  * (the demo's 3 MB: a 1 ms run). */
 #define SHORT_RUN_S 0.5
+#define SHORT_PROBE_S 0.05
 
 struct limit {
 	const char *name;        /* NULL: not applicable */
@@ -129,9 +130,9 @@ static const char *disk_mode(const struct disk_limit *d)
  * (the loader's workers read record ranges from the page cache so). */
 static const char *disk_engine(const struct disk_limit *d)
 {
-	if (!d->random || d->buffered_files == 0)
+	if (d->pread_ops == 0)
 		return "io_uring";
-	return d->direct_files ? "io_uring and pread" : "pread";
+	return d->pread_ops < d->ops ? "io_uring and pread" : "pread";
 }
 
 static void derive_limits(const struct bench_report *r, struct figures *x)
@@ -150,12 +151,12 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 		x->disk.gbps = div0((double)r->disk->bytes,
 				    r->disk->seconds) / GB;
 		if (r->disk->random)
-			/* Reads like the loader's range reads, each of which
-			 * brought it range_records / range_reads records. */
-			x->disk.records_s = div0((double)r->disk->ops *
+			/* Read like the loader's range reads, whose bytes
+			 * brought it range_records records (bytes, not reads:
+			 * a piece is at most 1 MiB, a range read up to 4). */
+			x->disk.records_s = div0(x->disk.gbps * GB *
 						 (double)st->range_records,
-						 r->disk->seconds *
-						 (double)st->range_reads);
+						 range_read_bytes(st, s));
 		else
 			/* File bytes (headers, index, alignment) per record:
 			 * what a reader of every record has to move. */
@@ -454,6 +455,9 @@ void report_text(FILE *f, const struct bench_report *r)
 	if (x.wall_s < SHORT_RUN_S)
 		fprintf(f, "note     the run took %.3f s: too short for these rates, percentages and ratios to mean much (start-up and the first reads dominate); bench a dataset of a GB or more, or more --epochs\n",
 			x.wall_s);
+	if (r->disk && r->disk->seconds < SHORT_PROBE_S)
+		fprintf(f, "note     the disk probe took %.3f s (%llu reads): too short for its rate to mean much (opening the files and the first reads dominate)\n",
+			r->disk->seconds, (unsigned long long)r->disk->ops);
 	if (r->o->trace_path)
 		fprintf(f, "trace    %s (%llu events)\n", r->o->trace_path,
 			(unsigned long long)r->trace_events);
@@ -668,6 +672,8 @@ static void json_limits(FILE *f, const struct bench_report *r,
 		fputs("\"disk_probe\":{", f);
 		jint(f, "bytes", r->disk->bytes, 0);
 		jint(f, "reads", r->disk->ops, 0);
+		jint(f, "preads", r->disk->pread_ops, 0);
+		jint(f, "reads_in_order", r->disk->in_order, 0);
 		jnum(f, "seconds", r->disk->seconds, 0);
 		fputs("\"engine\":", f);
 		cli_json_string(f, disk_engine(r->disk));
@@ -678,7 +684,9 @@ static void json_limits(FILE *f, const struct bench_report *r,
 		jint(f, "buffered_files", r->disk->buffered_files, 0);
 		jint(f, "cached_files", r->disk->cached_files, 0);
 		jint(f, "block_bytes", r->disk->block_bytes, 0);
-		jint(f, "queue_depth", r->disk->queue_depth, 0);
+		/* pread: one read at a time per thread */
+		jint(f, "queue_depth", strcmp(disk_engine(r->disk), "pread")
+				       ? r->disk->queue_depth : 1, 0);
 		jint(f, "threads", r->disk->threads, 0);
 		jnum(f, "cpu_seconds", r->disk->cpu_s, 0);
 		fputs("\"note\":", f);

@@ -163,6 +163,10 @@ struct disk_limit {
 				    sys, io_uring's kernel workers too):
 				    the page cache's copies */
 	uint64_t ops;            /* reads (pieces) made */
+	uint64_t pread_ops;      /* of which by pread(2), the rest io_uring */
+	uint64_t in_order;       /* reads that began where the one queued
+				    before them ended: all but one per file
+				    in order, few at random */
 	int direct;              /* O_DIRECT was used on every file */
 	int random;              /* pieces at random places, each once,
 				    else every byte in file order */
@@ -194,6 +198,15 @@ struct cpu_limit {
 int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	       uint32_t piece, struct disk_limit *out, char *err,
 	       size_t errlen);
+/* The bytes the loader's record-range reads moved (what it read, less
+ * its whole blocks at their average size). */
+double range_read_bytes(const struct sluice_stats *st,
+			const struct shard_set *s);
+/* The probe's @piece for the loader's way of reading: 0 (in order) where
+ * it read whole blocks; the average range read where those carried most
+ * of the bytes it read (full shuffle). */
+uint32_t disk_probe_piece(const struct sluice_stats *st,
+			  const struct shard_set *s);
 int limit_cpu(const struct shard_set *s, uint32_t threads,
 	      struct cpu_limit *out, char *err, size_t errlen);
 /* Write 3 to /proc/sys/vm/drop_caches after sync.  @return: 0 or -errno. */
