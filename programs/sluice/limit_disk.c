@@ -507,6 +507,15 @@ static void disk_shape(struct disk_probe *p, uint32_t piece,
 	out->queue_depth = p->qd;
 }
 
+static void probe_free(struct disk_probe *p)
+{
+	free(p->fds);
+	free(p->buffered);
+	free(p->inflight);
+	free(p->unqueued);
+	free(p->group_base);
+}
+
 int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	       uint32_t piece, struct disk_limit *out, char *err,
 	       size_t errlen)
@@ -547,15 +556,11 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	 * long segments, which a virtual disk takes as fewer requests. */
 	if (!r)
 		(void)madvise(bufs, buf_bytes, MADV_HUGEPAGE);
-	if (!p.fds || !p.buffered || !p.inflight || !p.unqueued || !p.group_base || !w ||
-	    r) {
+	if (!p.fds || !p.buffered || !p.inflight || !p.unqueued ||
+	    !p.group_base || !w || r) {
 		if (!r)
 			free(bufs);
-		free(p.fds);
-		free(p.buffered);
-		free(p.inflight);
-		free(p.unqueued);
-		free(p.group_base);
+		probe_free(&p);
 		free(w);
 		return -ENOMEM;
 	}
@@ -610,11 +615,7 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 		if (p.fds[i] >= 0)
 			close(p.fds[i]);
 	pthread_mutex_destroy(&p.mu);
-	free(p.fds);
-	free(p.buffered);
-	free(p.inflight);
-	free(p.unqueued);
-	free(p.group_base);
+	probe_free(&p);
 	free(w);
 	free(bufs);
 	return r;
