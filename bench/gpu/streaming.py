@@ -171,10 +171,15 @@ def interleaved(sluice, rows, timeout, out, path):
     row, then run k + 1 of every row, so that a drift of the shared
     machine over the run (page cache, clocks, neighbours) falls on all
     of them alike, not on whichever row ran first.  A row whose run
-    failed runs no more.  Saves the rows so far after every round."""
+    failed runs no more.  Saves the rows so far after every round, and
+    each run's whole `sluice bench --json` in streaming-runs/ beside
+    @path (every stage's busy and wait time, CPU by stage: what a row's
+    medians leave out, for reading after the lease)."""
     got = [[] for _ in rows]
     err = [None] * len(rows)
     done = []
+    raw_dir = os.path.join(os.path.dirname(path), "streaming-runs")
+    os.makedirs(raw_dir, exist_ok=True)
     for k in range(max((r[4] for r in rows), default=0)):
         for i, (name, data, args, env, runs) in enumerate(rows):
             if k >= runs or err[i]:
@@ -182,6 +187,7 @@ def interleaved(sluice, rows, timeout, out, path):
             r, err[i] = run_bench(sluice, data, args, timeout, env)
             if r is not None:
                 got[i].append(r)
+                save(r, os.path.join(raw_dir, "%s-%d.json" % (name, k + 1)))
         done = [summary(name, args, env, got[i], err[i])
                 for i, (name, data, args, env, _) in enumerate(rows)]
         save(dict(out, rows=out["rows"] + done), path)
@@ -246,6 +252,11 @@ def summary(name, args, env, got, err):
             # threads waiting for checksums on the device
             "check_threads_busy": med(r.get("device_check_threads")
                                       for r in res),
+            # decode workers asleep for want of a job: what is left of
+            # them after r/d/a/up/ck (no job to take, or none allowed)
+            "idle_threads": med(g["stages"]["decode"]["wait_seconds"] /
+                                g["result"]["seconds"] for g in got
+                                if g["result"].get("seconds")),
             "binding": got[0]["limits"].get("binding"),
             "fallbacks": got[0]["fallbacks"].get("reasons"),
         })

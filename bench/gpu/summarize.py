@@ -116,7 +116,8 @@ def streaming_lines(st):
             lines.append("  %-26s FAILED: %s" % (x["name"], x.get("error")))
             continue
         lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
-                     "mem %.2f GB  threads r/d/a/up/ck %.1f/%.1f/%.1f/%s/%s  "
+                     "mem %.2f GB  threads r/d/a/up/ck/idle "
+                     "%.1f/%.1f/%.1f/%s/%s/%s  "
                      "landed %s  on GPU %s  staged %s (overlap %s)  "
                      "ahead %s  "
                      "cpus limit %s%s" % (
@@ -127,6 +128,7 @@ def streaming_lines(st):
                          x["assemble_threads_busy"],
                          fmt(x.get("upload_threads_busy"), "%.1f"),
                          fmt(x.get("check_threads_busy"), "%.1f"),
+                         fmt(x.get("idle_threads"), "%.1f"),
                          fmt(x.get("verified_landing_fraction"), "%.2f"),
                          fmt(x.get("verified_device_fraction"), "%.2f"),
                          fmt(x.get("staged_fraction"), "%.2f"),
