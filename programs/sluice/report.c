@@ -657,10 +657,9 @@ static void json_limits(FILE *f, const struct bench_report *r,
 {
 	const struct cpu_limit *c = r->cpu;
 	const int zstd = r->shards && r->shards->zstd_blocks;
-
-	fputs(",\"limits\":{", f);
 	char status[96];
 
+	fputs(",\"limits\":{", f);
 	if (r->disk)
 		snprintf(status, sizeof(status), "measured, %s",
 			 disk_mode(r->disk));
