@@ -2,7 +2,9 @@
  * limit_disk.c - the disk limit of `sluice bench`: the shard files read
  * with raw io_uring reads from one thread and ring per online CPU, like
  * fio's numjobs (page-cache reads are CPU copies, and one thread's copies
- * were the loader's hidden ceiling), the loader's way:
+ * were the loader's hidden ceiling), the loader's way (and, as its workers
+ * read record ranges from the page cache, with pread(2) for random pieces
+ * of buffered files):
  *   in order  every byte once in 1 MiB pieces, queue depth 8 each, where
  *             the loader read whole blocks;
  *   random    pieces of the loader's average record-range read at random
