@@ -908,6 +908,10 @@ struct sluice_stats {
 					      threads spent waiting for
 					      checksums taken on the GPU
 					      (bytes_verified_device) */
+	uint64_t lock_wait_ns;             /* wall time the loader's
+					      threads (and next()'s)
+					      spent waiting for its one
+					      lock while another held it */
 };
 
 /**

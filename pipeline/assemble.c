@@ -407,7 +407,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		if (r)
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
 	}
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	for (uint32_t k = 0; k < s->nentries; k++)
 		cache_unpin(c, s->entries[k]);
 	s->nentries = 0;
@@ -434,7 +434,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 		atomic_fetch_add(&c->st_copy.bytes, bytes);
 		atomic_fetch_add(&c->st_copy.ops, 1);
 	}
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	if (r)
 		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
 				   s->place == PLACE_GATHER ? "gather" : "copy",
@@ -496,7 +496,7 @@ void run_assemble(struct loader_core *c, struct job j)
 		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);
 		atomic_fetch_add(&c->st_assemble.ops, 1);
 	}
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	last = --s->parts_left == 0;
 	next_chunk = last && s->chunk.chunked && !chunk_done_locked(c, s);
 	pthread_mutex_unlock(&c->mu);

@@ -166,7 +166,7 @@ void slot_release_ref(struct loader_core *c, struct slot *s)
 		device_slot_release(c->dev, s->id);
 		device_slot_wait_copied(c->dev, s->id);
 	}
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	batch_memory_free_locked(c, s);
 	s->state = SLOT_FREE;
 	batch_memory_grant_locked(c);

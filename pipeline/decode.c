@@ -99,7 +99,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 	/* direct.c set it before the read, fetch.c as the parts went up;
 	 * nothing else touches them now */
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	into = e->direct ? e->direct : e->scratch;
 	fetched = e->fetch.on;
 	fetch_err = e->fetch.upload_err;
@@ -147,7 +147,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	atomic_fetch_add(&c->st_decode.bytes, blk->raw_size);
 	atomic_fetch_add(&c->st_decode.ops, 1);
 
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	stream_release_locked(c, e);
 	if (r) {
 		const char *what = r == -SLUICE_ECORRUPT
@@ -187,7 +187,7 @@ void *decode_worker_main(void *arg)
 	struct io_read *ranges[FETCH_RANGES_MAX];
 	struct fetch_pending pending = { 0 };
 
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	if (!dctx)
 		loader_fail_locked(c, -ENOMEM, "cannot create a zstd context");
 	while (!c->stop) {
@@ -203,7 +203,7 @@ void *decode_worker_main(void *arg)
 			pthread_mutex_unlock(&c->mu);
 			fetch_settle(c, &pending);
 			fetch_ranges(c, ranges, nranges);
-			pthread_mutex_lock(&c->mu);
+			core_lock(c);
 			continue;
 		}
 		if (!have && !fetch_pop_locked(c, &j, &buffer)) {
@@ -214,7 +214,7 @@ void *decode_worker_main(void *arg)
 			if (pending.on) {
 				pthread_mutex_unlock(&c->mu);
 				fetch_settle(c, &pending);
-				pthread_mutex_lock(&c->mu);
+				core_lock(c);
 				continue;
 			}
 			pthread_cond_wait(&c->work_cv, &c->mu);
@@ -236,7 +236,7 @@ void *decode_worker_main(void *arg)
 			ranges_verify_part(c, j);
 		else
 			run_assemble(c, j);
-		pthread_mutex_lock(&c->mu);
+		core_lock(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 	fetch_settle(c, &pending);

@@ -67,7 +67,7 @@ static void part_done(struct loader_core *c, struct job j, uint32_t buffer,
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	int last;
 
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	c->stage.free[c->stage.nfree++] = buffer;
 	if (read_err && !e->fetch.err) {
 		e->fetch.err = read_err;
@@ -144,7 +144,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	 * fetches only finish; a block a part of which was never read
 	 * fails, in the loader's failure or its close (nothing waits for
 	 * it then) */
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	skip = e->fetch.err || e->fetch.upload_err || c->failed || c->stop;
 	if (skip && !e->fetch.err && !e->fetch.upload_err)
 		read_err = -ECANCELED;
@@ -234,7 +234,7 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n)
 	}
 	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	for (unsigned k = 0; k < n; k++)
 		range_read_done_locked(c, rds[k]);
 	pthread_mutex_unlock(&c->mu);

@@ -339,7 +339,7 @@ static int submit_locked(struct loader_core *c, unsigned n)
 	pthread_mutex_unlock(&c->mu);
 	r = io_ring_submit(c->ring, c->submit, n);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	if (r < 0)
 		loader_fail_locked(c, r, "io_uring submit failed: %s",
 				   strerror(-r));
@@ -361,7 +361,7 @@ void *io_thread_main(void *arg)
 	if (workers)
 		io_workers_clock_start(workers);
 
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	while (!c->stop) {
 		unsigned nsubmit = 0;
 		uint64_t cpu_now = thread_cpu_ns();
@@ -407,7 +407,7 @@ void *io_thread_main(void *arg)
 					 io_workers_clock_sample(workers));
 			sampled = t1;
 		}
-		pthread_mutex_lock(&c->mu);
+		core_lock(c);
 		if (n < 0 && n != -EINTR && n != -EAGAIN) {
 			loader_fail_locked(c, n, "io_uring wait failed: %s",
 					   strerror(-n));

@@ -77,7 +77,7 @@ SLUICE_API int64_t sluice_loader_skipped(const sluice_loader *ld, char *buf,
 	if (!ld || !ld->core)
 		return -EINVAL;
 	c = ld->core;
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	n = (int64_t)c->skipped_blocks;
 	if (buf && len)
 		snprintf(buf, len, "%s", c->skip_err);
@@ -123,7 +123,7 @@ SLUICE_API int sluice_loader_error(const sluice_loader *ld, char *buf,
 	c = ld->core;
 	if (!c)
 		return snprintf(buf, len, "%s", ld->err);
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	n = snprintf(buf, len, "%s", c->err);
 	pthread_mutex_unlock(&c->mu);
 	return n;
@@ -140,11 +140,11 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 {
 	int r;
 
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	c->planning_paused = 1;
 	pthread_mutex_unlock(&c->mu);
 	io_ring_wake(c->ring);
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	for (;;) {
 		/* Batches waiting for memory the consumer holds would wait
 		 * for ever: they are dropped anyway. */
@@ -227,7 +227,7 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 	if (!c || !out)
 		return -EINVAL;
 	*out = NULL;
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	for (;;) {
 		if (c->failed) {
 			r = c->failed;
@@ -301,7 +301,7 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 					c->nslots);
 			pthread_mutex_unlock(&c->mu);
 			io_ring_wake(c->ring);
-			pthread_mutex_lock(&c->mu);
+			core_lock(c);
 			continue;
 		}
 		pthread_cond_wait(&c->ready_cv, &c->mu);

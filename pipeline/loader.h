@@ -15,7 +15,7 @@
  * include this one.
  *
  * One mutex (mu) guards every field marked [mu], here and in the stage
- * headers.  The blocks' and slots' payload memory is touched without the
+ * headers; it is taken with core_lock(), which counts the waits.  The blocks' and slots' payload memory is touched without the
  * lock by the one thread that owns the current stage (a decode worker for
  * a DECODING entry, assembly parts for disjoint record ranges of an
  * ASSEMBLING slot, the consumer for a HELD slot).
@@ -231,6 +231,7 @@ struct loader_core {
 	struct stage_clock st_read, st_decode, st_assemble, st_copy;
 	_Atomic uint64_t cpu_read_ns, cpu_verify_ns, cpu_decompress_ns,
 		cpu_assemble_ns;
+	_Atomic uint64_t lock_wait_ns; /* core_lock() found mu held */
 	_Atomic uint64_t consumer_wait_ns, batches, records, skipped,
 		batches_viewed, blocks_direct, truncated,
 		blocks_read, cache_hits, occupancy_sum;
@@ -296,6 +297,21 @@ void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
 				const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 uint64_t now_ns(void);
+
+/* Take mu, counting how long a thread waits when another holds it
+ * (stats.lock_wait_ns): every stage shares this one lock, and with 16
+ * workers a queue on it would leave them neither busy nor idle. */
+static inline void core_lock(struct loader_core *c)
+{
+	uint64_t t0;
+
+	if (pthread_mutex_trylock(&c->mu) == 0)
+		return;
+	t0 = now_ns();
+	pthread_mutex_lock(&c->mu);
+	atomic_fetch_add_explicit(&c->lock_wait_ns, now_ns() - t0,
+				  memory_order_relaxed);
+}
 
 /* mixture.c */
 void mixture_free(struct dataset *d);

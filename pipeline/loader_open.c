@@ -145,7 +145,7 @@ static int start_threads(struct loader_core *c)
 
 static void stop_threads(struct loader_core *c)
 {
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	c->stop = 1;
 	pthread_cond_broadcast(&c->work_cv);
 	pthread_cond_broadcast(&c->ready_cv);

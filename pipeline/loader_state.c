@@ -47,7 +47,7 @@ static int state_refused(struct loader_core *c, const struct sluice_state *st,
 
 	if (sluice_state_format(st, line, sizeof(line)) < 0)
 		snprintf(line, sizeof(line), "(invalid state)");
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	snprintf(c->err, sizeof(c->err),
 		 "saved state does not fit this loader: %s (state: %.300s)",
 		 why, line);

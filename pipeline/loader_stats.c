@@ -82,6 +82,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->bytes_staged = atomic_load(&c->stage.bytes);
 	st->bytes_staged_overlapped = atomic_load(&c->stage.bytes_overlapped);
 	st->device_check_ns = atomic_load(&c->gather.check_ns);
+	st->lock_wait_ns = atomic_load(&c->lock_wait_ns);
 	st->device_memory_bytes = c->dev_info.device_bytes;
 	st->fallbacks[0] = '\0';
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),

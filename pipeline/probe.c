@@ -18,7 +18,7 @@ static int probe_result(struct loader_core *c, int r)
 	if (r == 0 || r == -EINVAL)
 		return r;
 	device_last_error(c->dev, msg, sizeof(msg));
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	if (!c->failed)   /* a failure's message stays */
 		snprintf(c->err, sizeof(c->err), "%s", msg);
 	pthread_mutex_unlock(&c->mu);

@@ -389,7 +389,7 @@ int range_record_check(struct loader_core *c, struct slot *s, uint32_t r)
 {
 	if (!record_bad(c, s, r))
 		return 0;
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	s->ranges.rec_bad[r] = 1;
 	report_bad_locked(c, s, r);
 	if (!s->error)
@@ -411,7 +411,7 @@ void ranges_verify_part(struct loader_core *c, struct job j)
 		if (s->rec_entry[r] == RANGE_ENTRY)
 			s->ranges.rec_bad[r] = (uint8_t)record_bad(c, s, r);
 	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	last = --s->ranges.parts_left == 0;
 	if (last)
 		ranges_checked_locked(c, s);

@@ -98,7 +98,7 @@ void stream_on_landed(void *ctx, struct io_read *rd)
 
 	if (!e)
 		return;         /* a record-range read (ranges.c) */
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	blk = loader_block(c, e->block, &shard);
 	if (c->stop || e->stream.queued || e->state != ENTRY_READING ||
 	    blk->stored_size < 2 * STREAM_STEP ||
@@ -135,7 +135,7 @@ void stream_part(struct loader_core *c, uint32_t i)
 	uint64_t cpu0 = thread_cpu_ns(), upload_cpu = 0;
 	int handed_on = 0;
 
-	pthread_mutex_lock(&c->mu);
+	core_lock(c);
 	for (;;) {
 		uint64_t to = stored_landed(e, blk), up_cpu0;
 
@@ -158,7 +158,7 @@ void stream_part(struct loader_core *c, uint32_t i)
 			if (e->stream.hash)
 				atomic_fetch_add(&c->bytes_verified_landing,
 						 to - hashed);
-			pthread_mutex_lock(&c->mu);
+			core_lock(c);
 			if (upload)
 				e->stream.uploaded = to;
 			e->stream.hashed = hashed = to;

@@ -142,6 +142,11 @@ close(r["samples_per_s"] * per_record / 1e9, r["delivered_gbps"], "delivered GB/
 close(r["cpu_seconds"] / (r["records"] * per_record / 1e9), r["cpu_s_per_gb_delivered"], "CPU s/GB delivered")
 close(r["cpu_seconds"] / (r["decoded_bytes"] / 1e9), r["cpu_s_per_gb"], "CPU s/GB")
 close(r["consumer_wait_seconds"] / s, r["consumer_wait_fraction"], "wait fraction")
+# threads waiting for the loader's lock: the workers, the I/O thread and
+# the consumer at most (a lock's count in ns, or per call, is far above)
+threads = max(b["config"]["decode_threads"], b["config"]["online_cpus"])
+if not 0 <= r["lock_wait_threads"] <= threads + 2:
+    bad.append("lock_wait_threads %r" % r["lock_wait_threads"])
 if r["records"] != 2 * b["dataset"]["records"]:
     bad.append("records %d, want 2 x %d" % (r["records"], b["dataset"]["records"]))
 if r["batches"] != 2 * 16:

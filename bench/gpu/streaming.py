@@ -252,6 +252,8 @@ def summary(name, args, env, got, err):
             # threads waiting for checksums on the device
             "check_threads_busy": med(r.get("device_check_threads")
                                       for r in res),
+            # threads queued on the loader's one lock
+            "lock_threads": med(r.get("lock_wait_threads") for r in res),
             # decode workers asleep for want of a job: what is left of
             # them after r/d/a/up/ck (no job to take, or none allowed)
             "idle_threads": med(g["stages"]["decode"]["wait_seconds"] /

@@ -116,8 +116,8 @@ def streaming_lines(st):
             lines.append("  %-26s FAILED: %s" % (x["name"], x.get("error")))
             continue
         lines.append("  %-26s %6.2f GB/s  CPU %.3f s/GB  wait %.3f  occ %.2f  "
-                     "mem %.2f GB  threads r/d/a/up/ck/idle "
-                     "%.1f/%.1f/%.1f/%s/%s/%s  "
+                     "mem %.2f GB  threads r/d/a/up/ck/idle/lock "
+                     "%.1f/%.1f/%.1f/%s/%s/%s/%s  "
                      "landed %s  on GPU %s  staged %s (overlap %s)  "
                      "ahead %s  "
                      "cpus limit %s%s" % (
@@ -129,6 +129,7 @@ def streaming_lines(st):
                          fmt(x.get("upload_threads_busy"), "%.1f"),
                          fmt(x.get("check_threads_busy"), "%.1f"),
                          fmt(x.get("idle_threads"), "%.1f"),
+                         fmt(x.get("lock_threads"), "%.1f"),
                          fmt(x.get("verified_landing_fraction"), "%.2f"),
                          fmt(x.get("verified_device_fraction"), "%.2f"),
                          fmt(x.get("staged_fraction"), "%.2f"),

@@ -341,9 +341,10 @@ void report_text(FILE *f, const struct bench_report *r)
 	fprintf(f, "         %.0f samples/s   %.3f GB/s delivered   %.3f GB/s stored   %.3f GB/s decoded   %.3f GB/s assembled\n",
 		x.samples_s, x.delivered_gbps, x.read_gbps, x.decoded_gbps,
 		x.assembled_gbps);
-	fprintf(f, "         CPU %.3f s = %.3f s/GB decoded   consumer wait %.1f%%   slot occupancy %.2f of %u\n",
+	fprintf(f, "         CPU %.3f s = %.3f s/GB decoded   consumer wait %.1f%%   slot occupancy %.2f of %u   lock wait %.2f threads\n",
 		run->cpu_s, x.cpu_s_per_gb, 100 * x.wait_frac, x.occupancy,
-		st->prefetch_depth);
+		st->prefetch_depth,
+		div0((double)st->lock_wait_ns / 1e9, x.wall_s));
 	fprintf(f, "         CPU s/GB by stage: read %.3f  verify %.3f  decompress %.3f  assemble %.3f  other %.3f\n",
 		x.cpu_read, x.cpu_verify, x.cpu_decompress, x.cpu_assemble,
 		x.cpu_other);
@@ -586,6 +587,9 @@ static void json_result(FILE *f, const struct bench_report *r,
 	/* threads waiting for checksums on the device, on average */
 	jnum(f, "device_check_threads",
 	     div0((double)st->device_check_ns / 1e9, x->wall_s), 0);
+	/* threads waiting for the loader's lock, on average */
+	jnum(f, "lock_wait_threads",
+	     div0((double)st->lock_wait_ns / 1e9, x->wall_s), 0);
 	jint(f, "bytes_verified_landing", st->bytes_verified_landing, 0);
 	jint(f, "bytes_verified_device", st->bytes_verified_device, 0);
 	jint(f, "bytes_staged", st->bytes_staged, 0);

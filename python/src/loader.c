@@ -703,7 +703,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -746,7 +746,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.device_upload_ns,
 		"bytes_staged_overlapped",
 		(unsigned long long)s.bytes_staged_overlapped, "device_check_ns",
-		(unsigned long long)s.device_check_ns);
+		(unsigned long long)s.device_check_ns, "lock_wait_ns",
+		(unsigned long long)s.lock_wait_ns);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)

@@ -48,7 +48,12 @@ def test_unconsumed_capsules_give_their_slot_back(loader):
         caps = [batch[n].__dlpack__(max_version=v) for n in batch
                 for v in (None, (1, 0))]
         del caps, batch
-    assert loader.stats()["rollovers"] == 0
+    st = loader.stats()
+    assert st["rollovers"] == 0
+    # the last counters, each in its place: no checksum on a device here,
+    # and the lock's waits a few seconds at most (ns)
+    assert st["device_check_ns"] == 0
+    assert 0 <= st["lock_wait_ns"] < 10**10
 
 
 def test_numpy_sees_the_loader_memory(loader):
