@@ -910,8 +910,10 @@ struct sluice_stats {
 					      (bytes_verified_device) */
 	uint64_t lock_wait_ns;             /* wall time the loader's
 					      threads (and next()'s)
-					      spent waiting for its one
-					      lock while another held it */
+					      spent waiting to take its
+					      one lock while another held
+					      it (not to take it back
+					      after a wait for work) */
 };
 
 /**

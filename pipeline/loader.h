@@ -299,8 +299,9 @@ void loader_block_failed_locked(struct loader_core *c, int code, int corrupt,
 uint64_t now_ns(void);
 
 /* Take mu, counting how long a thread waits when another holds it
- * (stats.lock_wait_ns): every stage shares this one lock, and with 16
- * workers a queue on it would leave them neither busy nor idle. */
+ * (stats.lock_wait_ns; not the re-take inside a condition wait): every
+ * stage shares this one lock, and with 16 workers a queue on it would
+ * leave them neither busy nor idle. */
 static inline void core_lock(struct loader_core *c)
 {
 	uint64_t t0;
