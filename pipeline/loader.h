@@ -15,9 +15,10 @@
  * include this one.
  *
  * One mutex (mu) guards every field marked [mu], here and in the stage
- * headers; it is taken with core_lock(), which counts the waits.  The blocks' and slots' payload memory is touched without the
- * lock by the one thread that owns the current stage (a decode worker for
- * a DECODING entry, assembly parts for disjoint record ranges of an
+ * headers; it is taken with core_lock(), which counts the waits.  The
+ * blocks' and slots' payload memory is touched without the lock by the
+ * one thread that owns the current stage (a decode worker for a
+ * DECODING entry, assembly parts for disjoint record ranges of an
  * ASSEMBLING slot, the consumer for a HELD slot).
  */
 #ifndef SLUICE_PIPELINE_LOADER_H

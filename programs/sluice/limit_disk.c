@@ -554,8 +554,9 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	buf_bytes = (size_t)threads * p.qd * p.piece;
 	r = posix_memalign((void **)&bufs, DISK_BUF_ALIGN, buf_bytes);
 	/* Huge pages where the kernel gives them, as the loader's arena
-	 * asks (gpu/host_device.c): an O_DIRECT read into them is a few
-	 * long segments, which a virtual disk takes as fewer requests. */
+	 * asks (gpu/host_device.c): on the VM's disk, 1 MiB O_DIRECT reads
+	 * into buffers so aligned ran 3.7-3.9 GB/s against 3.2-3.4 with 4
+	 * KiB alignment (bench/results/2026-11-27-disk-probe-random.md). */
 	if (!r)
 		(void)madvise(bufs, buf_bytes, MADV_HUGEPAGE);
 	if (!p.fds || !p.buffered || !p.inflight || !p.unqueued ||

@@ -126,13 +126,20 @@ static const char *disk_mode(const struct disk_limit *d)
 	return buf;
 }
 
+/* Whether io_uring made any of the probe's reads (its queue depth then
+ * means something). */
+static int disk_ring_reads(const struct disk_limit *d)
+{
+	return d->pread_ops == 0 || d->pread_ops < d->ops;
+}
+
 /* What read: io_uring, but pread(2) for random pieces of buffered files
  * (the loader's workers read record ranges from the page cache so). */
 static const char *disk_engine(const struct disk_limit *d)
 {
 	if (d->pread_ops == 0)
 		return "io_uring";
-	return d->pread_ops < d->ops ? "io_uring and pread" : "pread";
+	return disk_ring_reads(d) ? "io_uring and pread" : "pread";
 }
 
 static void derive_limits(const struct bench_report *r, struct figures *x)
@@ -402,7 +409,7 @@ void report_text(FILE *f, const struct bench_report *r)
 		const struct disk_limit *d = r->disk;
 		char qd[32] = "";
 
-		if (strcmp(disk_engine(d), "pread") != 0)
+		if (disk_ring_reads(d))
 			snprintf(qd, sizeof(qd), " x QD %u", d->queue_depth);
 		snprintf(buf, sizeof(buf), "%s %s%u KiB%s x %u threads, %s%s%s",
 			 disk_engine(d), d->random ? "random " : "",
@@ -688,7 +695,7 @@ static void json_limits(FILE *f, const struct bench_report *r,
 		jint(f, "cached_files", r->disk->cached_files, 0);
 		jint(f, "block_bytes", r->disk->block_bytes, 0);
 		/* pread: one read at a time per thread */
-		jint(f, "queue_depth", strcmp(disk_engine(r->disk), "pread")
+		jint(f, "queue_depth", disk_ring_reads(r->disk)
 				       ? r->disk->queue_depth : 1, 0);
 		jint(f, "threads", r->disk->threads, 0);
 		jnum(f, "cpu_seconds", r->disk->cpu_s, 0);
