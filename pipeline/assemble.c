@@ -1,9 +1,9 @@
 /*
  * assemble.c - batch assembly: once a slot's blocks are decoded (or its
  * ranges read), size the batch, choose how it is placed (plan.c), take
- * its memory unless it is a view, carry the placement out (scatter the
- * records' fields from their decoded blocks into the slot's tensors, or
- * have the device gather them), then hand the slot to the copy stage
+ * its memory unless it is a view, carry the placement out (copy the
+ * batch's runs, runs.c, from the decoded blocks into the slot's tensors,
+ * or have the device gather them), then hand the slot to the copy stage
  * (slot_finish).
  *
  * Assembly is split into parts over disjoint record ranges so that all
@@ -11,7 +11,6 @@
  * first (a cheap pass) so that every part knows where its bytes go.
  */
 #include <errno.h>
-#include <string.h>
 
 #include "assemble_test.h"
 #include "loader.h"
@@ -66,20 +65,6 @@ static int check_blocks_locked(struct loader_core *c, struct slot *s)
 	return 0;
 }
 
-/* Field @f of the slot's record @r: in its decoded block, or read by
- * range (ranges.c). */
-static void record_field(const struct loader_core *c, const struct slot *s,
-			 uint32_t r, uint32_t f, const uint8_t **p,
-			 uint64_t *len)
-{
-	if (s->rec_entry[r] == RANGE_ENTRY)
-		range_field(c, s, r, f, p, len);
-	else
-		block_view_get(&c->ds->schema,
-			       &c->cache.entries[s->rec_entry[r]].view, f,
-			       s->rec_in_block[r], p, len);
-}
-
 /* The global block of the slot's record @r. */
 static uint64_t record_block(const struct loader_core *c,
 			     const struct slot *s, uint32_t r)
@@ -125,7 +110,7 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 			uint64_t len;
 
 			/* ranges.c's were checked at open, as here */
-			record_field(c, s, r, f, &p, &len);
+			slot_record_field(c, s, r, f, &p, &len);
 			if (len > block_value_bound(c, g, f)) {
 				uint32_t shard;
 				const struct shard_block *blk =
@@ -196,7 +181,7 @@ static void write_variable_index(struct loader_core *c, struct slot *s)
 			const uint8_t *p;
 			uint64_t len;
 
-			record_field(c, s, r, f, &p, &len);
+			slot_record_field(c, s, r, f, &p, &len);
 			len /= fd->unit_bytes;
 			if (c->cfg.pad_length) {
 				/* The true length: the values past pad_length
@@ -305,91 +290,23 @@ void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, p, parts });
 }
 
-/* Copy records [lo, hi) of the slot; runs of neighbouring records of one
- * block are copied with one memcpy per fixed field. */
-static uint64_t assemble_part(struct loader_core *c, struct slot *s,
-			      uint32_t lo, uint32_t hi, uint64_t *verify_ns)
+/* Runs a copying part makes and carries out at a time: on its stack. */
+#define COPY_RUNS 256u
+
+/* Copy the runs of positions [lo, hi) of the slot (its records, or a
+ * chunk's rows), a few at a time (runs.c). */
+static uint64_t copy_part(struct loader_core *c, struct slot *s, uint32_t lo,
+			  uint32_t hi, uint64_t *verify_ns)
 {
-	const struct shard_schema *sc = &c->ds->schema;
-	uint64_t pad = c->cfg.pad_length, bytes = 0;
-	uint32_t t = 0;
+	struct batch_run runs[COPY_RUNS];
+	struct run_cursor cur;
+	uint64_t bytes = 0;
+	uint32_t n;
 
-	for (uint32_t f = 0; f < sc->nfields; f++) {
-		const struct shard_field *fd = &sc->fields[f];
-		uint8_t *dst = s->host + s->tensors[t++].offset;
-
-		if (!fd->variable) {
-			uint64_t rb = fd->record_bytes;
-
-			for (uint32_t r = lo; r < hi;) {
-				uint32_t e = s->rec_entry[r], run;
-				const uint8_t *p;
-				uint64_t len;
-
-				if (e == RANGE_ENTRY) {
-					/* read by range (ranges.c); a bad
-					 * record fails the batch */
-					if (s->ranges.verify_in_copy &&
-					    f == c->ranges.main_field) {
-						uint64_t v0 = now_ns();
-
-						(void)range_record_check(c, s, r);
-						*verify_ns += now_ns() - v0;
-					}
-					memcpy(dst + (uint64_t)r * rb,
-					       range_src(c, s, r, f), rb);
-					bytes += rb;
-					r++;
-					continue;
-				}
-				run = block_run(s, r, hi);
-				block_view_get(sc, &c->cache.entries[e].view, f,
-					       s->rec_in_block[r], &p, &len);
-				/* decoded in place (direct.c) */
-				if (p != dst + (uint64_t)r * rb) {
-					memcpy(dst + (uint64_t)r * rb, p,
-					       rb * run);
-					bytes += rb * run;
-				}
-				r += run;
-			}
-			continue;
-		}
-		const int64_t *aux = (const int64_t *)(const void *)
-			(s->host + s->tensors[t++].offset);
-		uint64_t unit = fd->unit_bytes;
-
-		for (uint32_t r = lo; r < hi; r++) {
-			const uint8_t *p;
-			uint64_t len;
-
-			if (s->rec_entry[r] == RANGE_ENTRY &&
-			    s->ranges.verify_in_copy &&
-			    f == c->ranges.main_field) {
-				/* as for fixed fields, above */
-				uint64_t v0 = now_ns();
-
-				(void)range_record_check(c, s, r);
-				*verify_ns += now_ns() - v0;
-			}
-			record_field(c, s, r, f, &p, &len);
-			if (pad) {
-				uint64_t cap = pad * unit;
-				uint64_t n = (uint64_t)aux[r] < pad
-						     ? (uint64_t)aux[r] * unit
-						     : cap;
-				uint8_t *row = dst + (uint64_t)r * cap;
-
-				memcpy(row, p, n);
-				memset(row + n, 0, cap - n);
-				bytes += cap;
-			} else {
-				memcpy(dst + (uint64_t)aux[r] * unit, p, len);
-				bytes += len;
-			}
-		}
-	}
-	atomic_fetch_add(&c->st_assemble.bytes, bytes);
+	runs_start(s, lo, hi, &cur);
+	while ((n = runs_next(c, s, &cur, runs, COPY_RUNS)) > 0)
+		bytes += runs_copy(s->host, runs, n);
+	*verify_ns = cur.verify_ns;
 	return bytes;
 }
 
@@ -478,15 +395,12 @@ void run_assemble(struct loader_core *c, struct job j)
 		 * budget only after its last copy (batch.c, loader.c). */
 		if (s->place == PLACE_GATHER)
 			bytes = gather_plan(c, s);  /* the device copies */
-		else if (chunks)
-			bytes = chunk_copy_part(c, s, lo, hi);
 		else
-			bytes = assemble_part(c, s, lo, hi, &verify);
+			bytes = copy_part(c, s, lo, hi, &verify);
+		atomic_fetch_add(&c->st_assemble.bytes, bytes);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
 
-		/* Checksums checked while copying (ranges.c) are verify's:
-		 * timed by the cheap wall clock, a thread clock per record
-		 * would cost more than a 16 KiB record's hash. */
+		/* Checksums checked while copying (ranges.c) are verify's */
 		if (verify > cpu)
 			verify = cpu;
 		atomic_fetch_add(&c->cpu_verify_ns, verify);

@@ -9,7 +9,7 @@
  * batch memory first (in batch order, as budget.c requires), sorts its
  * rows by block, and walks them in chunks: the next c->need blocks are
  * pinned all at once, read and decoded; the assembly copies their rows
- * into place; the blocks are unpinned and the next chunk goes.  io memory
+ * into place (runs.c, in block order); the blocks are unpinned and the next chunk goes.  io memory
  * then holds a chunk's blocks per batch in flight, not a batch's.  The
  * price: a block is read again for every batch that needs it once it has
  * left the cache, so chunks are only used when a batch's blocks do not
@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "loader.h"
 
@@ -119,7 +118,7 @@ static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 	s->nentries = 0;
 	for (; p < s->count; p++) {
 		uint64_t g = s->chunk.rows[p] >> ROW_BITS;
-		uint32_t r = (uint32_t)(s->chunk.rows[p] & ROW_MASK), e;
+		uint32_t r = chunk_row(s, p), e;
 
 		if (g != last) {
 			/* at most c->need blocks and io_need_bytes (at most
@@ -231,32 +230,7 @@ int chunk_done_locked(struct loader_core *c, struct slot *s)
 	return 0;
 }
 
-/* Copy the chunk's rows at sorted positions [@lo, @hi) from their
- * decoded blocks into the batch (every field fixed-shape).  @return:
- * the bytes copied. */
-uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
-			   uint32_t lo, uint32_t hi)
+uint32_t chunk_row(const struct slot *s, uint32_t p)
 {
-	const struct shard_schema *sc = &c->ds->schema;
-	uint64_t bytes = 0;
-
-	for (uint32_t p = lo; p < hi; p++) {
-		uint32_t r = (uint32_t)(s->chunk.rows[p] & ROW_MASK);
-		const struct cache_entry *e =
-			&c->cache.entries[s->rec_entry[r]];
-
-		for (uint32_t f = 0; f < sc->nfields; f++) {
-			uint64_t rb = sc->fields[f].record_bytes, len;
-			const uint8_t *src;
-
-			block_view_get(sc, &e->view, f, s->rec_in_block[r],
-				       &src, &len);
-			memcpy(s->host + s->tensors[f].offset +
-				       (uint64_t)r * rb,
-			       src, rb);
-			bytes += rb;
-		}
-	}
-	atomic_fetch_add(&c->st_assemble.bytes, bytes);
-	return bytes;
+	return (uint32_t)(s->chunk.rows[p] & ROW_MASK);
 }

@@ -34,8 +34,8 @@ uint64_t chunk_blocks(const struct loader_core *c);
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
 void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
 void chunk_ready_locked(struct loader_core *c, struct slot *s);
-uint64_t chunk_copy_part(struct loader_core *c, struct slot *s,
-			   uint32_t lo, uint32_t hi);
+/* The batch row at sorted position @p: the record runs.c walks there. */
+uint32_t chunk_row(const struct slot *s, uint32_t p);
 int chunk_done_locked(struct loader_core *c, struct slot *s);
 
 #endif /* SLUICE_PIPELINE_CHUNKS_H */

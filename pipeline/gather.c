@@ -26,7 +26,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "loader.h"
 
@@ -121,38 +120,28 @@ void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 	runs[(*n)++] = (struct gather_run){ src, dst, len };
 }
 
-/* The batch's runs, from its records' places in their decoded blocks.
- * @return: the bytes they move (the assemble stage's bytes: what goes
- * into the batch, here by the device). */
+/* The batch's run table (runs.c), as the device takes it: arena offsets
+ * into the io mirror and the batch mirror.  @return: the bytes they move
+ * (the assemble stage's bytes: what goes into the batch, here by the
+ * device). */
 uint64_t gather_plan(struct loader_core *c, struct slot *s)
 {
-	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t slot_off = (uint64_t)(s->host - c->arena);
 	uint64_t bytes = 0;
-	uint32_t n = 0;
+	struct batch_run runs[64];
+	struct run_cursor cur;
+	uint32_t n = 0, got;
 
-	/* Fixed fields only: tensor f is field f. */
-	for (uint32_t f = 0; f < sc->nfields; f++) {
-		uint64_t rb = sc->fields[f].record_bytes;
-		uint64_t dst = slot_off + s->tensors[f].offset;
-
-		for (uint32_t r = 0; r < s->delivered;) {
-			uint32_t e = s->rec_entry[r], run = block_run(s, r,
-							      s->delivered);
-			const uint8_t *p;
-			uint64_t len;
-
-			block_view_get(sc, &c->cache.entries[e].view, f,
-				       s->rec_in_block[r], &p, &len);
+	runs_start(s, 0, s->delivered, &cur);
+	while ((got = runs_next(c, s, &cur, runs, 64)) > 0) {
+		for (uint32_t k = 0; k < got; k++) {
 			gather_run_append(s->gather.runs, &n,
-					  (uint64_t)(p - c->arena),
-					  dst + (uint64_t)r * rb, rb * run);
-			bytes += rb * run;
-			r += run;
+					  (uint64_t)(runs[k].src - c->arena),
+					  slot_off + runs[k].dst, runs[k].len);
+			bytes += runs[k].len;
 		}
 	}
 	s->gather.nruns = n;
-	atomic_fetch_add(&c->st_assemble.bytes, bytes);
 	return bytes;
 }
 

@@ -9,8 +9,9 @@
  * (jobs.h), read-ahead (read_ahead.h), streamed checks (stream.h),
  * fetches and their staging buffers (fetch.h, stage.h),
  * record-range reads (ranges.h), chunked assembly (chunks.h), device
- * gather (gather.h), views (view.h), direct decodes (direct.h) and the
- * placement each batch gets (plan.h).  Those
+ * gather (gather.h), views (view.h), direct decodes (direct.h), the
+ * placement each batch gets (plan.h) and the runs it moves (runs.h).
+ * Those
  * headers forward-declare struct slot and struct loader_core and never
  * include this one.
  *
@@ -43,6 +44,7 @@
 #include "plan.h"
 #include "ranges.h"
 #include "read_ahead.h"
+#include "runs.h"
 #include "stage.h"
 #include "stream.h"
 #include "view.h"

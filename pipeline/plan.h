@@ -1,12 +1,10 @@
 /*
  * plan.h - how a batch is placed (plan.c): the one choice each batch gets
- * once its blocks are decoded, and the runs of block rows that the
- * placements moving fixed-shape rows share.
+ * once its blocks are decoded.  The runs the placements that move bytes
+ * carry out are runs.h's.
  */
 #ifndef SLUICE_PIPELINE_PLAN_H
 #define SLUICE_PIPELINE_PLAN_H
-
-#include <stdint.h>
 
 struct loader_core;
 struct slot;
@@ -33,10 +31,5 @@ enum batch_place {
  */
 enum batch_place place_choose_locked(const struct loader_core *c,
 				     const struct slot *s);
-
-/* Records [r, r + n) of @s, n at most @hi - r, that are neighbours in one
- * decoded block, in order: each fixed field's rows are one run there and
- * one run in the batch.  @return: n (at least 1). */
-uint32_t block_run(const struct slot *s, uint32_t r, uint32_t hi);
 
 #endif /* SLUICE_PIPELINE_PLAN_H */
