@@ -374,6 +374,63 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 void (*assemble_test_finish_hook)(struct loader_core *c);
 #endif
 
+/* Bytes the copy of the slot's records [0, @r) writes: their fixed rows
+ * and, per variable field, the values before record @r, which the
+ * field's offsets tensor holds (written before the parts start). */
+static uint64_t bytes_before(const struct loader_core *c,
+			     const struct slot *s, uint32_t r)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t bytes = 0;
+	uint32_t t = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+
+		t++;
+		if (!fd->variable) {
+			bytes += (uint64_t)r * fd->record_bytes;
+			continue;
+		}
+		bytes += (uint64_t)((const int64_t *)(const void *)
+			 (s->host + s->tensors[t++].offset))[r] *
+			 fd->unit_bytes;
+	}
+	return bytes;
+}
+
+/*
+ * The first record of part @part of @parts of the slot's copy.  Parts
+ * take equal bytes rather than equal records where values vary in size
+ * (without pad_length): with 16 parts of 16 records each, one part of
+ * large values would finish long after the others, and the batch with
+ * it.  A value is never split, so a part may still take one large value.
+ */
+static uint32_t copy_part_start(const struct loader_core *c,
+				const struct slot *s, uint32_t part,
+				uint32_t parts)
+{
+	uint32_t n = s->delivered, lo = 0, hi = n;
+	uint64_t want;
+
+	if (!c->has_variable || c->cfg.pad_length || part == 0 ||
+	    part == parts)
+		return (uint32_t)((uint64_t)n * part / parts);
+	/* a batch's bytes fit its memory: times parts (at most the
+	 * workers), far from overflow */
+	want = bytes_before(c, s, n) * part / parts;
+	/* the first record whose copy starts at or past @want */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (bytes_before(c, s, mid) < want)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 void run_assemble(struct loader_core *c, struct job j)
 {
 	struct slot *s = c->slots[j.id];
@@ -385,9 +442,13 @@ void run_assemble(struct loader_core *c, struct job j)
 		int chunks = s->place == PLACE_CHUNKS;
 		uint32_t base = chunks ? s->chunk.lo : 0;
 		uint32_t n = chunks ? s->chunk.hi - base : s->delivered;
-		uint32_t lo = base + (uint32_t)((uint64_t)n * j.part / j.parts);
-		uint32_t hi = base +
-			      (uint32_t)((uint64_t)n * (j.part + 1) / j.parts);
+		/* a chunk's rows are all fixed-shape */
+		uint32_t lo = chunks
+			? base + (uint32_t)((uint64_t)n * j.part / j.parts)
+			: copy_part_start(c, s, j.part, j.parts);
+		uint32_t hi = chunks
+			? base + (uint32_t)((uint64_t)n * (j.part + 1) / j.parts)
+			: copy_part_start(c, s, j.part + 1, j.parts);
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
 		uint64_t bytes = 0;
 

@@ -35,15 +35,10 @@
 
 void chunks_init(struct loader_core *c)
 {
-	const struct shard_schema *sc = &c->ds->schema;
-
 	c->chunks.possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
-			     !c->ranges.on &&
+			     !c->ranges.on && !c->has_variable &&
 			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
-			     sc->nfields > 0;
-	for (uint32_t f = 0; f < sc->nfields; f++)
-		if (sc->fields[f].variable)
-			c->chunks.possible = 0;
+			     c->ds->schema.nfields > 0;
 }
 
 /* Blocks a chunk may pin: the cache is sized for this many (c->need). */

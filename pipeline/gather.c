@@ -33,17 +33,13 @@
  * (before the device opens, and before chunks are decided). */
 static int gather_suits(const struct loader_core *c)
 {
-	const struct shard_schema *sc = &c->ds->schema;
-
 	/* Every record read by range: no block to upload (ranges.c runs
 	 * before the device opens). */
 	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges.all ||
+	    c->has_variable ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;
-	for (uint32_t f = 0; f < sc->nfields; f++)
-		if (sc->fields[f].variable)
-			return 0;
 	/* AUTO keeps zstd batches on the CPU where blocks go whole into one
 	 * batch and decompress straight into it (direct.c); elsewhere a
 	 * decoded block is uploaded once like a raw one, and no CPU copies

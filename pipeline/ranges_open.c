@@ -16,14 +16,6 @@
 #define RANGE_RESIDENT_MAX (64ull << 20)     /* all of them */
 #define RANGE_RESIDENT_BLOCKS_MAX (1u << 16) /* a pread per block each */
 
-static int any_variable(const struct shard_schema *sc)
-{
-	for (uint32_t f = 0; f < sc->nfields; f++)
-		if (sc->fields[f].variable)
-			return 1;
-	return 0;
-}
-
 /*
  * Datasets with variable fields: read every raw block's layout (the
  * sections' starts, the variable fields' offsets tables) when it fits
@@ -229,7 +221,7 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 	}
 	if (!want || sc->nfields == 0 || c->nblocks == 0)
 		return 0;
-	if (any_variable(sc)) {
+	if (c->has_variable) {
 		r = load_layout(c, err, errlen);
 		if (r <= 0)
 			return r;   /* 0: too many blocks or records */
