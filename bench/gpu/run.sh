@@ -191,7 +191,9 @@ streaming() {
 			export PYTHONPATH=/tmp/sluice-site${PYTHONPATH:+:$PYTHONPATH}
 	fi
 	mkdir -p /dev/shm/sluice-stream
-	PYTHONUNBUFFERED=1 "$PY" bench/gpu/streaming.py --build "$BUILD" \
+	# the extension built with this build, for the python-defaults row
+	PYTHONPATH="$root/$BUILD/pyext/lib${PYTHONPATH:+:$PYTHONPATH}" \
+		PYTHONUNBUFFERED=1 "$PY" bench/gpu/streaming.py --build "$BUILD" \
 		--data /dev/shm/sluice-stream --disk "$DATA/stream" \
 		--device "${BENCH_DEVICE:-cuda}" --gb "${STREAM_GB:-8.6}" \
 		--rows "${STREAM_ROWS:-all}" --runs "${STREAM_RUNS:-2}" \

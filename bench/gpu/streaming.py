@@ -12,7 +12,9 @@ independent limits measured in the same run on the same files:
   pcie         sluice bench's own H2D probe on the loader's pinned arena
 
 Each sluice row is `sluice bench --json` with the row's options over
---epochs epochs; every figure is the median of --runs runs, taken
+--epochs epochs, but python-defaults: py_stream.py, the same JSON from
+sluice.torch.Loader's defaults as a PyTorch loop takes its batches (the
+extension on PYTHONPATH); every figure is the median of --runs runs, taken
 round-robin over the rows (interleaved()).  Writes one JSON object:
 {device, kvikio_gbps, kvikio_cpu_s_per_gb, pcie_gbps, read_limit_gbps,
 dataset_bytes, rows:
@@ -147,8 +149,17 @@ def kvikio_limit(files, inflight=8, cpu=None):
     return total / secs / 1e9
 
 
+PY_STREAM = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "py_stream.py")
+
+
 def run_bench(sluice, path, args, timeout, env=None):
-    cmd = [sluice, "bench", path, "--json"] + args
+    """`sluice bench --json` on @path, or py_stream.py (the same JSON, from
+    sluice.torch.Loader) where @args start with "--python"."""
+    if args[:1] == ["--python"]:
+        cmd = [sys.executable, PY_STREAM, path] + args[1:]
+    else:
+        cmd = [sluice, "bench", path, "--json"] + args
     try:
         p = subprocess.run(cmd, capture_output=True, text=True,
                            timeout=timeout,
@@ -352,6 +363,9 @@ def main():
             rows.append(("defaults-host-checks",
                          base + ["--shuffle", "none", "--host-checks"]))
         rows += [("defaults-window", base),
+                 # the same from Python, as a PyTorch user runs it:
+                 # sluice.torch.Loader's defaults (window shuffle)
+                 ("python-defaults", ["--python"] + base),
                  ("defaults-block", base + ["--shuffle", "block"]),
                  # records' byte ranges read by the workers (fetch.c)
                  ("defaults-full", base + ["--shuffle", "full"]),
@@ -398,7 +412,8 @@ def main():
     # one run each
     out["rows"] += interleaved(
         sluice, [(name, raw, args + epochs, env[0] if env else None,
-                  a.runs if name.startswith(("defaults", "host")) else 1)
+                  a.runs if name.startswith(("defaults", "host", "python"))
+                  else 1)
                  for name, args, *env in rows], a.timeout, out, a.json)
 
     if "zstd" in groups:
