@@ -363,8 +363,8 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_free(struct slot *s);
 void slot_release_ref(struct loader_core *c, struct slot *s);
 
-/* ranges.c's helpers for the copy (assemble.c), inline: here, since
- * they read struct slot and struct loader_core. */
+/* ranges.c's helpers for the runs (runs.c), inline: here, since they
+ * read struct slot and struct loader_core. */
 
 /* Field @f of range record @r of @s: in the slot's range buffer, or
  * kept since open for a small field (ranges.c). */

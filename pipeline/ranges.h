@@ -55,8 +55,8 @@ struct slot_ranges {
 	uint32_t parts_left;    /* verify parts running [mu] */
 	int failed;             /* a read failed: look records up [mu] */
 	int error;              /* fatal (not corrupt data) read error [mu] */
-	int verify_in_copy;     /* checksums checked by the assembly, record
-				   by record before its copy (ranges.c) */
+	int verify_in_copy;     /* checksums checked by the assembly, a few
+				   records before their copy (runs.c) */
 	uint64_t off, len;      /* in the io pool; 0 len: none [mu] */
 	uint8_t *buf;
 };

@@ -54,6 +54,12 @@ uint32_t runs_next(struct loader_core *c, struct slot *s,
 		   struct run_cursor *cur, struct batch_run *runs,
 		   uint32_t cap);
 
+#ifdef SLUICE_TESTING
+/* Nonzero: runs_next() makes at most this many runs a call and checks
+ * one record a call (tests of its resumption). */
+extern uint32_t runs_test_cap;
+#endif
+
 /* Carry @runs out on the CPU into @batch.  @return: bytes written. */
 uint64_t runs_copy(uint8_t *batch, const struct batch_run *runs, uint32_t n);
 

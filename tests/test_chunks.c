@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "runs.h"
 #include "assemble_test.h"
 
 #define N 20000u
@@ -359,6 +360,10 @@ int main(void)
 		check_epochs(ds);
 		printf("ok: %s: full shuffle, batch %u of ~%u blocks, in %llu bytes: every record once per epoch, intact\n",
 		       name, BATCH, BATCH, (unsigned long long)MEMORY);
+		runs_test_cap = 1;     /* a chunk's rows one run a call */
+		check_epochs(ds);
+		runs_test_cap = 0;
+		printf("ok: %s: the same, one run a call\n", name);
 		check_hoarding(ds);
 		printf("ok: %s: a consumer holding a whole epoch gets it all\n",
 		       name);

@@ -15,6 +15,7 @@
 
 #include "format_util.h"
 #include "shard.h"
+#include "runs.h"
 
 #define NREC 601u
 #define TAIL 100u       /* > 64 bytes: read by range, not kept */
@@ -435,8 +436,15 @@ int main(void)
 	TU_FMT(big, "%s/big", root);
 	write_var(small, 200, 8192);
 	check_equal(small);
+	/* one run a call, one record checked a call: the same records */
+	runs_test_cap = 1;
+	check_equal(small);
+	runs_test_cap = 0;
 	write_var(big, 16384, 256 << 10);
 	check_equal(big);
+	runs_test_cap = 1;
+	check_equal(big);
+	runs_test_cap = 0;
 	check_read_once(big);
 	check_corrupt();
 	check_nothing_to_read();

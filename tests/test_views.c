@@ -967,6 +967,12 @@ int main(void)
 					T_ASSERT(d > 2 * 94 / 4);
 			}
 		}
+		/* one run a runs_next() call: rows decoded in place
+		 * (left out) between copied ones */
+		runs_test_cap = 1;
+		T_ASSERT(run_tokens(ds, SLUICE_SHUFFLE_NONE, 96) > 0);
+		runs_test_cap = 0;
+		printf("ok: tokens: one run a call, around rows decoded in place\n");
 		check_tokens_repeat(ds);
 		printf("ok: tokens: a batch decompressed into, written and held is not what its repeat in the epoch delivers\n");
 		sluice_dataset_close(ds);
