@@ -172,6 +172,37 @@ def run_bench(sluice, path, args, timeout, env=None):
     return json.loads(p.stdout), None
 
 
+# Rows whose first run also writes a Chrome trace (sluice bench --trace)
+# beside its JSON: where in the epochs the consumer waited.
+TRACED_ROWS = ("defaults", "defaults-window")
+# Batches at the start of each epoch whose waits epoch_start_waits()
+# counts: the pipeline refilling after an epoch's last batch.
+EPOCH_START_BATCHES = 4
+
+
+def epoch_start_waits(trace_path, epochs):
+    """The consumer's waits (next() spans) from a bench trace: in all,
+    and in the first EPOCH_START_BATCHES batches of every epoch after the
+    first (the read-ahead stops at the end of the planner's epoch, so an
+    epoch starts with reads the last one did not overlap)."""
+    try:
+        with open(trace_path) as f:
+            t = json.load(f)
+    except (OSError, ValueError):
+        return None
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    nxt = sorted((e for e in ev if e.get("name") == "next" and
+                  e.get("ph") == "X"), key=lambda e: e["ts"])
+    if not nxt or epochs < 2:
+        return None
+    per = len(nxt) // epochs
+    start = sum(e["dur"] for i, e in enumerate(nxt)
+                if i >= per and i % per < EPOCH_START_BATCHES) / 1e6
+    return {"batches": len(nxt), "wait_s": sum(e["dur"] for e in nxt) / 1e6,
+            "epoch_start_wait_s": start,
+            "median_wait_s": statistics.median(e["dur"] for e in nxt) / 1e6}
+
+
 def med(vals):
     vals = [v for v in vals if v is not None]
     return statistics.median(vals) if vals else None
@@ -191,16 +222,27 @@ def interleaved(sluice, rows, timeout, out, path):
     done = []
     raw_dir = os.path.join(os.path.dirname(path), "streaming-runs")
     os.makedirs(raw_dir, exist_ok=True)
+    waits = {}
     for k in range(max((r[4] for r in rows), default=0)):
         for i, (name, data, args, env, runs) in enumerate(rows):
             if k >= runs or err[i]:
                 continue
-            r, err[i] = run_bench(sluice, data, args, timeout, env)
+            trace = None
+            if k == 0 and name in TRACED_ROWS:
+                trace = os.path.join(raw_dir, "%s-1.trace.json" % name)
+            r, err[i] = run_bench(sluice, data, args + (
+                ["--trace", trace] if trace else []), timeout, env)
             if r is not None:
                 got[i].append(r)
                 save(r, os.path.join(raw_dir, "%s-%d.json" % (name, k + 1)))
+                if trace and "--epochs" in args:
+                    waits[name] = epoch_start_waits(
+                        trace, int(args[args.index("--epochs") + 1]))
         done = [summary(name, args, env, got[i], err[i])
                 for i, (name, data, args, env, _) in enumerate(rows)]
+        for d in done:
+            if waits.get(d["name"]):
+                d["trace_waits"] = waits[d["name"]]
         save(dict(out, rows=out["rows"] + done), path)
         log("  round %d of the rows done" % (k + 1))
     for r in done:

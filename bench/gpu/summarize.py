@@ -137,6 +137,16 @@ def streaming_lines(st):
                          fmt(x.get("read_ahead_blocks"), "%d"),
                          fmt(x.get("cpus_gbps"), "%.1f"),
                          "  (%s)" % x["error"] if x.get("error") else ""))
+        w = x.get("trace_waits")
+        if w:
+            # the first run's trace: how much of the consumer's wait
+            # fell on the first batches of epochs 2..E
+            lines.append("  %-26s trace: waited %.3f s in %d batches, "
+                         "%.3f s of it in epochs' first batches; "
+                         "median wait %.2f ms" % (
+                             "", w["wait_s"], w["batches"],
+                             w["epoch_start_wait_s"],
+                             w["median_wait_s"] * 1e3))
     return lines
 
 
