@@ -283,6 +283,7 @@ static int shrink_window(struct loader_core *c,
 		if (r)
 			return r;
 		c->need = cache_needed(c, c->cfg.batch_size);
+		read_ahead_open(c);
 		*entries = cache_entries(c, c->need);
 		r = budget_open(c, *entries, batch_fixed, err, errlen);
 	}
