@@ -11,11 +11,11 @@
  * pinned all at once, read and decoded; the assembly copies their rows
  * into place (runs.c, in block order); the blocks are unpinned and the
  * next chunk goes.  io memory then holds a chunk's blocks per batch in
- * flight, not a batch's.  The
- * price: a block is read again for every batch that needs it once it has
- * left the cache, so chunks are only used when a batch's blocks do not
- * fit the budget (loader_open.c asks budget_open() first); raw data of format
- * v3 has record-range reads (ranges.c) instead.
+ * flight, not a batch's.  The price: a block is read again for every
+ * batch that needs it once it has left the cache, so chunks are only
+ * used when a batch's blocks do not fit the budget (loader_open.c asks
+ * budget_open() first); raw data of format v3 has record-range reads
+ * (ranges.c) instead.
  *
  * A chunk's blocks are claimed all or none, and a claimed chunk needs
  * nothing else to finish (its batch has its memory), so chunks never wait

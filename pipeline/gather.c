@@ -116,6 +116,9 @@ void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 	runs[(*n)++] = (struct gather_run){ src, dst, len };
 }
 
+/* Runs taken from runs.c at a time, converted into the table. */
+#define GATHER_RUNS_PER_CALL 64u
+
 /* The batch's run table (runs.c), as the device takes it: arena offsets
  * into the io mirror and the batch mirror.  @return: the bytes they move
  * (the assemble stage's bytes: what goes into the batch, here by the
@@ -124,12 +127,12 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 {
 	uint64_t slot_off = (uint64_t)(s->host - c->arena);
 	uint64_t bytes = 0;
-	struct batch_run runs[64];
+	struct batch_run runs[GATHER_RUNS_PER_CALL];
 	struct run_cursor cur;
 	uint32_t n = 0, got;
 
 	runs_start(s, 0, s->delivered, &cur);
-	while ((got = runs_next(c, s, &cur, runs, 64)) > 0) {
+	while ((got = runs_next(c, s, &cur, runs, GATHER_RUNS_PER_CALL)) > 0) {
 		for (uint32_t k = 0; k < got; k++) {
 			gather_run_append(s->gather.runs, &n,
 					  (uint64_t)(runs[k].src - c->arena),

@@ -11,9 +11,8 @@
  * record-range reads (ranges.h), chunked assembly (chunks.h), device
  * gather (gather.h), views (view.h), direct decodes (direct.h), the
  * placement each batch gets (plan.h) and the runs it moves (runs.h).
- * Those
- * headers forward-declare struct slot and struct loader_core and never
- * include this one.
+ * Those headers forward-declare struct slot and struct loader_core and
+ * never include this one.
  *
  * One mutex (mu) guards every field marked [mu], here and in the stage
  * headers; it is taken with core_lock(), which counts the waits.  The
