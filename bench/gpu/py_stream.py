@@ -19,7 +19,6 @@ Usage: py_stream.py PATH [--batch-size B] [--shuffle S] [--epochs E]
 """
 import argparse
 import json
-import os
 import resource
 import sys
 import time
