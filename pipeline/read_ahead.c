@@ -30,14 +30,18 @@ void read_ahead_open(struct loader_core *c)
 	uint32_t n = 2 * c->cfg.decode_threads;
 	uint64_t most;
 
-	/* a window shuffle's next window whole, so that it is read while
-	 * this one's batches go out: its first batch needs nearly all of
-	 * its blocks.  With 2 decode threads, 4 blocks ahead of a 16-block
-	 * window left the consumer waiting at every window's start: 16
-	 * gave 5.23 GB/s against 4.58 on the VM, for 520 MiB of budget
-	 * against 296 (16 KiB records, 4 MiB blocks, medians of 5); with 8
-	 * threads or more, two blocks a thread cover a window already */
-	if (c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW && n < c->need)
+	/* a window shuffle's next window of raw blocks whole, so that it
+	 * is read while this one's batches go out: its first batch needs
+	 * nearly all of its blocks.  With 2 decode threads, 4 blocks ahead
+	 * of a 16-block window left the consumer waiting at every window's
+	 * start: 16 gave 5.23 GB/s against 4.58 on the VM, for 520 MiB of
+	 * budget against 296 (16 KiB records, 4 MiB blocks, medians of 5).
+	 * Not zstd blocks, whose decompression the CPUs are already busy
+	 * with: 16 of them gave 4.74 and 5.32 against 5.42 and 5.57 GB/s
+	 * (medians of 4), for 781 MiB against 443.  With 8 threads or more,
+	 * two blocks a thread cover a window already. */
+	if (c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW && !c->has_zstd &&
+	    n < c->need)
 		n = (uint32_t)c->need;
 	most = per_block ? AHEAD_BYTES_MAX / per_block : n;
 
