@@ -3,8 +3,8 @@
  * so that the decode workers always have blocks coming, and as many bytes
  * are in flight as the storage's latency asks for.  The open sets a
  * read-ahead that keeps two blocks per decode worker coming, and under a
- * window shuffle the next window's blocks (it sizes the default budget);
- * where reads are slow, the limit rises toward every
+ * window shuffle of raw blocks the next window's blocks (it sizes the
+ * default budget); where reads are slow, the limit rises toward every
  * cache entry a batch does not need, following bandwidth x latency: the
  * blocks read per second times the quickest read's latency, twice over.
  * The quickest, not the average: by Little's law the average latency
@@ -39,7 +39,7 @@ void read_ahead_open(struct loader_core *c)
 	 * Not zstd blocks, whose decompression the CPUs are already busy
 	 * with: 16 of them gave 4.74 and 5.32 against 5.42 and 5.57 GB/s
 	 * (medians of 4), for 781 MiB against 443.  With 8 threads or more,
-	 * two blocks a thread cover a window already. */
+	 * two blocks a thread cover a 16-block window already. */
 	if (c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW && !c->has_zstd &&
 	    n < c->need)
 		n = (uint32_t)c->need;
