@@ -557,8 +557,12 @@ int limit_disk(const struct shard_set *s, uint32_t threads, int direct,
 	 * asks (gpu/host_device.c): on the VM's disk, 1 MiB O_DIRECT reads
 	 * into buffers so aligned ran 3.7-3.9 GB/s against 3.2-3.4 with 4
 	 * KiB alignment (bench/results/2026-11-27-disk-probe-random.md). */
-	if (!r)
+	if (!r) {
 		(void)madvise(bufs, buf_bytes, MADV_HUGEPAGE);
+		/* and resident before the clock starts, as the arena is
+		 * (limits.c: a first touch is a page fault per page) */
+		memset(bufs, 0, buf_bytes);
+	}
 	if (!p.fds || !p.buffered || !p.inflight || !p.unqueued ||
 	    !p.group_base || !w || r) {
 		if (!r)
