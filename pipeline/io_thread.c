@@ -122,8 +122,13 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	uint32_t count;
 	struct slot *s;
 
+	if (loader_past_epochs(c, c->plan_epoch))
+		return 0;
 	if (c->plan_batch >= c->sampler.nbatches) {
 		if (c->sampler.nbatches == 0 && c->sampler.nlevels == 0)
+			return 0;
+		/* the job's last epoch: nothing after it to read */
+		if (loader_past_epochs(c, c->plan_epoch + 1))
 			return 0;
 		/* Everything of this epoch is planned: prefetch the next,
 		 * which is a fresh one (no earlier jobs). */

@@ -176,7 +176,8 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 		c->ahead.rec = 0;
 		c->epoch = epoch;
 		c->consumed = batch;
-		c->epoch_batches = c->sampler.nbatches;
+		c->epoch_batches = loader_past_epochs(c, epoch)
+					   ? 0 : c->sampler.nbatches;
 		c->nearlier = nearlier;
 		if (nearlier)
 			memcpy(c->earlier, earlier, nearlier * sizeof(*earlier));
@@ -233,11 +234,16 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 			r = c->failed;
 			break;
 		}
+		if (loader_past_epochs(c, c->epoch)) {
+			r = SLUICE_EOF;    /* the job's epochs are over */
+			break;
+		}
 		if (c->consumed >= c->epoch_batches) {
 			c->epoch++;
 			c->consumed = 0;
 			c->nearlier = 0;
-			c->epoch_batches = c->fresh_batches;
+			c->epoch_batches = loader_past_epochs(c, c->epoch)
+						   ? 0 : c->fresh_batches;
 			r = SLUICE_EOF;
 			break;
 		}

@@ -259,6 +259,14 @@ static inline void loader_span(const struct loader_core *c, int stage,
 			       bytes);
 }
 
+/* @epoch is at or past the epochs the job runs (cfg.epochs; 0: no end):
+ * nothing of it is planned or delivered. */
+static inline int loader_past_epochs(const struct loader_core *c,
+				     uint64_t epoch)
+{
+	return c->cfg.epochs && epoch >= c->cfg.epochs;
+}
+
 /* Round @x up to a multiple of the power of two @a. */
 static inline uint64_t align_up(uint64_t x, uint64_t a)
 {

@@ -238,6 +238,8 @@ int run_loader(sluice_dataset *ds, const struct cli_opts *o,
 	int r, rc = 0;
 
 	memset(res, 0, sizeof(*res));
+	/* the run's last epoch reads nothing of the next */
+	cfg.epochs = o->epochs;
 	if (trace) {
 		/* a span per read, decode, assembly part and copy */
 		cfg.on_span = trace_on_span;

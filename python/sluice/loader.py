@@ -40,6 +40,16 @@ def _direct_io(value):
                      % (value,))
 
 
+def _epochs(value):
+    """None -> 0 (the library's "no end"); else a positive int."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ValueError("epochs must be None or a positive int, not %r"
+                     % (value,))
+
+
 def _choice(name, value, table):
     if isinstance(value, int) and not isinstance(value, bool):
         if value in table.values():
@@ -99,6 +109,9 @@ class Loader:
         stats()["device_memory_bytes"]), "on" (zstd datasets too, and on
         the CPU as a memcpy: a test and benchmark mode) or "off" (batches assembled on
         the CPU, then copied); stats()["batches_gathered"].
+    epochs: the epochs the job runs, if known (None: no end).  The end of
+        each epoch reads ahead into the next; the last one's then reads
+        nothing in vain, and a pass over epoch `epochs` yields nothing.
     plain_reads, pageable_copies: test and benchmark instruments that
         force the fallbacks (no io_uring registered buffers; no
         cudaHostRegister, so pageable copies to the GPU); slower, same
@@ -126,7 +139,8 @@ class Loader:
                  verify=True, on_error="fail", direct_io="auto",
                  sqpoll=False, cache_bytes=0, memory_bytes=0,
                  plain_reads=False, pageable_copies=False,
-                 range_reads="auto", device_gather="auto", state=None):
+                 range_reads="auto", device_gather="auto", epochs=None,
+                 state=None):
         streams = None
         if isinstance(path, (list, tuple)):
             self.streams = [s if isinstance(s, Stream) else Stream(s)
@@ -167,6 +181,7 @@ class Loader:
             "range_reads": _choice("range_reads", range_reads, _RANGE_READS),
             "device_gather": _choice("device_gather", device_gather,
                                      _DEVICE_GATHER),
+            "epochs": _epochs(epochs),
         }
         self._ld = _sluice.Loader(self.dataset._ds, config, state, streams)
         self._resuming = state is not None

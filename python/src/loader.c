@@ -63,6 +63,7 @@ static const struct {
 	OPT(pad_length, OPT_U32),     OPT(cache_bytes, OPT_U64),
 	OPT(memory_bytes, OPT_U64),
 	OPT(range_reads, OPT_INT),    OPT(device_gather, OPT_INT),
+	OPT(epochs, OPT_U64),
 #undef OPT
 	{ "plain_reads", SLUICE_FORCE_PLAIN_READS, OPT_FORCE },
 	{ "pageable_copies", SLUICE_FORCE_PAGEABLE_COPIES, OPT_FORCE },

@@ -1,5 +1,7 @@
 """DataLoader semantics: every iter() starts a pass; an unfinished pass
 is started over; the first pass after a resume goes on from there."""
+import pytest
+
 import sluice
 from conftest import epoch_order
 
@@ -47,3 +49,20 @@ def test_first_pass_after_resume_goes_on(dataset):
         ld.load_state_dict(state)
         ld.set_epoch(1)          # another epoch: the resume is dropped
         assert indices(ld) == want[40:]
+
+
+def test_epochs_ends_the_job(dataset):
+    """epochs=E: E passes, then passes that yield nothing (len 0) until
+    set_epoch goes back."""
+    want = epoch_order(dataset, epochs=2, **KW)
+    with sluice.Loader(dataset, epochs=2, **KW) as ld:
+        assert indices(ld) == want[:40]
+        assert indices(ld) == want[40:]
+        assert ld.epoch == 2 and len(ld) == 0
+        assert indices(ld) == []
+        ld.set_epoch(1)
+        assert len(ld) == 40 and indices(ld) == want[40:]
+        assert indices(ld) == []
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="epochs"):
+            sluice.Loader(dataset, epochs=bad, **KW)
