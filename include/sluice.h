@@ -530,7 +530,9 @@ struct sluice_loader_config {
 	 * cache, and the largest batch and block need, capped at an eighth
 	 * of RAM or of the control group's memory limit when lower, divided
 	 * among $LOCAL_WORLD_SIZE ranks (an explicit cache_bytes is not
-	 * capped).  Given: exactly that, and an
+	 * capped).  Given: exactly that, what batches do not want going to
+	 * the block cache (up to every block, unless cache_bytes is set),
+	 * and an
 	 * explicit cache_bytes that does not fit beside one batch fails
 	 * open with -ENOSPC.  The arena is made resident at open.  Batches
 	 * take what their records need; the planner fills a slot only when

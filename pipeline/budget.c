@@ -320,7 +320,24 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	budget &= ~(uint64_t)(IO_ALIGN - 1);
 	if (add_sat(io_want, batch_want) <= budget) {
 		c->io_bytes = io_want;
-		c->batch_bytes = budget - io_want;
+		/* An explicit memory_bytes past what batches and the cache
+		 * want is made resident all the same: it caches blocks (up
+		 * to every one; not past an explicit cache_bytes), so that
+		 * slow reads get read-ahead and a dataset that fits is read
+		 * once.  Before, it went to batch memory that prefetch_depth
+		 * slots never use. */
+		if (c->cfg.memory_bytes && !c->cfg.cache_bytes) {
+			uint64_t all = align_up(add_sat(z.io_sum,
+							c->ranges.io_want),
+						IO_ALIGN);
+			uint64_t room = (budget - batch_want) &
+					~(uint64_t)(IO_ALIGN - 1);
+
+			c->io_bytes = room < all ? room : all;
+			if (c->io_bytes < io_want)
+				c->io_bytes = io_want;
+		}
+		c->batch_bytes = budget - c->io_bytes;
 	} else {
 		/* Half each, but io at least what one batch's blocks take
 		 * (its largest included) when that fits. */

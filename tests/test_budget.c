@@ -906,6 +906,46 @@ static void check_explicit_cache(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* An explicit memory_bytes past what batches want caches blocks: a
+ * dataset that fits is read once over several epochs (the surplus went
+ * to batch memory, and every epoch read every block again); one that
+ * does not fit still streams, each epoch reading it. */
+static void check_memory_caches(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	struct sluice_stats st = { .size = sizeof(st) };
+	const uint64_t mem[2] = { 16 * MIB, 3 * MIB };
+	uint64_t nblocks;
+
+	write_fixed(dir, 512, 64 << 10);        /* 8 MiB in 128 blocks */
+	T_OK(sluice_dataset_open(dir, &ds));
+	nblocks = dataset_table(ds)->block_count;
+	for (int k = 0; k < 2; k++) {
+		sluice_loader *ld = NULL;
+
+		sluice_loader_config_init(&cfg);
+		cfg.device = SLUICE_DEVICE_HOST;
+		cfg.batch_size = 16;
+		cfg.shuffle = SLUICE_SHUFFLE_NONE;
+		cfg.memory_bytes = mem[k];
+		T_OK(sluice_loader_open(ds, &cfg, &ld));
+		for (int e = 0; e < 3; e++)
+			T_EQ(stream_to_end(ld, "memory caches"), 512);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_EQ(st.memory_bytes, mem[k]);
+		if (k == 0) {
+			T_ASSERT(st.io_memory_bytes >= 8 * MIB);
+			T_EQ(st.blocks_read, nblocks);
+		} else {
+			T_ASSERT(st.io_memory_bytes < 3 * MIB);
+			T_ASSERT(st.blocks_read >= 3 * nblocks);
+		}
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
 /* Where the default budget's cap binds, a window batch whose blocks do
  * not fit the io memory gets a smaller window, said in stats.fallbacks
  * (it used to fail at batch 0: "does not fit beside the other blocks");
@@ -1179,6 +1219,8 @@ int main(void)
 	check_variable_images(path);
 	snprintf(path, sizeof(path), "%s/cached", dir);
 	check_explicit_cache(path);
+	snprintf(path, sizeof(path), "%s/memory", dir);
+	check_memory_caches(path);
 	snprintf(path, sizeof(path), "%s/window", dir);
 	check_window_shrinks(path);
 	fx_rmrf(dir);

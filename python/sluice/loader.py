@@ -94,8 +94,10 @@ class Loader:
     prefetch: batches the loader fills ahead of the consumer.
     memory_bytes: the loader's memory budget (io buffers and batches);
         0: what the dataset needs, at most an eighth of RAM or of the
-        cgroup memory limit, divided among $LOCAL_WORLD_SIZE ranks.  A batch or block that cannot fit
-        raises naming memory_bytes.
+        cgroup memory limit, divided among $LOCAL_WORLD_SIZE ranks.
+        Given, what batches do not need caches blocks: a dataset that
+        fits is read once.  A batch or block that cannot fit raises
+        naming memory_bytes.
     direct_io: "auto" (shards the page cache mostly holds are read
         buffered, the others with O_DIRECT where the filesystem allows;
         stats()["cached_shards"] counts the first), True or False.
