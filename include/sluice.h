@@ -598,9 +598,10 @@ struct sluice_loader_config {
 	 * Epochs the job will run.  0 (default): no end; the end of each
 	 * epoch plans and reads ahead into the next.  E: the loader plans
 	 * no batch past epoch E-1, so the last epoch's end reads nothing in
-	 * vain (at 40 GB/s a read-ahead of 2 GB); from epoch E on, next()
-	 * returns SLUICE_EOF at once and sluice_loader_batches() 0, until
-	 * set_epoch or state_set go back to an earlier epoch.
+	 * vain (on the H100 host the read-ahead held 35 blocks of 64 MiB);
+	 * from epoch E on, next() returns SLUICE_EOF at once and
+	 * sluice_loader_batches() 0, until set_epoch or state_set go back
+	 * to an earlier epoch.
 	 */
 	uint64_t epochs;
 	uint64_t reserved[7];      /* zero (config_init): room to grow */

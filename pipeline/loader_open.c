@@ -164,7 +164,7 @@ static void stop_threads(struct loader_core *c)
 }
 
 /* Cache entries for batches that touch @need blocks: two batches' worth
- * and the read-ahead's, or as many as cache_bytes holds. */
+ * and the read-ahead's, or as many as @cache_bytes of io memory hold. */
 static uint64_t cache_entries(const struct loader_core *c, uint64_t need,
 			      uint64_t cache_bytes)
 {
