@@ -574,8 +574,9 @@ struct sluice_loader_config {
 	 * 64 MiB in all and for datasets of at most 65536 blocks, so that a
 	 * record costs one read.  This memory is outside memory_bytes; the
 	 * reads' io memory is inside.  AUTO (default): for shuffle FULL
-	 * only, and not when cache_bytes holds every block (the cache
-	 * then reads each block once, range reads every epoch); OFF: never.
+	 * only, and not when cache_bytes, or an explicit memory_bytes
+	 * beside its batches, holds every block (the cache then reads each
+	 * block once, range reads every epoch); OFF: never.
 	 */
 	enum sluice_range_reads range_reads;
 	/*

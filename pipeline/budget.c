@@ -236,6 +236,60 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
 	return big;
 }
 
+/* The batch memory a budget wants: prefetch_depth + 1 typical batches
+ * (@batch_fixed: a batch's bytes besides variable values), and room for
+ * the largest. */
+static uint64_t batch_want_bytes(const struct loader_core *c,
+				 const struct block_sizes *z,
+				 uint64_t batch_fixed)
+{
+	uint64_t b = c->cfg.batch_size, records = c->ds->record_count;
+	uint64_t per_batch, extra, want;
+
+	/* The median record's variable bytes: its raw size less the fixed
+	 * fields, which batch_fixed holds already. */
+	per_batch = batch_fixed;
+	if (!c->cfg.pad_length && z->record_median > fixed_record_bytes(c))
+		per_batch = add_sat(per_batch,
+				    mul_sat(b < records ? b : records,
+					    z->record_median -
+						    fixed_record_bytes(c)));
+	/* prefetch_depth batches and the one the consumer holds.  With
+	 * variable values, one more: first-fit leaves those batches in the
+	 * lowest prefetch_depth + 1 typical sizes, so that much room above
+	 * them lets the largest batch in beside whichever one is held (else
+	 * a held batch can split the pool where neither hole fits it:
+	 * test_budget check_hold_previous).  The largest batch is every
+	 * record at its largest values (a batch of 8 images of up to 300 KB
+	 * sized from the median image was refused), but never more than the
+	 * batch_size largest blocks hold (one outlier record costs its own
+	 * size, not batch_size times it). */
+	extra = mul_sat(largest_record_extra(c), b < records ? b : records);
+	if (extra && extra > z->raw_top_batch)
+		extra = z->raw_top_batch;
+	want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull : 1ull),
+			       per_batch),
+		       extra);
+	return add_sat(want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
+}
+
+/*
+ * An explicit memory_bytes (and no cache_bytes) holds every block beside
+ * the batch memory it wants: budget_open() will give the cache that
+ * surplus, and each block is read once.
+ */
+int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
+{
+	uint64_t budget = c->cfg.memory_bytes & ~(uint64_t)(IO_ALIGN - 1);
+	struct block_sizes z;
+
+	if (!c->cfg.memory_bytes || c->cfg.cache_bytes || !c->nblocks ||
+	    measure_blocks(c, &z))
+		return 0;
+	return add_sat(batch_want_bytes(c, &z, batch_fixed),
+		       align_up(z.io_sum, IO_ALIGN)) <= budget;
+}
+
 /*
  * Size the arena and map it (device_open), then set up both pools.
  * @entries: cache entries (each one io pool allocation); @batch_fixed:
@@ -249,9 +303,7 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
 int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		char *err, size_t errlen)
 {
-	uint64_t b = c->cfg.batch_size, budget, io_want, batch_want, per_batch;
-	uint64_t extra, big, cache;
-	uint64_t records = c->ds->record_count;
+	uint64_t budget, io_want, batch_want, big, cache;
 	uint32_t big_field;
 	char words[128];
 	struct block_sizes z;
@@ -274,32 +326,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	io_want = add_sat(io_want, c->ranges.io_want);
 	io_want = align_up(io_want ? io_want : IO_ALIGN, IO_ALIGN);
 
-	/* The median record's variable bytes: its raw size less the fixed
-	 * fields, which batch_fixed holds already. */
-	per_batch = batch_fixed;
-	if (!c->cfg.pad_length && z.record_median > fixed_record_bytes(c))
-		per_batch = add_sat(per_batch,
-				    mul_sat(b < records ? b : records,
-					    z.record_median -
-						    fixed_record_bytes(c)));
-	/* prefetch_depth batches and the one the consumer holds.  With
-	 * variable values, one more: first-fit leaves those batches in the
-	 * lowest prefetch_depth + 1 typical sizes, so that much room above
-	 * them lets the largest batch in beside whichever one is held (else
-	 * a held batch can split the pool where neither hole fits it:
-	 * test_budget check_hold_previous).  The largest batch is every
-	 * record at its largest values (a batch of 8 images of up to 300 KB
-	 * sized from the median image was refused), but never more than the
-	 * batch_size largest blocks hold (one outlier record costs its own
-	 * size, not batch_size times it). */
-	extra = mul_sat(largest_record_extra(c), b < records ? b : records);
-	if (extra && extra > z.raw_top_batch)
-		extra = z.raw_top_batch;
-	batch_want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull
-								     : 1ull),
-				     per_batch),
-			     extra);
-	batch_want = add_sat(batch_want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
+	batch_want = batch_want_bytes(c, &z, batch_fixed);
 
 	if (c->cfg.memory_bytes) {
 		budget = c->cfg.memory_bytes;

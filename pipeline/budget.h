@@ -17,6 +17,8 @@ struct slot;
 uint64_t block_io_bytes(const struct shard_block *blk);
 int budget_open(struct loader_core *c, uint64_t entries,
 		uint64_t batch_fixed_bytes, char *err, size_t errlen);
+int budget_caches_dataset(const struct loader_core *c,
+			  uint64_t batch_fixed_bytes);
 void budget_close(struct loader_core *c);
 void batch_memory_grant_locked(struct loader_core *c);
 int batch_memory_hoarded_locked(struct loader_core *c);

@@ -766,7 +766,8 @@ static void check_lying_header(const char *dir)
 }
 
 /* @n records of one uint8[16384] field in blocks of @block_size bytes. */
-static void write_fixed(const char *dir, uint32_t n, uint64_t block_size)
+static void write_fixed(const char *dir, uint32_t n, uint64_t block_size,
+			int level)
 {
 	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
 					16384);
@@ -776,6 +777,7 @@ static void write_fixed(const char *dir, uint32_t n, uint64_t block_size)
 
 	sluice_writer_config_init(&wc);
 	wc.block_size = block_size;
+	wc.compression_level = level;
 	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
 	for (uint32_t i = 0; i < n; i++) {
 		const void *v[1] = { rec };
@@ -868,7 +870,7 @@ static void check_explicit_cache(const char *dir)
 	struct sluice_stats st = { .size = sizeof(st) };
 	char msg[512];
 
-	write_fixed(dir, 256, 64 << 10);        /* 4 MiB */
+	write_fixed(dir, 256, 64 << 10, 3);     /* 4 MiB */
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.device = SLUICE_DEVICE_HOST;
@@ -908,8 +910,9 @@ static void check_explicit_cache(const char *dir)
 
 /* An explicit memory_bytes past what batches want caches blocks: a
  * dataset that fits is read once over several epochs (the surplus went
- * to batch memory, and every epoch read every block again); one that
- * does not fit still streams, each epoch reading it. */
+ * to batch memory, and every epoch read every block again), a full
+ * shuffle's too, by block rather than by range; one that does not fit
+ * still streams, each epoch reading it. */
 static void check_memory_caches(const char *dir)
 {
 	struct sluice_loader_config cfg;
@@ -918,25 +921,30 @@ static void check_memory_caches(const char *dir)
 	const uint64_t mem[2] = { 16 * MIB, 3 * MIB };
 	uint64_t nblocks;
 
-	write_fixed(dir, 512, 64 << 10);        /* 8 MiB in 128 blocks */
+	write_fixed(dir, 512, 64 << 10, 0);     /* 8 MiB in 128 raw blocks */
 	T_OK(sluice_dataset_open(dir, &ds));
 	nblocks = dataset_table(ds)->block_count;
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 4; k++) {
+		int fits = k % 2 == 0, full = k >= 2;
 		sluice_loader *ld = NULL;
 
 		sluice_loader_config_init(&cfg);
 		cfg.device = SLUICE_DEVICE_HOST;
 		cfg.batch_size = 16;
-		cfg.shuffle = SLUICE_SHUFFLE_NONE;
-		cfg.memory_bytes = mem[k];
+		cfg.shuffle = full ? SLUICE_SHUFFLE_FULL : SLUICE_SHUFFLE_NONE;
+		cfg.memory_bytes = mem[k % 2];
+		cfg.epochs = 3;         /* nothing read of a fourth */
 		T_OK(sluice_loader_open(ds, &cfg, &ld));
 		for (int e = 0; e < 3; e++)
 			T_EQ(stream_to_end(ld, "memory caches"), 512);
 		T_OK(sluice_loader_stats(ld, &st));
-		T_EQ(st.memory_bytes, mem[k]);
-		if (k == 0) {
+		T_EQ(st.memory_bytes, cfg.memory_bytes);
+		if (fits) {
 			T_ASSERT(st.io_memory_bytes >= 8 * MIB);
 			T_EQ(st.blocks_read, nblocks);
+			T_EQ(st.range_reads, 0);
+		} else if (full) {
+			T_EQ(st.range_records, 3 * 512);
 		} else {
 			T_ASSERT(st.io_memory_bytes < 3 * MIB);
 			T_ASSERT(st.blocks_read >= 3 * nblocks);
@@ -958,7 +966,7 @@ static void check_window_shrinks(const char *dir)
 	struct sluice_stats st = { .size = sizeof(st) };
 	char msg[512];
 
-	write_fixed(dir, 1024, 256 << 10);      /* 64 blocks, 16 MiB */
+	write_fixed(dir, 1024, 256 << 10, 3);   /* 64 blocks, 16 MiB */
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.device = SLUICE_DEVICE_HOST;

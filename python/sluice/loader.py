@@ -103,8 +103,9 @@ class Loader:
         stats()["cached_shards"] counts the first), True or False.
     range_reads: "auto" (shuffle "full" reads only its records' byte
         ranges from raw blocks (variable fields too), each checked against
-        its format-v3 record checksum; stats()["range_reads"]), "on" (in
-        every shuffle mode) or "off" (whole blocks).
+        its format-v3 record checksum; stats()["range_reads"]; not when
+        cache_bytes or memory_bytes holds every block, each then read
+        once), "on" (in every shuffle mode) or "off" (whole blocks).
     device_gather: "auto" (on a GPU, raw datasets of fixed-shape fields
         upload each decoded block once and gather batches on the device:
         no CPU copy of the bytes; costs io_memory_bytes more GPU memory,
