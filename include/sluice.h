@@ -527,7 +527,8 @@ struct sluice_loader_config {
 	 * device holds a copy of the batch part, and the whole arena is
 	 * pinned).  0 (default): what the dataset's index says prefetch_depth
 	 * + 1 typical batches (one more with variable-length fields), the block
-	 * cache, and the largest batch and block need, capped at an eighth
+	 * cache, the two largest batches (the one held and the next) and
+	 * the largest block need, capped at an eighth
 	 * of RAM or of the control group's memory limit when lower, divided
 	 * among $LOCAL_WORLD_SIZE ranks (an explicit cache_bytes is not
 	 * capped).  Given: exactly that, what batches do not want going to

@@ -93,8 +93,9 @@ static int cmp_u64(const void *a, const void *b)
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
 	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
-	uint64_t raw_top_batch;     /* the batch_size largest raw sizes,
-				       summed: no batch holds more */
+	uint64_t raw_top_two;       /* the 2 x batch_size largest raw
+				       sizes, summed: no two batches hold
+				       more */
 	uint64_t max_block;         /* global block with io_max */
 };
 
@@ -149,8 +150,8 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	/* A batch's records come from at most batch_size blocks, and its
 	 * records of one block hold at most that block's raw bytes. */
 	qsort(raw, n, sizeof(*raw), cmp_u64);
-	for (uint64_t k = 0; k < c->cfg.batch_size && k < n; k++)
-		z->raw_top_batch = add_sat(z->raw_top_batch, raw[n - 1 - k]);
+	for (uint64_t k = 0; k < 2ull * c->cfg.batch_size && k < n; k++)
+		z->raw_top_two = add_sat(z->raw_top_two, raw[n - 1 - k]);
 	for (uint64_t k = 0; k < n; k++) {
 		seen += rec[k].count;
 		z->record_median = rec[k].bytes;
@@ -259,14 +260,18 @@ static uint64_t batch_want_bytes(const struct loader_core *c,
 	 * lowest prefetch_depth + 1 typical sizes, so that much room above
 	 * them lets the largest batch in beside whichever one is held (else
 	 * a held batch can split the pool where neither hole fits it:
-	 * test_budget check_hold_previous).  The largest batch is every
+	 * test_budget check_hold_previous).  Room then for the two largest
+	 * batches, the one the consumer holds and the next: each is every
 	 * record at its largest values (a batch of 8 images of up to 300 KB
-	 * sized from the median image was refused), but never more than the
-	 * batch_size largest blocks hold (one outlier record costs its own
-	 * size, not batch_size times it). */
-	extra = mul_sat(largest_record_extra(c), b < records ? b : records);
-	if (extra && extra > z->raw_top_batch)
-		extra = z->raw_top_batch;
+	 * sized from the median image was refused; with room for one, a run
+	 * of 40 such images held one batch at a time went over the budget
+	 * 20 times), but never more than the 2 x batch_size largest blocks
+	 * hold (one outlier record costs its own size, not batch_size times
+	 * it). */
+	extra = mul_sat(largest_record_extra(c),
+			2 * b < records ? 2 * b : records);
+	if (extra && extra > z->raw_top_two)
+		extra = z->raw_top_two;
 	want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull : 1ull),
 			       per_batch),
 		       extra);
@@ -298,10 +303,12 @@ int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
  * (one more with variable values) and the cache need, plus the largest
  * batch and block once, capped at default_budget(); an explicit
  * cache_bytes is not capped.  Given memory_bytes: exactly that, refused
- * when it cannot hold an explicit cache_bytes beside one batch.
+ * when it cannot hold an explicit cache_bytes beside one batch; what
+ * batches do not want caches blocks, and *@entries rises to as many as
+ * that io memory holds.
  */
-int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
-		char *err, size_t errlen)
+int budget_open(struct loader_core *c, uint64_t *entries,
+		uint64_t batch_fixed, char *err, size_t errlen)
 {
 	uint64_t budget, io_want, batch_want, big, cache;
 	uint32_t big_field;
@@ -317,7 +324,7 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		return r;
 	/* An explicit cache_bytes, at most what every block takes. */
 	cache = c->cfg.cache_bytes < z.io_sum ? c->cfg.cache_bytes : z.io_sum;
-	io_want = add_sat(mul_sat(entries, z.io_median), z.io_max);
+	io_want = add_sat(mul_sat(*entries, z.io_median), z.io_max);
 	if (c->cfg.cache_bytes > io_want)
 		io_want = c->cfg.cache_bytes;
 	if (io_want > z.io_sum)
@@ -349,20 +356,31 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 		c->io_bytes = io_want;
 		/* An explicit memory_bytes past what batches and the cache
 		 * want is made resident all the same: it caches blocks (up
-		 * to every one; not past an explicit cache_bytes), so that
-		 * slow reads get read-ahead and a dataset that fits is read
-		 * once.  Before, it went to batch memory that prefetch_depth
-		 * slots never use. */
-		if (c->cfg.memory_bytes && !c->cfg.cache_bytes) {
+		 * to every one; not past an explicit cache_bytes, nor where
+		 * every block is read by range), so that slow reads get
+		 * read-ahead and a dataset that fits is read once.  Before,
+		 * it all went to batch memory, which only a consumer holding
+		 * more batches than the slots uses. */
+		if (c->cfg.memory_bytes && !c->cfg.cache_bytes &&
+		    !c->ranges.all) {
 			uint64_t all = align_up(add_sat(z.io_sum,
 							c->ranges.io_want),
 						IO_ALIGN);
 			uint64_t room = (budget - batch_want) &
 					~(uint64_t)(IO_ALIGN - 1);
+			uint64_t avg = c->nblocks ? z.io_sum / c->nblocks : 0;
+			uint64_t held;
 
 			c->io_bytes = room < all ? room : all;
 			if (c->io_bytes < io_want)
 				c->io_bytes = io_want;
+			/* an entry for every block it holds */
+			held = avg ? (c->io_bytes - c->ranges.io_want) / avg
+				   : 0;
+			if (held > c->nblocks)
+				held = c->nblocks;
+			if (held > *entries)
+				*entries = held;
 		}
 		c->batch_bytes = budget - c->io_bytes;
 	} else {
@@ -484,11 +502,11 @@ int budget_open(struct loader_core *c, uint64_t entries, uint64_t batch_fixed,
 	 * (ranges.c), freed in whatever order their assemblies end.  Sized
 	 * for the entries alone, out-of-order frees split the free space
 	 * into more extents than pool_free() has room for. */
-	io_allocs = (uint32_t)entries + (c->ranges.on ? c->slots_cap : 0);
+	io_allocs = (uint32_t)*entries + (c->ranges.on ? c->slots_cap : 0);
 	r = pool_init(&c->io_pool, c->io_bytes, IO_ALIGN, io_allocs);
 	if (!r)
 		r = pool_init(&c->views.pool, c->io_bytes, IO_ALIGN,
-			      (uint32_t)entries);
+			      (uint32_t)*entries);
 	if (!r)
 		r = pool_init(&c->batch_pool, c->batch_bytes, SLOT_ALIGN,
 			      c->slots_cap);

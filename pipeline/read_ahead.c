@@ -110,6 +110,11 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 	uint64_t horizon = c->nblocks ? (uint64_t)c->ahead.limit *
 		(c->ds->record_count / c->nblocks + 1) : 0;
 
+	/* a restart at or past the job's last epoch (cfg.epochs): nothing
+	 * of it is planned, so nothing is read for it */
+	if (loader_past_epochs(c, c->plan_epoch))
+		return;
+
 	while (c->ahead.inflight < c->ahead.limit &&
 	       c->cache.lru_count > c->need) {
 		struct sampler_span sp;

@@ -62,8 +62,8 @@ static uint64_t blocks_read(sluice_loader *ld)
 	return st.blocks_read;
 }
 
-/* The reads a loader without an end makes past its second epoch, while
- * the consumer looks away for @ms. */
+/* The blocks read after @epochs epochs are consumed, while the consumer
+ * looks away for @ms. */
 static uint64_t reads_after(sluice_loader *ld, uint64_t epochs, long ms)
 {
 	struct timespec pause = { 0, ms * 1000000L };
@@ -120,9 +120,15 @@ int main(void)
 	T_EQ(run_epoch(ld), batches);
 	T_EQ(sluice_loader_next(ld, &b), SLUICE_EOF);
 
-	/* a state past the end restores the end; an earlier one goes on */
+	/* a state past the end restores the end, and a set_epoch past it
+	 * goes there: neither reads anything (the read-ahead read 9 and 11
+	 * blocks of such an epoch); an earlier epoch goes on */
 	T_OK(sluice_loader_state_set(ld, &st));
+	T_EQ(reads_after(ld, 0, 100), 0);
 	T_EQ(sluice_loader_batches(ld), 0);
+	T_EQ(sluice_loader_next(ld, &b), SLUICE_EOF);
+	T_OK(sluice_loader_set_epoch(ld, EPOCHS + 5));
+	T_EQ(reads_after(ld, 0, 100), 0);
 	T_EQ(sluice_loader_next(ld, &b), SLUICE_EOF);
 	T_OK(sluice_loader_set_epoch(ld, 0));
 	T_EQ(run_epoch(ld), batches);
