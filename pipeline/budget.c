@@ -385,7 +385,11 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 		c->batch_bytes = budget - c->io_bytes;
 	} else {
 		/* Half each, but io at least what one batch's blocks take
-		 * (its largest included) when that fits. */
+		 * (its largest included) when that fits; and batches no
+		 * more than they want.  (Half each always: a memory_bytes of
+		 * 512M, 23 MiB short of the window shuffle's default, left
+		 * io 256 MiB and batches 256 they never used, 2.8 GB/s
+		 * against 4.2 with reads 20 ms late.) */
 		uint64_t half = (budget / 2) & ~(uint64_t)(IO_ALIGN - 1);
 		uint64_t floor = add_sat(mul_sat(c->need, z.io_median),
 					 z.io_max);
@@ -393,6 +397,11 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 		floor = align_up(floor < io_want ? floor : io_want, IO_ALIGN);
 		c->io_bytes = io_want < half ? io_want
 			    : floor > half ? floor : half;
+		if (budget > batch_want &&
+		    ((budget - batch_want) & ~(uint64_t)(IO_ALIGN - 1)) >
+			    c->io_bytes)
+			c->io_bytes = (budget - batch_want) &
+				      ~(uint64_t)(IO_ALIGN - 1);
 		if (c->io_bytes >= budget)
 			c->io_bytes = z.io_max > half ? z.io_max : half;
 		/* An explicit cache_bytes is honoured (it fits beside one

@@ -981,6 +981,40 @@ static void check_memory_caches(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* An explicit memory_bytes a little short of the default's gives the
+ * batches what the default gives them and the io memory the rest (it
+ * was split half and half: a window shuffle's io memory halved, its
+ * batch memory doubled to no use). */
+static void check_budget_short_of_default(const char *dir)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+	uint64_t def, def_batch, mem;
+
+	write_fixed(dir, 512, 64 << 10, 0);
+	T_OK(sluice_dataset_open(dir, &ds));
+	ld = must_open(ds, SLUICE_SHUFFLE_WINDOW, 16, 0);
+	T_OK(sluice_loader_stats(ld, &st));
+	def = st.memory_bytes;
+	def_batch = def - st.io_memory_bytes;
+	sluice_loader_close(ld);
+	T_ASSERT(def_batch < def / 2);
+	mem = def - MIB;
+	ld = must_open(ds, SLUICE_SHUFFLE_WINDOW, 16, mem);
+	T_OK(sluice_loader_stats(ld, &st));
+	if (st.io_memory_bytes + def_batch < mem)
+		T_FAIL_AT("memory_bytes %llu: io %llu, batches %llu (the default %llu gives batches %llu)",
+			  (unsigned long long)mem,
+			  (unsigned long long)st.io_memory_bytes,
+			  (unsigned long long)(mem - st.io_memory_bytes),
+			  (unsigned long long)def,
+			  (unsigned long long)def_batch);
+	T_EQ(stream_to_end(ld, "short of the default"), 512);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 /* Blocks of many sizes in an explicit budget that caches them: the io
  * pool has room for as many live blocks as the cache has entries, so
  * evictions that split its free space never overrun it (its extents
@@ -1296,6 +1330,8 @@ int main(void)
 	check_explicit_cache(path);
 	snprintf(path, sizeof(path), "%s/memory", dir);
 	check_memory_caches(path);
+	snprintf(path, sizeof(path), "%s/short", dir);
+	check_budget_short_of_default(path);
 	snprintf(path, sizeof(path), "%s/uneven", dir);
 	check_memory_caches_uneven(path);
 	snprintf(path, sizeof(path), "%s/window", dir);
