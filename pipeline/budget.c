@@ -239,7 +239,7 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
 
 /* The batch memory a budget wants: prefetch_depth + 1 typical batches
  * (@batch_fixed: a batch's bytes besides variable values), and room for
- * the largest. */
+ * the two largest. */
 static uint64_t batch_want_bytes(const struct loader_core *c,
 				 const struct block_sizes *z,
 				 uint64_t batch_fixed)
@@ -300,12 +300,12 @@ int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
  * @entries: cache entries (each one io pool allocation); @batch_fixed:
  * what a full batch takes besides variable values (slot_layout()).
  * Default budget: what the index says prefetch_depth + 1 typical batches
- * (one more with variable values) and the cache need, plus the largest
- * batch and block once, capped at default_budget(); an explicit
- * cache_bytes is not capped.  Given memory_bytes: exactly that, refused
- * when it cannot hold an explicit cache_bytes beside one batch; what
- * batches do not want caches blocks, and *@entries rises to as many as
- * that io memory holds.
+ * (one more with variable values) and the cache need, plus the two
+ * largest batches and the largest block, capped at default_budget(); an
+ * explicit cache_bytes is not capped.  Given memory_bytes: exactly that,
+ * refused when it cannot hold an explicit cache_bytes beside one batch;
+ * what batches do not want caches blocks, and *@entries rises to as many
+ * as that io memory holds.
  */
 int budget_open(struct loader_core *c, uint64_t *entries,
 		uint64_t batch_fixed, char *err, size_t errlen)
