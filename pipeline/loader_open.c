@@ -164,13 +164,13 @@ static void stop_threads(struct loader_core *c)
 }
 
 /* Cache entries for batches that touch @need blocks: two batches' worth
- * and the read-ahead's, or as many as @cache_bytes of io memory hold. */
-static uint64_t cache_entries(const struct loader_core *c, uint64_t need,
-			      uint64_t cache_bytes)
+ * and the read-ahead's, or as many as cache_bytes holds (budget_open()
+ * adds those an explicit memory_bytes' surplus holds). */
+static uint64_t cache_entries(const struct loader_core *c, uint64_t need)
 {
 	uint64_t entries = 2 * need + 2 * c->ahead.max;
 
-	if (cache_bytes && c->nblocks) {
+	if (c->cfg.cache_bytes && c->nblocks) {
 		/* as many entries as blocks of the average size fit, in the
 		 * io memory a block takes (its stored bytes aligned, and
 		 * its decoded bytes when zstd: budget.c), which is what
@@ -178,8 +178,8 @@ static uint64_t cache_entries(const struct loader_core *c, uint64_t need,
 		 * more entries than the io memory holds */
 		uint64_t avg = cache_dataset_bytes(c) / c->nblocks;
 
-		if (avg && cache_bytes / avg > entries)
-			entries = cache_bytes / avg;
+		if (avg && c->cfg.cache_bytes / avg > entries)
+			entries = c->cfg.cache_bytes / avg;
 	}
 	if (entries > c->nblocks)
 		entries = c->nblocks;
@@ -285,7 +285,7 @@ static int shrink_window(struct loader_core *c,
 			return r;
 		c->need = cache_needed(c, c->cfg.batch_size);
 		read_ahead_open(c);
-		*entries = cache_entries(c, c->need, c->cfg.cache_bytes);
+		*entries = cache_entries(c, c->need);
 		r = budget_open(c, entries, batch_fixed, err, errlen);
 	}
 	return r;
@@ -332,7 +332,7 @@ static int open_core(struct loader_core *c,
 	chunks_init(c);
 	c->need = need;
 	read_ahead_open(c);
-	entries = cache_entries(c, need, c->cfg.cache_bytes);
+	entries = cache_entries(c, need);
 
 	c->slots_cap = c->cfg.prefetch_depth + SLOT_GROWTH_MAX;
 	c->slots = calloc(c->slots_cap, sizeof(*c->slots));
@@ -345,7 +345,7 @@ static int open_core(struct loader_core *c,
 		 * blocks at a time (chunks.c). */
 		c->chunks.chunked = 1;
 		c->need = need = chunk_blocks(c);
-		entries = cache_entries(c, need, c->cfg.cache_bytes);
+		entries = cache_entries(c, need);
 		r = budget_open(c, &entries, batch_fixed, err, errlen);
 	}
 	if (r == -E2BIG)
