@@ -22,7 +22,7 @@
 # JOBS (nproc), TUTORIAL_SAMPLES (16384), TUTORIAL_EPOCHS (2),
 # BENCH_RECORDS (2048 records of 1 MiB), STREAM_GB (8.6), STREAM_ROWS
 # (all: base,staging,knobs,zstd,cold), STREAM_RUNS (2, round-robin over
-# the rows), STREAM_EPOCHS (3), SKIP (space-separated step names
+# the rows), STREAM_EPOCHS (3), STREAM_BUDGET (300 s), SKIP (space-separated step names
 # to leave out), REHEARSE=1 (no GPU: go on past the gpu-check stop, the
 # benchmarks on the host device, to try every step of this script).
 #
@@ -239,7 +239,7 @@ if [ -z "$stopped" ]; then
 fi
 if [ -z "$stopped" ]; then
 	step test-gpu 200 test_gpu
-	step streaming 300 streaming
+	step streaming "${STREAM_BUDGET:-300}" streaming
 	step bench 160 benchmarks
 	step tutorial 200 tutorial
 fi
