@@ -110,6 +110,11 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		cpu1 = thread_cpu_ns();
 		/* the decode stage's span: the device's wait is not its */
 		t0 = now_ns();
+	} else if (fetched) {
+		/* unchecked (cfg.verify off): its parts went up all the same */
+		r = fetch_err;
+		if (r)
+			dev_failed = "copy to the device: ";
 	} else if (c->cfg.verify) {
 		r = e->stream.hash ? stream_check(e, blk, stored)
 				   : block_verify(blk, stored);
@@ -127,8 +132,9 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);
 	/* The device copy must be whole before the entry is READY: gathers
-	 * read it from then on (gather.c).  A raw block checked there is. */
-	if (!r && c->gather.on && !(on_device && raw == stored)) {
+	 * read it from then on (gather.c).  A raw block checked there, or
+	 * fetched, is. */
+	if (!r && c->gather.on && !((on_device || fetched) && raw == stored)) {
 		/* what stream.c uploaded as it landed (raw blocks) */
 		uint64_t up = raw == stored ? e->stream.uploaded : 0;
 

@@ -222,6 +222,18 @@ int gather_checks(const struct loader_core *c, const struct shard_block *blk)
 		 blk->stored_size == blk->raw_size));
 }
 
+/* @blk needs no host copy at all: raw, uploaded whole to the device's
+ * mirror, where batches gather from it, and checksummed there unless the
+ * loader checks nothing (cfg.verify off). */
+int gather_device_only(const struct loader_core *c,
+		       const struct shard_block *blk)
+{
+	if (c->cfg.verify)
+		return blk->codec == DLS_CODEC_RAW && gather_checks(c, blk);
+	return c->gather.on && blk->codec == DLS_CODEC_RAW &&
+	       blk->stored_size == blk->raw_size;
+}
+
 /*
  * @blk is uploaded whole from @stored: its checksum, taken on the device
  * from the bytes the gathers will read.  @return: 0, -SLUICE_ECORRUPT,

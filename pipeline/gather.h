@@ -54,6 +54,8 @@ int gather_upload_start(struct loader_core *c, const uint8_t *io,
 int gather_upload_finish(struct loader_core *c, struct device_upload *u);
 struct shard_block;
 int gather_checks(const struct loader_core *c, const struct shard_block *blk);
+int gather_device_only(const struct loader_core *c,
+		       const struct shard_block *blk);
 int gather_check(struct loader_core *c, const struct shard_block *blk,
 		 const uint8_t *stored);
 

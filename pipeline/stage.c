@@ -3,8 +3,8 @@
  * read by the ring into their io memory, and the pinned staging buffers
  * their parts pass through.
  *
- * Where batches are gathered on the device and blocks checksummed there
- * (gather_checks), the CPU never reads a raw block: its host copy only
+ * Where batches are gathered on the device and blocks checksummed there,
+ * or not at all (gather_device_only), the CPU never reads a raw block: its host copy only
  * stages the upload.  Read whole into its 64 MiB of io memory, every
  * piece the page cache copies is written to memory the CPU's cache does
  * not hold, which costs the copy a read of the destination and a write
@@ -65,9 +65,11 @@ int stage_open(struct loader_core *c)
 				     STAGE_PIECES_MAX);
 	uint64_t bytes;
 
-	/* Every batch gathered, every raw block checksummed on the device;
-	 * a cache that holds the dataset reads each block once anyway. */
-	if (!c->gather.checks || !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
+	/* Every batch gathered, every raw block checksummed on the device
+	 * or not at all (gather_device_only); a cache that holds the
+	 * dataset reads each block once anyway. */
+	if (!c->gather.on || (c->cfg.verify && !c->gather.checks) ||
+	    !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
 	    c->ranges.on || c->cache.all || (v && strcmp(v, "0") == 0))
 		return 0;
 	/* At most a quarter of the io memory, leaving a batch's blocks
@@ -116,8 +118,8 @@ void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 	 * in the block's io memory as ever (io/ring.h); so do the reads of
 	 * shards the ring opens on demand, whose descriptors it may close
 	 * (io_ring_pread_fd) */
-	e->fetch.on = c->stage.on && blk->codec == DLS_CODEC_RAW &&
-		      gather_checks(c, blk) && !c->ring_info.direct &&
+	e->fetch.on = c->stage.on && gather_device_only(c, blk) &&
+		      !c->ring_info.direct &&
 		      io_ring_pread_fd(c->ring, c->block_shard[e->block]) >= 0;
 }
 

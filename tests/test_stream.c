@@ -111,6 +111,8 @@ static unsigned forced;
 static int no_overlap;
 /* the loaders' decode threads */
 static uint32_t workers = 2;
+/* the loaders check nothing (cfg.verify off) */
+static int no_verify;
 
 static sluice_loader *open_loader(sluice_dataset *ds, int device,
 				  int on_error, uint64_t memory)
@@ -128,6 +130,7 @@ static sluice_loader *open_loader(sluice_dataset *ds, int device,
 	cfg.direct_io = SLUICE_DIRECT_IO_OFF;   /* pieces: buffered reads */
 	cfg.on_error = on_error;
 	cfg.memory_bytes = memory;
+	cfg.verify = !no_verify;
 	sluice_loader_config_force(&cfg, forced);
 	if (sluice_loader_open(ds, &cfg, &ld)) {
 		sluice_loader_error(ld, msg, sizeof(msg));
@@ -180,8 +183,11 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 		if (seen[i] != 2)
 			T_FAIL_AT("%s: record %u delivered %u times", what, i,
 				  seen[i]);
-	if (device != SLUICE_DEVICE_HOST &&
-	    !(forced & SLUICE_FORCE_HOST_CHECKS)) {
+	if (no_verify) {
+		T_EQ(st.bytes_verified_landing, 0);
+		T_EQ(st.bytes_verified_device, 0);
+	} else if (device != SLUICE_DEVICE_HOST &&
+		   !(forced & SLUICE_FORCE_HOST_CHECKS)) {
 		/* every block read checked on the device, none by the
 		 * CPU; but for the reads in flight for the next epoch (in
 		 * the io memory) */
@@ -209,7 +215,8 @@ static void two_epochs(sluice_dataset *ds, int device, uint64_t memory,
 	T_ASSERT(st.bytes_verified_landing <=
 		 st.read.bytes + st.io_memory_bytes);
 	/* raw blocks streamed past the io memory were fetched to the
-	 * device through staging buffers, never into io memory (fetch.c) */
+	 * device through staging buffers, never into io memory (fetch.c),
+	 * whether the device checks them or nothing does */
 	if (device != SLUICE_DEVICE_HOST && memory && !zstd_data &&
 	    !(forced & SLUICE_FORCE_HOST_CHECKS))
 		T_LT(st.read.bytes / 2, st.bytes_staged);
@@ -565,6 +572,10 @@ int main(void)
 		   "sim device, gathered, blocks evicted, no overlap");
 	T_OK(unsetenv("SLUICE_FETCH_OVERLAP") ? -1 : 0);
 	no_overlap = 0;
+	no_verify = 1;
+	two_epochs(ds, SLUICE_DEVICE_AUTO, 56u << 20,
+		   "sim device, gathered, blocks evicted, nothing checked");
+	no_verify = 0;
 	check_device_failure(ds);
 	/* an upload refused, or failed in flight (a fetched part's, found
 	 * when its worker settles it: fetch.c) */
