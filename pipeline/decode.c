@@ -189,7 +189,7 @@ void *decode_worker_main(void *arg)
 {
 	struct loader_core *c = arg;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
-	uint32_t buffer = 0;
+	uint32_t buffer = 0, range_buffer;
 	struct io_read *ranges[FETCH_RANGES_MAX];
 	struct fetch_pending pending = { 0 };
 
@@ -204,11 +204,12 @@ void *decode_worker_main(void *arg)
 		/* fetches last: the jobs before finish blocks and batches;
 		 * a batch's range reads before the blocks read ahead */
 		if (!have)
-			nranges = fetch_ranges_pop_locked(c, ranges);
+			nranges = fetch_ranges_pop_locked(c, ranges,
+							  &range_buffer);
 		if (nranges) {
 			pthread_mutex_unlock(&c->mu);
 			fetch_settle(c, &pending);
-			fetch_ranges(c, ranges, nranges);
+			fetch_ranges(c, ranges, nranges, range_buffer);
 			core_lock(c);
 			continue;
 		}

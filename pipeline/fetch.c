@@ -201,15 +201,34 @@ void fetch_range_queue_locked(struct loader_core *c, struct io_read *rd)
 		pthread_cond_signal(&c->work_cv);
 }
 
-unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds)
+unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
+				 uint32_t *buffer)
 {
 	struct fetch_range_queue *q = &c->range_fetches;
-	unsigned n = q->len < FETCH_RANGES_MAX ? q->len : FETCH_RANGES_MAX;
+	unsigned n = 0;
+	uint64_t bytes = 0;
 
-	for (unsigned k = 0; k < n; k++) {
-		rds[k] = q->ring[q->head];
-		q->head = (q->head + 1) % q->cap;
+	*buffer = FETCH_NO_BUFFER;
+	if (q->len == 0)
+		return 0;
+	if (c->ranges.device) {
+		/* through one staging buffer, a read at a time; no more
+		 * than it holds at once, so that a batch's large records
+		 * spread over the workers */
+		if (c->stage.nfree == 0)
+			return 0;
+		*buffer = c->stage.free[--c->stage.nfree];
 	}
+	while (n < q->len && n < FETCH_RANGES_MAX) {
+		struct io_read *rd = q->ring[(q->head + n) % q->cap];
+
+		if (*buffer != FETCH_NO_BUFFER && n &&
+		    bytes + rd->length > c->stage.buffer_bytes)
+			break;
+		bytes += rd->length;
+		rds[n++] = rd;
+	}
+	q->head = (q->head + n) % q->cap;
 	q->len -= n;
 	/* the rest, for another worker */
 	if (q->len)
@@ -217,13 +236,41 @@ unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds)
 	return n;
 }
 
-void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n)
+/* ranges.device: @rd's bytes, in @staging, go to the io mirror at their
+ * place in the batch's io memory (never written).  0 or the device's
+ * error, after failing the loader with it. */
+static int range_upload(struct loader_core *c, struct io_read *rd,
+			const uint8_t *staging, uint64_t len)
 {
-	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+	char msg[256] = "";
+	int r = gather_upload(c, rd->buf, staging, len);
+
+	if (!r) {
+		atomic_fetch_add(&c->stage.bytes, len);
+		return 0;
+	}
+	if (r == -SLUICE_ECUDA)
+		device_last_error(c->dev, msg, sizeof(msg));
+	core_lock(c);
+	loader_fail_locked(c, r, "%s: offset %llu: copy to the device: %s",
+			   c->ds->shards[rd->file].path,
+			   (unsigned long long)rd->offset,
+			   msg[0] ? msg : sluice_strerror(r));
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
+void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
+		  uint32_t buffer)
+{
+	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu_up = 0;
+	uint8_t *staging = buffer == FETCH_NO_BUFFER
+		? NULL : c->stage.base + (uint64_t)buffer * c->stage.buffer_bytes;
 
 	for (unsigned k = 0; k < n; k++) {
 		struct io_read *rd = rds[k];
-		int64_t got = io_ring_pread(c->ring, rd->file, rd->buf,
+		int64_t got = io_ring_pread(c->ring, rd->file,
+					    staging ? staging : rd->buf,
 					    rd->length, rd->offset);
 
 		/* as the ring settles a read (io/reap.c): short of
@@ -231,10 +278,27 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n)
 		rd->result = got < 0 ? got
 			   : (uint64_t)got >= rd->min_length ? got
 							     : -ENODATA;
+		if (staging) {
+			uint64_t cpu1 = thread_cpu_ns();
+			int r;
+
+			ranges_check_staged(c, (struct range_read *)(void *)rd,
+					    staging, rd->result >= 0);
+			if (rd->result >= 0 &&
+			    (r = range_upload(c, rd, staging,
+					      (uint64_t)rd->result)))
+				rd->result = r;
+			/* verify's and the upload's CPU, not the read's */
+			cpu_up += thread_cpu_ns() - cpu1;
+		}
 	}
-	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0);
+	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0 - cpu_up);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
 	core_lock(c);
+	if (staging) {
+		c->stage.free[c->stage.nfree++] = buffer;
+		pthread_cond_signal(&c->work_cv);
+	}
 	for (unsigned k = 0; k < n; k++)
 		range_read_done_locked(c, rds[k]);
 	pthread_mutex_unlock(&c->mu);

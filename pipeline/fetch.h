@@ -65,13 +65,20 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 void fetch_settle(struct loader_core *c, struct fetch_pending *pending);
 /* Most range reads a worker takes at once (fetch_ranges_pop_locked). */
 #define FETCH_RANGES_MAX 16u
+/* fetch_ranges' buffer where the reads land in io memory */
+#define FETCH_NO_BUFFER UINT32_MAX
 /* Range read @rd (its user NULL), instead of the ring's. [mu] */
 void fetch_range_queue_locked(struct loader_core *c, struct io_read *rd);
 /* Up to FETCH_RANGES_MAX queued range reads into @rds, oldest first:
- * how many. [mu] */
-unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds);
+ * how many.  Where they go to the device (ranges.device), no more than a
+ * staging buffer holds, and that buffer taken into *@buffer (none free:
+ * 0); else *@buffer is FETCH_NO_BUFFER. [mu] */
+unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
+				 uint32_t *buffer);
 /* A worker's: read @rds[0, @n) and hand each to range_read_done_locked,
- * as the ring would. */
-void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n);
+ * as the ring would: into io memory, or through staging buffer @buffer
+ * (checked there and uploaded: ranges_check_staged), which goes back. */
+void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
+		  uint32_t buffer);
 
 #endif /* SLUICE_PIPELINE_FETCH_H */

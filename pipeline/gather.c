@@ -33,9 +33,10 @@
  * (before the device opens, and before chunks are decided). */
 static int gather_suits(const struct loader_core *c)
 {
-	/* Every record read by range: no block to upload (ranges.c runs
-	 * before the device opens). */
-	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF || c->ranges.all ||
+	/* Every record read by range: no block to upload, unless the ranges
+	 * go to the device (ranges.c runs before the device opens). */
+	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF ||
+	    (c->ranges.all && !ranges_device_suits(c)) ||
 	    c->has_variable ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
@@ -95,7 +96,8 @@ int slot_gather_init(const struct loader_core *c, struct slot *s)
 /* With its memory granted: is this batch gathered on the device? */
 int slot_gathers(const struct loader_core *c, const struct slot *s)
 {
-	return c->gather.on && s->gather.runs && s->ranges.nranged == 0 &&
+	return c->gather.on && s->gather.runs &&
+	       (s->ranges.nranged == 0 || c->ranges.device) &&
 	       !s->chunk.chunked && !s->own_host &&
 	       s->host && s->id < c->cfg.prefetch_depth;
 }
@@ -152,7 +154,16 @@ int gather_submit(struct loader_core *c, struct slot *s)
 
 	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
 		bytes += tensor_bytes(&s->tensors[k]);
-	r = device_gather_slot(c->dev, s->id, s->gather.runs, s->gather.nruns);
+	/* the range records' resident fields, beside their uploaded
+	 * ranges (ranges.device) */
+	r = s->ranges.resident_len
+		? gather_upload(c, s->ranges.buf + s->ranges.resident_off,
+				s->ranges.buf + s->ranges.resident_off,
+				s->ranges.resident_len)
+		: 0;
+	if (!r)
+		r = device_gather_slot(c->dev, s->id, s->gather.runs,
+				       s->gather.nruns);
 	/* Assembly's CPU: enqueueing on a GPU, the whole memcpy on the
 	 * host (ON there). */
 	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);

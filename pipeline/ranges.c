@@ -39,8 +39,6 @@
 /* Read the gap between two ranges rather than issue a second request:
  * on NVMe 16 KiB more of a read costs less than another command. */
 #define RANGE_GAP (16u << 10)
-/* ... but keep each read a reasonable size. */
-#define RANGE_READ_MAX (4u << 20)
 
 int slot_ranges_init(struct loader_core *c, struct slot *s)
 {
@@ -131,7 +129,7 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 
 		if (cur && cur->rd.file == p->file &&
 		    start <= cur->rd.offset + cur->rd.length + RANGE_GAP &&
-		    end - cur->rd.offset <= RANGE_READ_MAX) {
+		    end - cur->rd.offset <= c->ranges.read_max) {
 			if (end > cur->rd.offset + cur->rd.length)
 				cur->rd.length = end - cur->rd.offset;
 		} else {
@@ -159,6 +157,59 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 		      uint32_t r);
 static void ranges_report_locked(struct loader_core *c, struct slot *s);
 
+/* The slot's range records need no read: check them now (their bytes
+ * are few). */
+static void check_unread_locked(struct loader_core *c, struct slot *s)
+{
+	memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
+	s->ranges.verify_in_copy = 0;
+	for (uint32_t r = 0; r < s->count; r++)
+		if (s->rec_entry[r] == RANGE_ENTRY)
+			s->ranges.rec_bad[r] = (uint8_t)record_bad(c, s, r);
+	ranges_report_locked(c, s);
+	atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
+}
+
+/* ranges.device: the bytes the range records' resident fields take in
+ * the slot's buffer, each field's values 8-aligned. */
+static uint64_t resident_bytes(const struct loader_core *c,
+			       const struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t n = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (c->ranges.resident[f])
+			n += align_up((uint64_t)s->ranges.nranged *
+				      sc->fields[f].record_bytes, 8);
+	return n;
+}
+
+/* ranges.device: copy the range records' resident fields after the
+ * reads' bytes, where the device's gather finds them once uploaded
+ * (gather_submit), and point the records at them. */
+static void copy_resident(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t at = s->ranges.resident_off;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t rb = sc->fields[f].record_bytes;
+
+		if (!c->ranges.resident[f])
+			continue;
+		for (uint32_t r = 0; r < s->count; r++) {
+			if (s->rec_entry[r] != RANGE_ENTRY)
+				continue;
+			memcpy(s->ranges.buf + at,
+			       c->ranges.resident[f] + s->indices[r] * rb, rb);
+			s->ranges.rec_src[(uint64_t)r * sc->nfields + f] = at;
+			at += rb;
+		}
+		at = align_up(at, 8);
+	}
+}
+
 /*
  * The slot's records are assigned (rec_entry RANGE_ENTRY for those read
  * by range, rec_block set): plan their reads into io memory and append
@@ -174,6 +225,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 
 	s->ranges.len = 0;
 	s->ranges.buf = NULL;
+	s->ranges.resident_len = 0;
 	s->ranges.failed = 0;
 	s->ranges.error = 0;
 	s->ranges.reads_pending = 0;
@@ -183,18 +235,15 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
 	      by_file_offset);
 	len = build_reads(c, s, npieces);
-	if (s->ranges.nreads == 0) {
-		/* Every value empty, every other field kept since open:
-		 * nothing to read, and no completion to wait for.  Check
-		 * the records now (their bytes are few). */
-		memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
-		s->ranges.verify_in_copy = 0;
-		for (uint32_t r = 0; r < s->count; r++)
-			if (s->rec_entry[r] == RANGE_ENTRY)
-				s->ranges.rec_bad[r] =
-					(uint8_t)record_bad(c, s, r);
-		ranges_report_locked(c, s);
-		atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
+	if (c->ranges.device) {
+		s->ranges.resident_off = align_up(len, 8);
+		s->ranges.resident_len = resident_bytes(c, s);
+		len = s->ranges.resident_off + s->ranges.resident_len;
+	}
+	/* Every value empty, every other field kept since open: nothing
+	 * to read (nor to upload), and no completion to wait for. */
+	if (s->ranges.nreads == 0 && s->ranges.resident_len == 0) {
+		check_unread_locked(c, s);
 		return 1;
 	}
 	if (cache_alloc_io(c, len, &s->ranges.off)) {
@@ -212,6 +261,12 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	s->ranges.len = len;
 	s->ranges.buf = c->arena + s->ranges.off;
 	memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
+	if (c->ranges.device)
+		copy_resident(c, s);
+	if (s->ranges.nreads == 0) {
+		check_unread_locked(c, s);
+		return 1;
+	}
 	for (uint32_t k = 0; k < s->ranges.nreads; k++) {
 		struct range_read *rr = &s->ranges.reads[k];
 
@@ -319,6 +374,12 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 	}
 	if (--s->ranges.reads_pending > 0)
 		return;
+	/* checked in their staging buffers (ranges_check_staged) */
+	if (c->ranges.device) {
+		s->ranges.verify_in_copy = 0;
+		ranges_checked_locked(c, s);
+		return;
+	}
 	/* A bad record fails the batch (on_error=fail): check each right
 	 * before its copy, while its bytes are in the cache.  With skip the
 	 * records are checked first, since a dropped one moves the rest. */
@@ -440,4 +501,49 @@ uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 			nf * sizeof(uint64_t));
 	}
 	return 1;
+}
+
+/*
+ * ranges.device: @rr's bytes are in @staged (a fetch's staging buffer,
+ * fetch.c), on their way to the io mirror: check the records whose
+ * largest field it holds, while the cache holds them (their other fields
+ * are resident, in the slot's buffer: ranges_device_suits).  A failed
+ * read (!@read_ok) loses its records.  Each record is in one read only,
+ * so the workers write apart; the lock taken after orders their marks
+ * before the batch's report.
+ */
+void ranges_check_staged(struct loader_core *c, struct range_read *rr,
+			 const uint8_t *staged, int read_ok)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	struct slot *s = rr->slot;
+	uint32_t main = c->ranges.main_field;
+	uint64_t cpu0 = thread_cpu_ns();
+
+	if (read_ok && !c->cfg.verify)
+		return;
+	for (uint32_t r = 0; r < s->count; r++) {
+		const uint8_t *ptr[DLS_MAX_FIELDS];
+		uint64_t len[DLS_MAX_FIELDS], at;
+		uint32_t shard;
+		const struct shard_block *blk;
+
+		if (s->rec_entry[r] != RANGE_ENTRY)
+			continue;
+		at = s->ranges.rec_src[(uint64_t)r * sc->nfields + main];
+		if (at < rr->buf_off || at - rr->buf_off >= rr->rd.length)
+			continue;
+		if (!read_ok) {
+			s->ranges.rec_bad[r] = 1;
+			continue;
+		}
+		for (uint32_t f = 0; f < sc->nfields; f++)
+			range_field(c, s, r, f, &ptr[f], &len[f]);
+		ptr[main] = staged + (at - rr->buf_off);
+		blk = loader_block(c, s->ranges.rec_block[r], &shard);
+		s->ranges.rec_bad[r] = record_checksum(sc->nfields, ptr, len) !=
+			c->ranges.record_sums[shard][blk->first_record +
+						    s->rec_in_block[r]];
+	}
+	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
 }

@@ -20,6 +20,9 @@ struct slot;
 /* rec_entry of a record read by its byte ranges (ranges.c), which has
  * no cache entry. */
 #define RANGE_ENTRY UINT32_MAX
+/* Neighbouring ranges are read as one up to this long, to keep each read
+ * a reasonable size (ranges.read_max unless staged). */
+#define RANGE_READ_MAX ((uint64_t)4 << 20)
 
 /* One io_uring read of a batch's record ranges (ranges.c): neighbouring
  * records' ranges coalesced.  Its io_read's user is NULL, which tells it
@@ -59,14 +62,27 @@ struct slot_ranges {
 				   records before their copy (runs.c) */
 	uint64_t off, len;      /* in the io pool; 0 len: none [mu] */
 	uint8_t *buf;
+	/* ranges.device: the resident fields of the batch's range records,
+	 * copied after the reads' bytes in buf (their rec_src point there)
+	 * and uploaded with them, for the gather [mu] */
+	uint64_t resident_off, resident_len;
 };
 
 /* The loader's: record-range reads (ranges.c) */
 struct loader_ranges {
 	int on;                     /* on: eligible records read by range */
 	int all;                    /* every block is */
+	int device;                 /* their reads go through the staging
+				       buffers to the io mirror, checked
+				       there, and the batches are gathered
+				       on the device (ranges_device_init) */
+	uint64_t read_max;          /* longest read: RANGE_READ_MAX, or a
+				       staging buffer */
 	uint64_t io_want;           /* io memory their batches in flight
-				       take at most (budget.c adds it) */
+				       take at most, and stage_want
+				       (budget.c adds it) */
+	uint64_t stage_want;        /* the staging buffers they may go
+				       through (stage_ranges_want) */
 	uint32_t main_field;        /* the largest: verified in its copy */
 	uint8_t *resident[DLS_MAX_FIELDS]; /* small fields of every
 				       record, read at open; NULL: by range */
@@ -92,6 +108,8 @@ struct loader_ranges {
 int ranges_open(struct loader_core *c, char *err, size_t errlen);
 void ranges_close(struct loader_core *c);
 int range_block(const struct loader_core *c, uint64_t g);
+int ranges_device_suits(const struct loader_core *c);
+void ranges_device_init(struct loader_core *c);
 /* Where field @f of record @i of block @g lies in its file; its length in
  * @len. */
 uint64_t record_field_at(const struct loader_core *c, uint64_t g,
@@ -108,5 +126,7 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 			  uint32_t from, uint32_t to);
+void ranges_check_staged(struct loader_core *c, struct range_read *rr,
+			 const uint8_t *staged, int read_ok);
 
 #endif /* SLUICE_PIPELINE_RANGES_H */

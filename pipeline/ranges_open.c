@@ -232,6 +232,7 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			return r;
 	}
 	c->ranges.max_reads = c->cfg.batch_size * sc->nfields;
+	c->ranges.read_max = RANGE_READ_MAX;
 	c->ranges.on = 1;
 	c->ranges.all = 1;
 	for (uint64_t g = 0; g < c->nblocks; g++) {
@@ -274,6 +275,18 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			if (c->ds->shards[k].max_value_bytes[f] > big)
 				big = c->ds->shards[k].max_value_bytes[f];
 		if (__builtin_add_overflow(c->ranges.io_want, big,
+					   &c->ranges.io_want))
+			c->ranges.io_want = UINT64_MAX;
+	}
+	/* Where the ranges may go to a device (ranges_device_init): the
+	 * staging buffers beside them (the device is not open yet; on the
+	 * host, a buffer per worker unused) */
+	if (c->ranges.all && c->cfg.device != SLUICE_DEVICE_HOST &&
+	    c->cfg.device_gather != SLUICE_DEVICE_GATHER_OFF &&
+	    ranges_device_suits(c)) {
+		c->ranges.stage_want = stage_ranges_want(c);
+		if (__builtin_add_overflow(c->ranges.io_want,
+					   c->ranges.stage_want,
 					   &c->ranges.io_want))
 			c->ranges.io_want = UINT64_MAX;
 	}
@@ -321,4 +334,55 @@ int range_block(const struct loader_core *c, uint64_t g)
 	       (!c->ranges.sec ||
 		c->ranges.sec[g * c->ds->schema.nfields] != UINT64_MAX) &&
 	       (!c->cfg.verify || c->ranges.record_sums[shard]);
+}
+
+/*
+ * Before the device opens: could the range records go to the device
+ * through the staging buffers (ranges_device_init)?  Fixed-shape fields
+ * only, as for any gather; and each record checked from the one read that
+ * holds it, so every field but the largest is kept resident (or nothing
+ * is checked).
+ */
+int ranges_device_suits(const struct loader_core *c)
+{
+	if (!c->ranges.on || c->has_variable)
+		return 0;
+	for (uint32_t f = 0; c->cfg.verify && f < c->ds->schema.nfields; f++)
+		if (f != c->ranges.main_field && !c->ranges.resident[f])
+			return 0;
+	return 1;
+}
+
+/*
+ * Once the staging buffers and the ring are set: full shuffle's ranges
+ * take the blocks' fast path to the device (fetch.c).  Read into the
+ * batch's io memory, a page-cache copy writes memory the CPU's cache does
+ * not hold, and the batch is then copied once more on the host: on the
+ * H100 host a full shuffle of 1 MiB records delivered 13.8 GB/s, 0.34x
+ * the window shuffle, with 4.4 threads assembling
+ * (bench/results/2026-11-27-h100-defaults.md).  Through a staging buffer
+ * a range is read while the cache holds it, checked there, and uploaded to
+ * the io mirror at its offset in the batch's io memory (never written);
+ * the device gathers the batch.  Every field's range must fit a buffer,
+ * and every file be read by pread(2): none O_DIRECT (a DMA, not a copy),
+ * none that the ring may close.
+ */
+void ranges_device_init(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
+
+	c->ranges.device = 0;
+	if (!ranges_device_suits(c) || !c->gather.on || !c->stage.on)
+		return;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (!c->ranges.resident[f] &&
+		    align_up(sc->fields[f].record_bytes, a) + a >
+			    c->stage.buffer_bytes)
+			return;
+	for (uint32_t s = 0; s < c->ds->nshards; s++)
+		if (io_ring_pread_fd(c->ring, s) < 0)
+			return;
+	c->ranges.device = 1;
+	c->ranges.read_max = c->stage.buffer_bytes;
 }

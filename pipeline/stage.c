@@ -52,6 +52,14 @@ static uint32_t env_within(const char *name, uint32_t fallback, uint32_t lo,
 	return n < lo ? lo : n > hi ? hi : n;
 }
 
+/* Record ranges go through a buffer per worker: a worker reads, checks
+ * and uploads them one at a time (fetch_ranges), and no block is
+ * fetched beside them (ranges.all). */
+uint64_t stage_ranges_want(const struct loader_core *c)
+{
+	return (uint64_t)c->cfg.decode_threads * STAGE_PIECES * IO_PIECE_BYTES;
+}
+
 int stage_open(struct loader_core *c)
 {
 	struct stage_pool *p = &c->stage;
@@ -59,26 +67,37 @@ int stage_open(struct loader_core *c)
 	const char *o = getenv("SLUICE_FETCH_OVERLAP");
 	int overlap = !(o && strcmp(o, "0") == 0);
 	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
-				(overlap ? 2 : 1) * c->cfg.decode_threads,
+				(overlap && !c->ranges.all ? 2 : 1) *
+					c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
+	/* blocks': a quarter of the io memory at most; ranges': what the
+	 * budget added for them, leaving the ranges theirs */
+	uint64_t room = c->ranges.all ? c->ranges.stage_want : c->io_bytes / 4;
+	uint64_t keep = c->ranges.all
+		? c->ranges.io_want - c->ranges.stage_want : c->io_batch_max;
 	uint32_t pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES, 1,
 				     STAGE_PIECES_MAX);
 	uint64_t bytes;
 
 	/* Every batch gathered, every raw block checksummed on the device
-	 * or not at all (gather_device_only); a cache that holds the
-	 * dataset reads each block once anyway. */
+	 * or not at all (gather_device_only), every record read by range
+	 * checked in its buffer (ranges_device_suits); a cache that holds
+	 * the dataset reads each block once anyway (where blocks are read:
+	 * record ranges are read every epoch). */
 	if (!c->gather.on || (c->cfg.verify && !c->gather.checks) ||
 	    !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
-	    c->ranges.on || c->cache.all || (v && strcmp(v, "0") == 0))
+	    (c->ranges.on && !ranges_device_suits(c)) ||
+	    (c->cache.all && !c->ranges.all) ||
+	    (v && strcmp(v, "0") == 0))
 		return 0;
-	/* At most a quarter of the io memory, leaving a batch's blocks
-	 * (what the budget promised); the read-ahead has the rest.  Where
-	 * that is tight, fewer buffers, then shorter ones. */
+	/* At most the room, leaving a batch's blocks or every range batch
+	 * in flight (what the budget promised); the read-ahead has the
+	 * rest.  Where that is tight, fewer buffers, then shorter ones. */
 	for (;;) {
 		bytes = (uint64_t)pieces * IO_PIECE_BYTES;
-		if ((uint64_t)n * bytes <= c->io_bytes / 4 &&
-		    c->io_bytes - (uint64_t)n * bytes >= c->io_batch_max)
+		if ((uint64_t)n * bytes <= room &&
+		    (uint64_t)n * bytes <= c->io_bytes &&
+		    c->io_bytes - (uint64_t)n * bytes >= keep)
 			break;
 		if (n > 1)
 			n--;

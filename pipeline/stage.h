@@ -37,6 +37,9 @@ struct stage_pool {
  * its upload and checksummed there.  0 or -ENOMEM. */
 int stage_open(struct loader_core *c);
 void stage_close(struct loader_core *c);
+/* Before the device opens: the staging buffers where every record is
+ * read by range and may go to the device (ranges_device_init). */
+uint64_t stage_ranges_want(const struct loader_core *c);
 /* Before @e's read (entry_prepare_read): whether the workers fetch it
  * (fetch.on), when its block goes only to the device. [mu] */
 void stage_choose_locked(struct loader_core *c, struct cache_entry *e,

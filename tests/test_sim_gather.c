@@ -55,6 +55,10 @@ static int check_gathered(struct sim_pending *p)
 	return 0;
 }
 
+/* The loaders' range_reads: OFF but for full shuffle's case of records
+ * read by range, which go through staging buffers to the device. */
+static int range_reads = SLUICE_RANGE_READS_OFF;
+
 /* @return: the batches that read wrong bytes (the checks of a clean run
  * only when @expect_clean). */
 static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
@@ -77,7 +81,7 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 	cfg.window_blocks = 4;
 	cfg.prefetch_depth = depth;
 	cfg.decode_threads = 2;
-	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	cfg.range_reads = range_reads;
 	cfg.device_gather = gather;
 	cfg.memory_bytes = budget ? budget
 			   : shuffle == SLUICE_SHUFFLE_FULL ? 2u << 20 : 768u << 10;
@@ -121,6 +125,14 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 	T_EQ(st.batches_gathered, st.batches);
 	T_ASSERT(st.device_upload_bytes > 0);
 	T_ASSERT(st.device_memory_bytes > 0);
+	if (range_reads != SLUICE_RANGE_READS_OFF) {
+		/* every record read by range (and some of the next
+		 * epoch's), through a staging buffer; gathered (above) */
+		T_ASSERT(st.range_records >= st.records);
+		T_EQ(st.blocks_read, 0);
+		T_LT(0, st.bytes_staged);
+		T_ASSERT(st.bytes_staged <= st.read.bytes + st.io_memory_bytes);
+	}
 	printf("%s: %llu batches gathered, %llu bytes uploaded\n", what,
 	       (unsigned long long)st.batches_gathered,
 	       (unsigned long long)st.device_upload_bytes);
@@ -247,6 +259,15 @@ int main(void)
 					      : SLUICE_DEVICE_GATHER_AUTO,
 					    s, what, 1, 0, 1000, 4);
 			}
+		/* full shuffle's records read by range: their ranges go up
+		 * from the staging buffers into the io memory their batch
+		 * took (a budget that holds the buffers beside it) */
+		range_reads = SLUICE_RANGE_READS_ON;
+		gather_case(ds[0], SLUICE_SHUFFLE_FULL,
+			    SLUICE_DEVICE_GATHER_AUTO, s,
+			    "raw, shuffle full, records read by range", 1,
+			    64u << 20, 1000, 4);
+		range_reads = SLUICE_RANGE_READS_OFF;
 		sim_stream_destroy(s);
 	}
 	for (int z = 0; z < 2; z++)
