@@ -18,7 +18,9 @@
  * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
  * SLUICE_SIM_STRESS=K runs K seeds.
  */
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "gather_fixture.h"
 #include "sluice_tools.h"
@@ -139,6 +141,50 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 	sluice_loader_close(ld);
 	free(seen);
 	return 0;
+}
+
+/* A flipped byte in the last record of shard 0's first block, read by
+ * range on its way to the device: its checksum, taken in the staging
+ * buffer, fails the loader with the file and the record's offset. */
+static void check_corrupt_range(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	struct shard_block bi;
+	char path[700], msg[512];
+	uint8_t byte;
+	int fd, r;
+
+	write_dataset(dir, 0);
+	T_OK(sluice_dataset_open(dir, &ds));
+	bi = dataset_table(ds)->shards[0].blocks[0];
+	snprintf(path, sizeof(path), "%s/data-00000.dls", dir);
+	fd = open(path, O_RDWR);
+	T_ASSERT(fd >= 0);
+	/* the img section is the block's last: its last record's bytes */
+	T_EQ(pread(fd, &byte, 1, (off_t)(bi.offset + bi.stored_size - 100)), 1);
+	byte ^= 0x10;
+	T_EQ(pwrite(fd, &byte, 1, (off_t)(bi.offset + bi.stored_size - 100)), 1);
+	close(fd);
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.seed = sim_seed;
+	cfg.shuffle = SLUICE_SHUFFLE_FULL;
+	cfg.decode_threads = 2;
+	cfg.range_reads = SLUICE_RANGE_READS_ON;
+	cfg.memory_bytes = 64u << 20;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	while ((r = sluice_loader_next(ld, &b)) == 0)
+		sluice_batch_release(b);
+	sluice_loader_error(ld, msg, sizeof(msg));
+	T_EQ(r, -SLUICE_ECORRUPT);
+	T_CONTAINS(msg, path);
+	T_CONTAINS(msg, "record checksum mismatch");
+	printf("corrupt record read by range: %s\n", msg);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
 }
 
 /*
@@ -268,6 +314,8 @@ int main(void)
 			    "raw, shuffle full, records read by range", 1,
 			    64u << 20, 1000, 4);
 		range_reads = SLUICE_RANGE_READS_OFF;
+		snprintf(what, sizeof(what), "%s/corrupt-%u", dir, round);
+		check_corrupt_range(what);
 		sim_stream_destroy(s);
 	}
 	for (int z = 0; z < 2; z++)
