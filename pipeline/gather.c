@@ -17,8 +17,12 @@
  * memory take another block, whose upload waits on the device for every
  * gather enqueued before it (device_upload()).
  *
+ * Records read by range are gathered from their ranges, which the fetches
+ * upload into the batch's io memory (ranges.device: ranges_open.c).
+ *
  * Not gathered (assembled on the CPU as before): datasets with variable-
- * length fields, batches with records read by range (ranges.c), loaders
+ * length fields, batches with records read by range where ranges.device
+ * is off (ranges_device_suits), loaders
  * whose batches' blocks do not fit at once (assembled a chunk of blocks
  * at a time, chunks.c; stats.fallbacks says so), batches over budget in
  * the consumer's own memory, and slots beyond the device's (both only
