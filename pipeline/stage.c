@@ -4,10 +4,10 @@
  * their parts pass through.
  *
  * Where batches are gathered on the device and blocks checksummed there,
- * or not at all (gather_device_only), the CPU never reads a raw block: its host copy only
- * stages the upload.  Read whole into its 64 MiB of io memory, every
- * piece the page cache copies is written to memory the CPU's cache does
- * not hold, which costs the copy a read of the destination and a write
+ * or not at all (gather_device_only), the CPU never reads a raw block:
+ * its host copy only stages the upload.  Read whole into its 64 MiB of
+ * io memory, every piece the page cache copies is written to memory the
+ * CPU's cache does not hold, which costs the copy a read of the destination and a write
  * back; and the DMA then reads it from memory.  On an H200 host (16
  * cores), 16 threads' page-cache reads into 64 MiB buffers reached 16.1
  * GB/s, into 2 MiB buffers reused 46.6 (bench/results/
