@@ -172,8 +172,10 @@ static void write_fixed(const char *dir)
 
 /* Raw blocks staged to the GPU: the same bytes as the host path's, two
  * epochs, most of the reads staged, by @workers decode threads (one
- * alone always reads its next part while the last one uploads). */
-static void check_staged(const char *dir, uint32_t workers)
+ * alone always reads its next part while the last one uploads).  Under
+ * @shuffle full, the records' ranges are staged instead, and every batch
+ * gathered from them (ranges.device). */
+static void check_staged(const char *dir, uint32_t workers, int shuffle)
 {
 	struct sluice_loader_config cfg;
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -185,7 +187,7 @@ static void check_staged(const char *dir, uint32_t workers)
 	T_OK(sluice_dataset_open(dir, &ds));
 	sluice_loader_config_init(&cfg);
 	cfg.batch_size = 16;
-	cfg.shuffle = SLUICE_SHUFFLE_BLOCK;   /* as test_stream's */
+	cfg.shuffle = shuffle;
 	cfg.seed = 9;
 	cfg.memory_bytes = 64u << 20;
 	cfg.decode_threads = workers;
@@ -228,8 +230,12 @@ static void check_staged(const char *dir, uint32_t workers)
 	T_ASSERT(st.bytes_staged <= st.read.bytes + st.io_memory_bytes);
 	/* the uploads in flight while reads went on (fetch.c) */
 	T_ASSERT(st.bytes_staged_overlapped <= st.bytes_staged);
-	if (workers == 1)
+	if (workers == 1 && shuffle != SLUICE_SHUFFLE_FULL)
 		T_LT(0, st.bytes_staged_overlapped);
+	if (shuffle == SLUICE_SHUFFLE_FULL) {
+		T_LT(0, st.range_records);
+		T_EQ(st.batches_gathered, st.batches);
+	}
 	sluice_loader_close(host);
 	sluice_loader_close(gpu);
 	sluice_dataset_close(ds);
@@ -313,8 +319,9 @@ int main(void)
 	sluice_dataset_close(ds);
 	snprintf(path, sizeof(path), "%s/fixed", dir);
 	write_fixed(path);
-	check_staged(path, 2);
-	check_staged(path, 1);
+	check_staged(path, 2, SLUICE_SHUFFLE_BLOCK);   /* as test_stream's */
+	check_staged(path, 1, SLUICE_SHUFFLE_BLOCK);
+	check_staged(path, 2, SLUICE_SHUFFLE_FULL);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
