@@ -208,8 +208,8 @@ void *decode_worker_main(void *arg)
 							  &range_buffer);
 		if (nranges) {
 			pthread_mutex_unlock(&c->mu);
-			fetch_settle(c, &pending);
-			fetch_ranges(c, ranges, nranges, range_buffer);
+			fetch_ranges(c, ranges, nranges, range_buffer,
+				     &pending);
 			core_lock(c);
 			continue;
 		}

@@ -22,6 +22,7 @@
  * (bench/results/2026-11-27-h100-fetch.md, run 3).
  */
 #include <errno.h>
+#include <string.h>
 
 #include "loader.h"
 
@@ -105,6 +106,9 @@ static int upload_finish(struct loader_core *c, struct device_upload *upload)
 	return r;
 }
 
+static void ranges_done(struct loader_core *c, struct io_read **rds,
+			unsigned n, uint32_t buffer, int upload_err);
+
 /* @overlapped: the worker read a part while this upload ran. */
 static void settle(struct loader_core *c, struct fetch_pending *pending,
 		   int overlapped)
@@ -118,7 +122,11 @@ static void settle(struct loader_core *c, struct fetch_pending *pending,
 	if (!upload_err && overlapped)
 		atomic_fetch_add(&c->stage.bytes_overlapped,
 				 pending->upload.len);
-	part_done(c, pending->job, pending->buffer, 0, upload_err);
+	if (pending->nranges)
+		ranges_done(c, pending->ranges, pending->nranges,
+			    pending->buffer, upload_err);
+	else
+		part_done(c, pending->job, pending->buffer, 0, upload_err);
 }
 
 void fetch_settle(struct loader_core *c, struct fetch_pending *pending)
@@ -152,7 +160,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		read_err = -ECANCELED;
 	/* the pending part is the last its block waits for: the block is
 	 * not kept waiting for this read too */
-	settle_first = pending->on &&
+	settle_first = pending->on && !pending->nranges &&
 		     c->cache.entries[pending->job.id].fetch.left == 1;
 	pthread_mutex_unlock(&c->mu);
 	if (settle_first)
@@ -183,7 +191,8 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		part_done(c, j, buffer, 0, upload_err);
 		return;
 	}
-	*pending = (struct fetch_pending){ 1, j, buffer, upload };
+	*pending = (struct fetch_pending){ .on = 1, .job = j, .buffer = buffer,
+					   .upload = upload };
 }
 
 /*
@@ -214,9 +223,9 @@ unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 	if (q->len == 0)
 		return 0;
 	if (c->ranges.device) {
-		/* through one staging buffer, a read at a time; no more
-		 * than it holds at once, so that a batch's large records
-		 * spread over the workers */
+		/* through one staging buffer; no more than it holds at
+		 * once, so that a batch's large records spread over the
+		 * workers */
 		if (c->stage.nfree == 0)
 			return 0;
 		*buffer = c->stage.free[--c->stage.nfree];
@@ -224,8 +233,12 @@ unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 	while (n < q->len && n < FETCH_RANGES_MAX) {
 		struct io_read *rd = q->ring[(q->head + n) % q->cap];
 
+		/* one span of one batch's io memory, uploaded at once:
+		 * its reads lie back to back there (ranges.c) */
 		if (*buffer != FETCH_NO_BUFFER && n &&
-		    bytes + rd->length > c->stage.buffer_bytes)
+		    (bytes + rd->length > c->stage.buffer_bytes ||
+		     (uint8_t *)rd->buf !=
+			     (uint8_t *)rds[n - 1]->buf + rds[n - 1]->length))
 			break;
 		bytes += rd->length;
 		rds[n++] = rd;
@@ -238,41 +251,58 @@ unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 	return n;
 }
 
-/* ranges.device: @rd's bytes, in @staging, go to the io mirror at their
- * place in the batch's io memory (never written).  0 or the device's
- * error, after failing the loader with it. */
-static int range_upload(struct loader_core *c, struct io_read *rd,
-			const uint8_t *staging, uint64_t len)
+/* The reads are back (and their span uploaded, unless @buffer is
+ * FETCH_NO_BUFFER): the staging buffer goes back, and each read to its
+ * batch as the ring would hand it.  A failed upload fails the loader:
+ * the device's failure, not the data's. */
+static void ranges_done(struct loader_core *c, struct io_read **rds,
+			unsigned n, uint32_t buffer, int upload_err)
 {
 	char msg[256] = "";
-	int r = gather_upload(c, rd->buf, staging, len);
 
-	if (!r) {
-		atomic_fetch_add(&c->stage.bytes, len);
-		return 0;
-	}
-	if (r == -SLUICE_ECUDA)
+	if (upload_err == -SLUICE_ECUDA)
 		device_last_error(c->dev, msg, sizeof(msg));
 	core_lock(c);
-	loader_fail_locked(c, r, "%s: offset %llu: copy to the device: %s",
-			   c->ds->shards[rd->file].path,
-			   (unsigned long long)rd->offset,
-			   msg[0] ? msg : sluice_strerror(r));
+	if (upload_err)
+		loader_fail_locked(c, upload_err,
+				   "%s: offset %llu: copy to the device: %s",
+				   c->ds->shards[rds[0]->file].path,
+				   (unsigned long long)rds[0]->offset,
+				   msg[0] ? msg : sluice_strerror(upload_err));
+	if (buffer != FETCH_NO_BUFFER) {
+		c->stage.free[c->stage.nfree++] = buffer;
+		pthread_cond_signal(&c->work_cv);
+	}
+	for (unsigned k = 0; k < n; k++) {
+		if (upload_err && rds[k]->result >= 0)
+			rds[k]->result = upload_err;
+		range_read_done_locked(c, rds[k]);
+	}
 	pthread_mutex_unlock(&c->mu);
-	return r;
+	/* a batch whose reads are all back may free the planner */
+	io_ring_wake(c->ring);
 }
 
 void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
-		  uint32_t buffer)
+		  uint32_t buffer, struct fetch_pending *pending)
 {
-	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu_up = 0;
+	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu_check = 0;
 	uint8_t *staging = buffer == FETCH_NO_BUFFER
 		? NULL : c->stage.base + (uint64_t)buffer * c->stage.buffer_bytes;
+	/* staged: the reads lie back to back from rds[0]->buf in io memory
+	 * (fetch_ranges_pop_locked), and so in the buffer */
+	uint64_t span = 0;
+	struct device_upload upload;
+	int upload_err;
 
+	if (!staging)
+		settle(c, pending, 0);
 	for (unsigned k = 0; k < n; k++) {
 		struct io_read *rd = rds[k];
-		int64_t got = io_ring_pread(c->ring, rd->file,
-					    staging ? staging : rd->buf,
+		uint8_t *into = staging
+			? staging + ((uint8_t *)rd->buf - (uint8_t *)rds[0]->buf)
+			: rd->buf;
+		int64_t got = io_ring_pread(c->ring, rd->file, into,
 					    rd->length, rd->offset);
 
 		/* as the ring settles a read (io/reap.c): short of
@@ -282,28 +312,33 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
 							     : -ENODATA;
 		if (staging) {
 			uint64_t cpu1 = thread_cpu_ns();
-			int r;
 
 			ranges_check_staged(c, (struct range_read *)(void *)rd,
-					    staging, rd->result >= 0);
-			if (rd->result >= 0 &&
-			    (r = range_upload(c, rd, staging,
-					      (uint64_t)rd->result)))
-				rd->result = r;
-			/* verify's and the upload's CPU, not the read's */
-			cpu_up += thread_cpu_ns() - cpu1;
+					    into, rd->result >= 0);
+			cpu_check += thread_cpu_ns() - cpu1;
+			span += rd->length;
 		}
 	}
-	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0 - cpu_up);
+	/* the checks are verify's CPU (ranges_check_staged) */
+	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0 - cpu_check);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
-	core_lock(c);
-	if (staging) {
-		c->stage.free[c->stage.nfree++] = buffer;
-		pthread_cond_signal(&c->work_cv);
+	if (!staging) {
+		ranges_done(c, rds, n, FETCH_NO_BUFFER, 0);
+		return;
 	}
-	for (unsigned k = 0; k < n; k++)
-		range_read_done_locked(c, rds[k]);
-	pthread_mutex_unlock(&c->mu);
-	/* a batch whose reads are all back may free the planner */
-	io_ring_wake(c->ring);
+	/* the last upload ran while these were read; its lane goes back
+	 * before this one takes one.  Bytes past a short read, or of a
+	 * failed one, go up too: no record is taken from them. */
+	settle(c, pending, 1);
+	upload_err = gather_upload_start(c, rds[0]->buf, staging, span,
+					 &upload);
+	if (upload_err || !c->stage.overlap) {
+		if (!upload_err)
+			upload_err = upload_finish(c, &upload);
+		ranges_done(c, rds, n, buffer, upload_err);
+		return;
+	}
+	*pending = (struct fetch_pending){ .on = 1, .buffer = buffer,
+					   .upload = upload, .nranges = n };
+	memcpy(pending->ranges, rds, n * sizeof(*rds));
 }

@@ -35,15 +35,21 @@ struct fetch_range_queue {
 	uint32_t cap, head, len;
 };
 
+/* Most range reads a worker takes at once (fetch_ranges_pop_locked). */
+#define FETCH_RANGES_MAX 16u
+
 /* A worker's fetched part whose upload is in flight while it reads its
- * next part (fetch_part): it settles it (fetch_settle) before it takes
- * any other job, sleeps or stops, so a block never waits on a worker
- * with nothing to do. */
+ * next part (fetch_part), or its staged range reads' (fetch_ranges): it
+ * settles it (fetch_settle) before it takes any other job, sleeps or
+ * stops, so a block or a batch never waits on a worker with nothing to
+ * do. */
 struct fetch_pending {
 	int on;
-	struct job job;
+	struct job job;         /* the block's part, unless nranges */
 	uint32_t buffer;
 	struct device_upload upload;
+	unsigned nranges;       /* range reads, completed once it lands */
+	struct io_read *ranges[FETCH_RANGES_MAX];
 };
 
 /* @e's read, instead of the ring's: its parts queued for the workers.
@@ -63,8 +69,6 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		struct fetch_pending *pending);
 /* Wait for @pending's upload, if any, and finish its part. */
 void fetch_settle(struct loader_core *c, struct fetch_pending *pending);
-/* Most range reads a worker takes at once (fetch_ranges_pop_locked). */
-#define FETCH_RANGES_MAX 16u
 /* fetch_ranges' buffer where the reads land in io memory */
 #define FETCH_NO_BUFFER UINT32_MAX
 /* Range read @rd (its user NULL), instead of the ring's. [mu] */
@@ -76,9 +80,11 @@ void fetch_range_queue_locked(struct loader_core *c, struct io_read *rd);
 unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 				 uint32_t *buffer);
 /* A worker's: read @rds[0, @n) and hand each to range_read_done_locked,
- * as the ring would: into io memory, or through staging buffer @buffer
- * (checked there and uploaded: ranges_check_staged), which goes back. */
+ * as the ring would: into io memory (after settling @pending), or
+ * through staging buffer @buffer, checked there (ranges_check_staged)
+ * and uploaded as one span, while @pending's upload runs; this upload
+ * becomes @pending, and the reads complete when it is settled. */
 void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
-		  uint32_t buffer);
+		  uint32_t buffer, struct fetch_pending *pending);
 
 #endif /* SLUICE_PIPELINE_FETCH_H */

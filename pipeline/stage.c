@@ -52,12 +52,13 @@ static uint32_t env_within(const char *name, uint32_t fallback, uint32_t lo,
 	return n < lo ? lo : n > hi ? hi : n;
 }
 
-/* Record ranges go through a buffer per worker: a worker reads, checks
- * and uploads them one at a time (fetch_ranges), and no block is
- * fetched beside them (ranges.all). */
+/* Record ranges go through two buffers per worker, as blocks' parts
+ * do: a worker reads and checks a buffer's worth while the last one
+ * uploads (fetch_ranges); no block is fetched beside them (ranges.all). */
 uint64_t stage_ranges_want(const struct loader_core *c)
 {
-	return (uint64_t)c->cfg.decode_threads * STAGE_PIECES * IO_PIECE_BYTES;
+	return 2 * (uint64_t)c->cfg.decode_threads * STAGE_PIECES *
+	       IO_PIECE_BYTES;
 }
 
 int stage_open(struct loader_core *c)
@@ -67,8 +68,7 @@ int stage_open(struct loader_core *c)
 	const char *o = getenv("SLUICE_FETCH_OVERLAP");
 	int overlap = !(o && strcmp(o, "0") == 0);
 	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
-				(overlap && !c->ranges.all ? 2 : 1) *
-					c->cfg.decode_threads,
+				(overlap ? 2 : 1) * c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
 	/* blocks': a quarter of the io memory at most; ranges': what the
 	 * budget added for them, leaving the ranges theirs */

@@ -134,6 +134,10 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 		T_EQ(st.blocks_read, 0);
 		T_LT(0, st.bytes_staged);
 		T_ASSERT(st.bytes_staged <= st.read.bytes + st.io_memory_bytes);
+		/* a worker reads the next ranges while the last upload
+		 * runs, as a block's parts do (fetch.c) */
+		T_LT(0, st.bytes_staged_overlapped);
+		T_ASSERT(st.bytes_staged_overlapped <= st.bytes_staged);
 	}
 	printf("%s: %llu batches gathered, %llu bytes uploaded\n", what,
 	       (unsigned long long)st.batches_gathered,
@@ -185,6 +189,44 @@ static void check_corrupt_range(const char *dir)
 	printf("corrupt record read by range: %s\n", msg);
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
+}
+
+/* An upload of staged ranges refused, or failed in flight (found when
+ * its worker settles it): the loader fails with the device's words. */
+static void check_range_upload_failure(sluice_dataset *ds)
+{
+	static const unsigned faults[2] = { SIM_FAULT_UPLOAD_ERROR,
+					    SIM_FAULT_FINISH_ERROR };
+
+	for (int f = 0; f < 2; f++)
+		for (uint64_t nth = 1; nth <= 4; nth++) {
+			struct sluice_loader_config cfg;
+			sluice_loader *ld = NULL;
+			sluice_batch *b;
+			char msg[512];
+			int r;
+
+			sluice_loader_config_init(&cfg);
+			cfg.batch_size = B;
+			cfg.seed = sim_seed;
+			cfg.shuffle = SLUICE_SHUFFLE_FULL;
+			cfg.decode_threads = 2;
+			cfg.range_reads = SLUICE_RANGE_READS_ON;
+			cfg.memory_bytes = 64u << 20;
+			sim_test_faults = faults[f];
+			sim_test_fail_copy = nth;
+			T_OK(sluice_loader_open(ds, &cfg, &ld));
+			sim_test_faults = 0;
+			sim_test_fail_copy = 0;
+			while ((r = sluice_loader_next(ld, &b)) == 0)
+				sluice_batch_release(b);
+			sluice_loader_error(ld, msg, sizeof(msg));
+			printf("range upload %llu failed: %s\n",
+			       (unsigned long long)nth, msg);
+			T_EQ(r, -SLUICE_ECUDA);
+			T_CONTAINS(msg, "simulated upload");
+			sluice_loader_close(ld);
+		}
 }
 
 /*
@@ -316,6 +358,7 @@ int main(void)
 		range_reads = SLUICE_RANGE_READS_OFF;
 		snprintf(what, sizeof(what), "%s/corrupt-%u", dir, round);
 		check_corrupt_range(what);
+		check_range_upload_failure(ds[0]);
 		sim_stream_destroy(s);
 	}
 	for (int z = 0; z < 2; z++)
