@@ -87,9 +87,10 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const void *raw = NULL;
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu1 = cpu0;
 	/* checksummed on the device, from its upload: the CPU reads a raw
-	 * block not at all, a zstd block only to decompress it */
-	int on_device = gather_checks(c, blk);
-	int r = 0, ahead;
+	 * block not at all, a zstd block only to decompress it; unless its
+	 * fetch decompressed it (and checked it on the way) */
+	int on_device;
+	int r = 0, ahead, decoded, decode_err;
 	/* what failed on the device: its checksum, or the upload of the
 	 * decoded block (else the block itself is at fault) */
 	const char *dev_failed = NULL;
@@ -103,8 +104,15 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	into = e->direct ? e->direct : e->scratch;
 	fetched = e->fetch.on;
 	fetch_err = e->fetch.upload_err;
+	decoded = e->fetch.decoded;
+	decode_err = e->fetch.decode_err;
 	pthread_mutex_unlock(&c->mu);
-	if (on_device) {
+	on_device = !decoded && gather_checks(c, blk);
+	if (decoded) {
+		/* checked and decompressed by its fetch (fetch.c) */
+		r = decode_err;
+		raw = into;
+	} else if (on_device) {
 		r = check_on_device(c, e, blk, stored, fetched, fetch_err,
 				    &dev_failed);
 		cpu1 = thread_cpu_ns();
@@ -121,7 +129,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		cpu1 = thread_cpu_ns();
 		atomic_fetch_add(&c->cpu_verify_ns, cpu1 - cpu0);
 	}
-	if (!r)
+	if (!r && !decoded)
 		r = block_decode(dctx, blk, stored, 0, into,
 				 into ? blk->raw_size : 0, &raw);
 	if (!r)
@@ -189,13 +197,15 @@ void *decode_worker_main(void *arg)
 {
 	struct loader_core *c = arg;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	struct block_hash *hash = block_hash_new();
 	uint32_t buffer = 0, range_buffer;
 	struct io_read *ranges[FETCH_RANGES_MAX];
 	struct fetch_pending pending = { 0 };
 
 	core_lock(c);
-	if (!dctx)
-		loader_fail_locked(c, -ENOMEM, "cannot create a zstd context");
+	if (!dctx || !hash)
+		loader_fail_locked(c, -ENOMEM,
+				   "cannot create a zstd context or a hash");
 	while (!c->stop) {
 		struct job j;
 		int have = jobs_pop_locked(c, &j);
@@ -238,7 +248,7 @@ void *decode_worker_main(void *arg)
 		else if (j.kind == JOB_STREAM)
 			stream_part(c, j.id);
 		else if (j.kind == JOB_FETCH)
-			fetch_part(c, j, buffer, &pending);
+			fetch_part(c, j, buffer, &pending, dctx, hash);
 		else if (j.kind == JOB_RANGES)
 			ranges_verify_part(c, j);
 		else
@@ -248,5 +258,6 @@ void *decode_worker_main(void *arg)
 	pthread_mutex_unlock(&c->mu);
 	fetch_settle(c, &pending);
 	ZSTD_freeDCtx(dctx);
+	block_hash_free(hash);
 	return NULL;
 }

@@ -21,8 +21,10 @@
  * 4 MiB tasks on 16 threads as a fetch does, 44.2 at 0.36
  * (bench/results/2026-11-27-h100-fetch.md, run 3).
  */
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_d_stableOutBuffer */
 #include <errno.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "loader.h"
 
@@ -31,7 +33,9 @@ void fetch_queue_locked(struct loader_core *c, struct cache_entry *e)
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	uint64_t part = c->stage.buffer_bytes;
-	uint32_t parts = (uint32_t)((blk->stored_size + part - 1) / part);
+	/* a zstd block's parts decompress in order, by one worker */
+	uint32_t parts = e->fetch.decoded
+		? 1 : (uint32_t)((blk->stored_size + part - 1) / part);
 
 	e->fetch.left = parts;
 	/* taken by fetch_pop_locked only, a part at a time */
@@ -134,8 +138,101 @@ void fetch_settle(struct loader_core *c, struct fetch_pending *pending)
 	settle(c, pending, 0);
 }
 
+/*
+ * A zstd block that goes only to the device (fetch.decoded): read part by
+ * part through @buffer while the CPU's cache holds it, hashed and
+ * decompressed from there straight into the entry's scratch, which the
+ * decode then uploads (decode.c).  Through the ring its stored bytes
+ * were read into io memory the cache does not hold, uploaded for their
+ * checksum, and read again by the decompressor: on the H100 host zstd
+ * blocks delivered 21.2 GB/s at 0.61 CPU s/GB, 0.20 of it reading
+ * (bench/results/2026-11-27-h100-defaults.md).  The output buffer is
+ * stable (the whole scratch), so zstd writes there, not into a window of
+ * its own.  @return: the read's error (its part in *@bad_part), or 0 with
+ * *@decode_err set when the bytes were bad.
+ */
+static int fetch_decode(struct loader_core *c, struct cache_entry *e,
+			uint32_t buffer, ZSTD_DCtx *dctx,
+			struct block_hash *hash, uint32_t *bad_part,
+			int *decode_err)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, e->block, &shard);
+	uint64_t part = c->stage.buffer_bytes;
+	uint8_t *staging = c->stage.base + (uint64_t)buffer * part;
+	ZSTD_outBuffer out = { e->scratch, blk->raw_size, 0 };
+	uint64_t from, cpu_read = 0, cpu_hash = 0, cpu_zstd = 0, cpu0;
+	uint64_t read_ns = 0, zstd_ns = 0, t0;
+	size_t left = 1;
+
+	*decode_err = 0;
+	(void)ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
+	if (ZSTD_isError(ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer,
+						1)))
+		*decode_err = -ENOMEM;
+	block_hash_reset(hash);
+	for (from = 0; from < blk->stored_size && !*decode_err; from += part) {
+		uint64_t len = blk->stored_size - from < part
+			? blk->stored_size - from : part;
+		ZSTD_inBuffer in = { staging, len, 0 };
+		int64_t got;
+
+		cpu0 = thread_cpu_ns();
+		t0 = now_ns();
+		got = io_ring_pread(c->ring, shard, staging, len,
+				    blk->offset + from);
+		read_ns += now_ns() - t0;
+		cpu_read += thread_cpu_ns() - cpu0;
+		if (got < 0 || (uint64_t)got < len) {
+			*bad_part = (uint32_t)(from / part);
+			atomic_fetch_add(&c->cpu_read_ns, cpu_read);
+			atomic_fetch_add(&c->st_read.busy_ns, read_ns);
+			(void)ZSTD_DCtx_reset(dctx,
+					      ZSTD_reset_session_and_parameters);
+			/* short: the file ends before its index says */
+			return got < 0 ? (int)got : -ENODATA;
+		}
+		cpu0 = thread_cpu_ns();
+		if (c->cfg.verify)
+			block_hash_feed(hash, staging, len);
+		cpu_hash += thread_cpu_ns() - cpu0;
+		cpu0 = thread_cpu_ns();
+		t0 = now_ns();
+		/* a frame that ends early, runs past raw_size, or leaves
+		 * bytes after its end is corrupt */
+		while (in.pos < in.size && left != 0) {
+			left = ZSTD_decompressStream(dctx, &out, &in);
+			if (ZSTD_isError(left) ||
+			    (left != 0 && out.pos == out.size)) {
+				*decode_err = -SLUICE_ECORRUPT;
+				break;
+			}
+		}
+		if (!*decode_err && left == 0 && in.pos < in.size)
+			*decode_err = -SLUICE_ECORRUPT;
+		zstd_ns += now_ns() - t0;
+		cpu_zstd += thread_cpu_ns() - cpu0;
+	}
+	if (!*decode_err && (left != 0 || out.pos != blk->raw_size))
+		*decode_err = -SLUICE_ECORRUPT;
+	if (!*decode_err && c->cfg.verify && block_hash_check(blk, hash))
+		*decode_err = -SLUICE_ECORRUPT;
+	(void)ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
+	atomic_fetch_add(&c->cpu_read_ns, cpu_read);
+	atomic_fetch_add(&c->cpu_verify_ns, cpu_hash);
+	atomic_fetch_add(&c->cpu_decompress_ns, cpu_zstd);
+	if (c->cfg.verify)
+		atomic_fetch_add(&c->bytes_verified_landing, blk->stored_size);
+	atomic_fetch_add(&c->st_read.busy_ns, read_ns);
+	/* the decode's (decode.c adds its upload and bytes) */
+	atomic_fetch_add(&c->st_decode.busy_ns, zstd_ns);
+	atomic_fetch_add(&c->stage.bytes, blk->stored_size);
+	return 0;
+}
+
 void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
-		struct fetch_pending *pending)
+		struct fetch_pending *pending, ZSTD_DCtx *dctx,
+		struct block_hash *hash)
 {
 	struct cache_entry *e = &c->cache.entries[j.id];
 	uint32_t shard;
@@ -148,7 +245,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	 * mirror's offset (never written here) */
 	const uint8_t *io = e->stored + (blk->offset - e->rd.offset) + from;
 	struct device_upload upload;
-	int read_err = 0, upload_err = 0, skip, settle_first;
+	int read_err = 0, upload_err = 0, skip, settle_first, decoded;
 
 	/* after a failure, the block's other parts and the loader's other
 	 * fetches only finish; a block a part of which was never read
@@ -162,7 +259,24 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	 * not kept waiting for this read too */
 	settle_first = pending->on && !pending->nranges &&
 		     c->cache.entries[pending->job.id].fetch.left == 1;
+	decoded = e->fetch.decoded;
 	pthread_mutex_unlock(&c->mu);
+	if (decoded) {
+		/* the block's only job, long: the last upload waits not */
+		uint32_t bad_part = 0;
+		int decode_err = 0;
+
+		settle(c, pending, 0);
+		if (!skip)
+			read_err = fetch_decode(c, e, buffer, dctx, hash,
+						&bad_part, &decode_err);
+		core_lock(c);
+		e->fetch.decode_err = decode_err;
+		pthread_mutex_unlock(&c->mu);
+		j.part = bad_part;
+		part_done(c, j, buffer, read_err, 0);
+		return;
+	}
 	if (settle_first)
 		settle(c, pending, 0);
 	if (!skip) {

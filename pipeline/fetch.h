@@ -8,12 +8,14 @@
 #define SLUICE_PIPELINE_FETCH_H
 
 #include <stdint.h>
+#include <zstd.h>
 
 #include "../gpu/device.h"
 #include "jobs.h"
 
 struct loader_core;
 struct cache_entry;
+struct block_hash;
 
 /* A cache entry's: set when its read is prepared (stage_choose_locked). */
 struct fetch_entry {
@@ -26,6 +28,11 @@ struct fetch_entry {
 	uint64_t err_at;        /* and its file offset [mu] */
 	int upload_err;         /* the first part's upload error, which the
 				   decode reports (decode.c) [mu] */
+	int decoded;            /* a zstd block: one worker reads it part
+				   by part, hashes and decompresses each
+				   part into its scratch (fetch_decode);
+				   set with on [mu] */
+	int decode_err;         /* its checksum or frame was bad [mu] */
 };
 
 /* Record-range reads (ranges.c) that the workers make instead of the
@@ -64,9 +71,12 @@ int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer);
  * the read when it is its block's last part) and start this part's
  * upload, which becomes @pending (or is waited for at once, without
  * overlap; no upload after a failed or skipped read); the block's last
- * part hands the read on (entry_read_done_locked). */
+ * part hands the read on (entry_read_done_locked).  A zstd block
+ * (fetch.decoded) is one job: its parts read through @buffer in turn and
+ * decompressed by @dctx (fetch_decode). */
 void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
-		struct fetch_pending *pending);
+		struct fetch_pending *pending, ZSTD_DCtx *dctx,
+		struct block_hash *hash);
 /* Wait for @pending's upload, if any, and finish its part. */
 void fetch_settle(struct loader_core *c, struct fetch_pending *pending);
 /* fetch_ranges' buffer where the reads land in io memory */

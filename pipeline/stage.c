@@ -67,6 +67,7 @@ int stage_open(struct loader_core *c)
 	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
 	const char *o = getenv("SLUICE_FETCH_OVERLAP");
 	int overlap = !(o && strcmp(o, "0") == 0);
+	const char *d = getenv("SLUICE_STAGED_DECODE");  /* "0": A/B */
 	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
 				(overlap ? 2 : 1) * c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
@@ -116,6 +117,7 @@ int stage_open(struct loader_core *c)
 	p->buffer_bytes = bytes;
 	p->nfree = n;
 	p->overlap = overlap;
+	p->decode = !(d && strcmp(d, "0") == 0);
 	for (uint32_t k = 0; k < n; k++)
 		p->free[k] = n - 1 - k;
 	p->on = 1;
@@ -133,13 +135,19 @@ void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 			 const struct shard_block *blk)
 {
 	e->fetch = (struct fetch_entry){ 0 };
+	/* a zstd block whose decoded bytes go only to the device: read
+	 * and decompressed by one worker through a buffer (fetch.c) */
+	e->fetch.decoded = c->stage.on && c->stage.decode && c->gather.on &&
+			   blk->codec == DLS_CODEC_ZSTD;
 	/* O_DIRECT reads are the device's DMA, not a CPU copy: they land
 	 * in the block's io memory as ever (io/ring.h); so do the reads of
 	 * shards the ring opens on demand, whose descriptors it may close
 	 * (io_ring_pread_fd) */
-	e->fetch.on = c->stage.on && gather_device_only(c, blk) &&
+	e->fetch.on = c->stage.on &&
+		      (gather_device_only(c, blk) || e->fetch.decoded) &&
 		      !c->ring_info.direct &&
 		      io_ring_pread_fd(c->ring, c->block_shard[e->block]) >= 0;
+	e->fetch.decoded = e->fetch.decoded && e->fetch.on;
 }
 
 int stage_slot_uses_locked(const struct loader_core *c, const struct slot *s)

@@ -25,6 +25,9 @@ struct stage_pool {
 	uint64_t buffer_bytes;  /* one's: a fetch's part */
 	int overlap;            /* a worker reads its next part while the
 				   last one's upload runs (fetch.c) */
+	int decode;             /* zstd blocks gathered on the device are
+				   fetched and decompressed from the
+				   buffers (fetch_decode) */
 	uint32_t *free, nfree;  /* [mu] */
 	_Atomic uint64_t bytes; /* stored bytes that came through them */
 	_Atomic uint64_t bytes_overlapped; /* of those, uploaded while
