@@ -464,6 +464,10 @@ def main():
         out["rows"] += interleaved(sluice, [
             ("zstd-defaults", zst, base + ["--shuffle", "none"] + epochs,
              None, a.runs),
+            # the A/B of staged decodes (fetch.c's fetch_decode): stored
+            # bytes read by the ring into io memory, checked on the GPU
+            ("zstd-ring-decode", zst, base + ["--shuffle", "none"] + epochs,
+             {"SLUICE_STAGED_DECODE": "0"}, a.runs),
             ("zstd-gather-off", zst,
              base + ["--shuffle", "none", "--device-gather", "off"] +
              epochs, None, a.runs)], a.timeout, out, a.json)
