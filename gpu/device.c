@@ -106,6 +106,31 @@ int device_check_copy(const struct device *d, uint32_t i, const void *host,
 
 /* -1 means $LOCAL_RANK (set by torchrun and friends), 0 when unset. */
 static int resolve_device_id(int requested, int *id, char *err,
+			     size_t errlen);
+
+int device_offloads(int kind, int device_id)
+{
+	const char *sim = getenv("SLUICE_DEVICE_SIM");
+	int id;
+
+	if (kind == SLUICE_DEVICE_HOST)
+		return 0;
+	if (sim && *sim)
+		return 1;
+	if (resolve_device_id(device_id, &id, NULL, 0))
+		return 0;
+#ifdef SLUICE_HAVE_CUDA
+	{
+		char why[160];
+
+		return cuda_device_probe(id, why, sizeof(why)) == 0;
+	}
+#else
+	return 0;
+#endif
+}
+
+static int resolve_device_id(int requested, int *id, char *err,
 			     size_t errlen)
 {
 	const char *env;

@@ -85,6 +85,14 @@ struct device_info {
 };
 
 /*
+ * device_offloads - would device_open() with @kind (enum sluice_device)
+ * and @device_id choose a device other than the host's: a usable GPU, or
+ * the simulated one?  For what the budget sets aside before the arena is
+ * sized; device_open decides again.
+ */
+int device_offloads(int kind, int device_id);
+
+/*
  * device_open - choose and set up a device.  With kind AUTO and no usable
  * GPU (no driver, no device, CUDA=0 build) the host implementation is
  * used and info.fallbacks says why; with kind CUDA that is

@@ -84,9 +84,10 @@ void fetch_settle(struct loader_core *c, struct fetch_pending *pending);
 /* Range read @rd (its user NULL), instead of the ring's. [mu] */
 void fetch_range_queue_locked(struct loader_core *c, struct io_read *rd);
 /* Up to FETCH_RANGES_MAX queued range reads into @rds, oldest first:
- * how many.  Where they go to the device (ranges.device), no more than a
- * staging buffer holds, and that buffer taken into *@buffer (none free:
- * 0); else *@buffer is FETCH_NO_BUFFER. [mu] */
+ * how many.  Where they go to the device (ranges.device): reads back to
+ * back in one batch's io memory, no more than a staging buffer holds,
+ * and that buffer taken into *@buffer (0 when no buffer is free); else
+ * *@buffer is FETCH_NO_BUFFER. [mu] */
 unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 				 uint32_t *buffer);
 /* A worker's: read @rds[0, @n) and hand each to range_read_done_locked,

@@ -49,9 +49,11 @@ int slot_ranges_init(struct loader_core *c, struct slot *s)
 	s->ranges.rec_block = malloc(b * sizeof(*s->ranges.rec_block));
 	s->ranges.rec_src = malloc((size_t)c->ranges.max_reads *
 				   sizeof(*s->ranges.rec_src));
+	s->ranges.order = malloc((size_t)c->ranges.max_reads *
+				 sizeof(*s->ranges.order));
 	s->ranges.rec_bad = malloc(b);
 	s->ranges.reads = calloc(c->ranges.max_reads, sizeof(*s->ranges.reads));
-	if (!s->ranges.rec_block || !s->ranges.rec_src ||
+	if (!s->ranges.rec_block || !s->ranges.rec_src || !s->ranges.order ||
 	    !s->ranges.rec_bad || !s->ranges.reads)
 		return -ENOMEM;
 	return 0;
@@ -61,6 +63,7 @@ void slot_ranges_free(struct slot *s)
 {
 	free(s->ranges.rec_block);
 	free(s->ranges.rec_src);
+	free(s->ranges.order);
 	free(s->ranges.rec_bad);
 	free(s->ranges.reads);
 }
@@ -142,7 +145,10 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 			cur->rd.length = end - start;
 			cur->slot = s;
 			cur->buf_off = total;
+			cur->piece_lo = k;
 		}
+		cur->piece_hi = k + 1;
+		s->ranges.order[k] = p->slot_index;
 		if (p->offset + p->len - cur->rd.offset > cur->rd.min_length)
 			cur->rd.min_length = p->offset + p->len - cur->rd.offset;
 		s->ranges.rec_src[p->slot_index] = cur->buf_off +
@@ -508,38 +514,41 @@ uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
  * fetch.c), on their way to the io mirror: check the records whose
  * largest field it holds, while the cache holds them (their other fields
  * are resident, in the slot's buffer: ranges_device_suits).  A failed
- * read (!@read_ok) loses its records.  Each record is in one read only,
- * so the workers write apart; the lock taken after orders their marks
- * before the batch's report.
+ * read (!@read_ok) loses every record with a field in it (with verify
+ * off, a record's fields may lie in several reads, so those marks are
+ * made under the lock).  Otherwise each record is checked from the one
+ * read that holds its largest field, by one worker; the lock taken after
+ * orders the marks before the batch's report.
  */
 void ranges_check_staged(struct loader_core *c, struct range_read *rr,
 			 const uint8_t *staged, int read_ok)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	struct slot *s = rr->slot;
-	uint32_t main = c->ranges.main_field;
 	uint64_t cpu0 = thread_cpu_ns();
 
 	if (read_ok && !c->cfg.verify)
 		return;
-	for (uint32_t r = 0; r < s->count; r++) {
+	if (!read_ok) {
+		core_lock(c);
+		for (uint32_t k = rr->piece_lo; k < rr->piece_hi; k++)
+			s->ranges.rec_bad[s->ranges.order[k] / sc->nfields] = 1;
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	for (uint32_t k = rr->piece_lo; k < rr->piece_hi; k++) {
+		uint32_t r = s->ranges.order[k] / sc->nfields;
 		const uint8_t *ptr[DLS_MAX_FIELDS];
-		uint64_t len[DLS_MAX_FIELDS], at;
+		uint64_t len[DLS_MAX_FIELDS];
 		uint32_t shard;
 		const struct shard_block *blk;
 
-		if (s->rec_entry[r] != RANGE_ENTRY)
-			continue;
-		at = s->ranges.rec_src[(uint64_t)r * sc->nfields + main];
-		if (at < rr->buf_off || at - rr->buf_off >= rr->rd.length)
-			continue;
-		if (!read_ok) {
-			s->ranges.rec_bad[r] = 1;
-			continue;
-		}
+		/* its one piece read: the largest field (the others are
+		 * resident) */
 		for (uint32_t f = 0; f < sc->nfields; f++)
 			range_field(c, s, r, f, &ptr[f], &len[f]);
-		ptr[main] = staged + (at - rr->buf_off);
+		ptr[c->ranges.main_field] = staged +
+			(s->ranges.rec_src[s->ranges.order[k]] - rr->buf_off);
 		blk = loader_block(c, s->ranges.rec_block[r], &shard);
 		s->ranges.rec_bad[r] = record_checksum(sc->nfields, ptr, len) !=
 			c->ranges.record_sums[shard][blk->first_record +

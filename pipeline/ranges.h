@@ -31,6 +31,7 @@ struct range_read {
 	struct io_read rd;      /* first: the ring hands back &rd */
 	struct slot *slot;
 	uint64_t buf_off;       /* where it lands in the slot's ranges.buf */
+	uint32_t piece_lo, piece_hi; /* its pieces: ranges.order[lo, hi) */
 	uint64_t submit_ns;
 	int error;              /* negative when the read failed */
 };
@@ -51,6 +52,8 @@ struct slot_ranges {
 	uint64_t *rec_block;    /* their global block */
 	uint64_t *rec_src;      /* [r * nfields + f]: field f of record r in
 				   buf */
+	uint32_t *order;        /* the pieces read, r * nfields + f, in the
+				   reads' order (build_reads) */
 	uint8_t *rec_bad;       /* 1: failed its checksum or read */
 	struct range_read *reads;
 	uint32_t nreads;

@@ -279,14 +279,25 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			c->ranges.io_want = UINT64_MAX;
 	}
 	/* Where the ranges may go to a device (ranges_device_init): the
-	 * staging buffers beside them (the device is not open yet; on the
-	 * host, a buffer per worker unused) */
-	if (c->ranges.all && c->cfg.device != SLUICE_DEVICE_HOST &&
+	 * staging buffers beside them (stage_ranges_want), if there is one
+	 * to open (device_offloads: the device opens later, with the
+	 * arena) */
+	if (c->ranges.all &&
 	    c->cfg.device_gather != SLUICE_DEVICE_GATHER_OFF &&
-	    ranges_device_suits(c)) {
+	    ranges_device_suits(c) &&
+	    device_offloads(c->cfg.device, c->cfg.device_id)) {
+		/* and each batch's resident fields copied beside its ranges
+		 * (ranges.c's copy_resident): < 2^6 bytes a record each */
+		uint64_t tail = 0;
+
+		for (uint32_t f = 0; f < sc->nfields; f++)
+			if (c->ranges.resident[f])
+				tail += align_up(sc->fields[f].record_bytes *
+						 c->cfg.batch_size, 8) + 8;
 		c->ranges.stage_want = stage_ranges_want(c);
 		if (__builtin_add_overflow(c->ranges.io_want,
-					   c->ranges.stage_want,
+					   c->ranges.stage_want +
+						   tail * c->cfg.prefetch_depth,
 					   &c->ranges.io_want))
 			c->ranges.io_want = UINT64_MAX;
 	}

@@ -7,11 +7,11 @@
  * or not at all (gather_device_only), the CPU never reads a raw block:
  * its host copy only stages the upload.  Read whole into its 64 MiB of
  * io memory, every piece the page cache copies is written to memory the
- * CPU's cache does not hold, which costs the copy a read of the destination and a write
- * back; and the DMA then reads it from memory.  On an H200 host (16
- * cores), 16 threads' page-cache reads into 64 MiB buffers reached 16.1
- * GB/s, into 2 MiB buffers reused 46.6 (bench/results/
- * 2026-11-27-h200-run2).  Small staging buffers, each taken for one
+ * CPU's cache does not hold, which costs the copy a read of the
+ * destination and a write back; and the DMA then reads it from memory.
+ * On an H200 host (16 cores), 16 threads' page-cache reads into 64 MiB
+ * buffers reached 16.1 GB/s, into 2 MiB buffers reused 46.6
+ * (bench/results/2026-11-27-h200-run2).  Small staging buffers, each taken for one
  * part and given back (the last given, the first taken), stay in the
  * cache, as KvikIO's bounce buffers do: two per worker, one read into
  * while the other uploads (fewer where memory is tight, and then fewer
@@ -135,6 +135,10 @@ void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 			 const struct shard_block *blk)
 {
 	e->fetch = (struct fetch_entry){ 0 };
+	/* with records read by range, blocks only where those go to the
+	 * device too: else their batches are copied on the CPU */
+	if (c->ranges.on && !c->ranges.device)
+		return;
 	/* a zstd block whose decoded bytes go only to the device: read
 	 * and decompressed by one worker through a buffer (fetch.c) */
 	e->fetch.decoded = c->stage.on && c->stage.decode && c->gather.on &&

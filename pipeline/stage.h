@@ -1,8 +1,8 @@
 /*
- * stage.h - raw blocks that go only to the device are fetched by the
- * workers through small pinned staging buffers instead of read into
- * their io memory (stage.c, fetch.c): the state the loader keeps for
- * them.
+ * stage.h - raw blocks that go only to the device, zstd blocks decoded
+ * for it, and record ranges gathered there are fetched by the workers
+ * through small pinned staging buffers instead of read into their io
+ * memory (stage.c, fetch.c): the state the loader keeps for them.
  */
 #ifndef SLUICE_PIPELINE_STAGE_H
 #define SLUICE_PIPELINE_STAGE_H

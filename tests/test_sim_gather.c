@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "gather_fixture.h"
+#include "format_util.h"       /* tu_slurp, tu_drop_record_sums */
+#include "ring.h"              /* io_ring_set_fault */
 #include "sluice_tools.h"
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
 #include "sim_util.h"
@@ -229,6 +231,176 @@ static void check_range_upload_failure(sluice_dataset *ds)
 		}
 }
 
+/* Records of 4 MiB (more than a staging buffer holds with its
+ * alignment: ranges.device stays off) in three shards, the first without
+ * record checksums (format v2: its blocks are read whole): whole blocks
+ * must then not be fetched to the device, since the batches that mix
+ * them with range records are copied on the CPU. */
+static void check_ranges_not_on_device(const char *dir)
+{
+	const uint64_t img = 4u << 20;
+	struct sluice_field f[2];
+	struct sluice_writer_config wc;
+	struct sluice_loader_config cfg;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	uint8_t *v = malloc(img);
+	uint64_t records = 0;
+	char path[700], msg[512];
+	size_t n;
+	uint8_t *file;
+	int r;
+
+	T_ASSERT(v != NULL);
+	f[0] = t_field("img", (DLDataType){ kDLUInt, 8, 1 }, (int64_t)img);
+	f[1] = t_field("lab", (DLDataType){ kDLInt, 64, 1 }, 1);
+	sluice_writer_config_init(&wc);
+	wc.block_size = 8u << 20;
+	wc.records_per_shard = 4;
+	wc.compression_level = 0;
+	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
+	for (uint64_t i = 0; i < 12; i++) {
+		const void *vals[2] = { v, &i };
+		uint64_t lens[2] = { img, 8 };
+
+		memset(v, (int)(i * 37 + 1), img);
+		T_OK(sluice_writer_add(w, vals, lens));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	free(v);
+	snprintf(path, sizeof(path), "%s/data-00000.dls", dir);
+	file = tu_slurp(path, &n);
+	tu_drop_record_sums(file, &n);
+	tu_spit(path, file, n);
+	free(file);
+	/* the shards alone: the manifest knew shard 0 as it was */
+	snprintf(path, sizeof(path), "%s/*.dls", dir);
+	T_OK(sluice_dataset_open(path, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = 3;
+	cfg.seed = sim_seed;
+	cfg.shuffle = SLUICE_SHUFFLE_FULL;
+	cfg.decode_threads = 2;
+	/* room for the staging buffers beside the blocks */
+	cfg.memory_bytes = 64u << 20;
+	cfg.range_reads = SLUICE_RANGE_READS_ON;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		records += sluice_batch_size(b);
+		sluice_batch_release(b);
+	}
+	sluice_loader_error(ld, msg, sizeof(msg));
+	if (r != SLUICE_EOF)
+		T_FAIL_AT("v2 and v3 shards, 4 MiB records: %s", msg);
+	T_EQ(records, 12);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
+/* Shard 2's "a" sections: [start, end) per block, for cut_a. */
+static uint64_t a_sec[64][2];
+static uint32_t a_secs;
+static _Atomic uint32_t a_cuts;
+
+/* A read wholly inside an "a" section of shard 2 finds the file ending
+ * there (0 bytes); reads of the other fields succeed. */
+static void cut_a(void *ctx, uint32_t file, uint64_t offset, uint64_t length,
+		  int *res)
+{
+	(void)ctx;
+	for (uint32_t k = 0; file == 2 && *res > 0 && k < a_secs; k++)
+		if (offset >= a_sec[k][0] && offset + length <= a_sec[k][1]) {
+			*res = 0;
+			atomic_fetch_add(&a_cuts, 1);
+		}
+}
+
+/* With verify off a record's two large fields ("a" and "img"; "lab" is
+ * kept since open) lie in different reads: a failed read of "a" alone
+ * loses its records, named by file (on_error=fail), or drops them
+ * (skip), as on the host. */
+static void check_second_field_lost(const char *dir)
+{
+	const uint64_t na = 1000, nimg = 3000;
+	struct sluice_field f[3];
+	struct sluice_writer_config wc;
+	struct sluice_loader_config cfg;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	uint8_t *va = calloc(1, na), *vimg = calloc(1, nimg);
+
+	T_ASSERT(va && vimg);
+	f[0] = t_field("a", (DLDataType){ kDLUInt, 8, 1 }, (int64_t)na);
+	f[1] = t_field("lab", (DLDataType){ kDLInt, 64, 1 }, 1);
+	f[2] = t_field("img", (DLDataType){ kDLUInt, 8, 1 }, (int64_t)nimg);
+	sluice_writer_config_init(&wc);
+	wc.block_size = 64u << 10;
+	wc.records_per_shard = 500;
+	wc.compression_level = 0;
+	T_OK(sluice_writer_open(dir, f, 3, &wc, &w));
+	for (uint64_t i = 0; i < 2000; i++) {
+		const void *vals[3] = { va, &i, vimg };
+		uint64_t lens[3] = { na, 8, nimg };
+
+		T_OK(sluice_writer_add(w, vals, lens));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	free(va);
+	free(vimg);
+	T_OK(sluice_dataset_open(dir, &ds));
+	a_secs = 0;
+	for (uint32_t k = 0; k < dataset_table(ds)->shards[2].block_count &&
+			     k < 64; k++) {
+		const struct shard_block *blk =
+			&dataset_table(ds)->shards[2].blocks[k];
+
+		/* the block's first section: "a", a value per record */
+		a_sec[a_secs][0] = blk->offset;
+		a_sec[a_secs++][1] = blk->offset + blk->record_count * na;
+	}
+	io_ring_set_fault(cut_a, NULL);
+	for (int skip = 0; skip < 2; skip++) {
+		sluice_loader *ld = NULL;
+		sluice_batch *b;
+		uint64_t records = 0;
+		char msg[512];
+		int r;
+
+		sluice_loader_config_init(&cfg);
+		cfg.batch_size = B;
+		cfg.seed = sim_seed;
+		cfg.shuffle = SLUICE_SHUFFLE_FULL;
+		cfg.decode_threads = 2;
+		cfg.verify = 0;
+		cfg.on_error = skip ? SLUICE_ON_ERROR_SKIP : SLUICE_ON_ERROR_FAIL;
+		cfg.memory_bytes = 64u << 20;
+		cfg.range_reads = SLUICE_RANGE_READS_ON;
+		atomic_store(&a_cuts, 0);
+		T_OK(sluice_loader_open(ds, &cfg, &ld));
+		while ((r = sluice_loader_next(ld, &b)) == 0) {
+			records += sluice_batch_size(b);
+			sluice_batch_release(b);
+		}
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_LT(0, atomic_load(&a_cuts));
+		if (skip) {
+			T_EQ(r, SLUICE_EOF);
+			T_LT(records, 2000);
+		} else {
+			T_EQ(r, -SLUICE_ECORRUPT);
+			T_CONTAINS(msg, "data-00002.dls");
+		}
+		printf("second field lost (%s): %llu records, %s\n",
+		       skip ? "skip" : "fail", (unsigned long long)records,
+		       msg);
+		sluice_loader_close(ld);
+	}
+	io_ring_set_fault(NULL, NULL);
+	sluice_dataset_close(ds);
+}
+
 /*
  * The net catches an upload that overtakes a gather
  * (SIM_FAULT_EARLY_UPLOAD): in a child process (forked before any
@@ -359,6 +531,10 @@ int main(void)
 		snprintf(what, sizeof(what), "%s/corrupt-%u", dir, round);
 		check_corrupt_range(what);
 		check_range_upload_failure(ds[0]);
+		snprintf(what, sizeof(what), "%s/mixed-%u", dir, round);
+		check_ranges_not_on_device(what);
+		snprintf(what, sizeof(what), "%s/second-%u", dir, round);
+		check_second_field_lost(what);
 		sim_stream_destroy(s);
 	}
 	for (int z = 0; z < 2; z++)
