@@ -161,14 +161,19 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 	uint64_t part = c->stage.buffer_bytes;
 	uint8_t *staging = c->stage.base + (uint64_t)buffer * part;
 	ZSTD_outBuffer out = { e->scratch, blk->raw_size, 0 };
-	uint64_t from, cpu_read = 0, cpu_hash = 0, cpu_zstd = 0, cpu0;
-	uint64_t read_ns = 0, zstd_ns = 0, t0;
+	uint64_t from, done = 0, cpu_read = 0, cpu_hash = 0, cpu_zstd = 0;
+	uint64_t read_ns = 0, zstd_ns = 0, t0, cpu0;
 	size_t left = 1;
+	int r = 0;
 
 	*decode_err = 0;
 	(void)ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
+	/* no window of its own is kept with a stable output, so any window
+	 * a frame declares decodes, as ZSTD_decompressDCtx's do */
 	if (ZSTD_isError(ZSTD_DCtx_setParameter(dctx, ZSTD_d_stableOutBuffer,
-						1)))
+						1)) ||
+	    ZSTD_isError(ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax,
+						ZSTD_WINDOWLOG_MAX)))
 		*decode_err = -ENOMEM;
 	block_hash_reset(hash);
 	for (from = 0; from < blk->stored_size && !*decode_err; from += part) {
@@ -176,58 +181,65 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 			? blk->stored_size - from : part;
 		ZSTD_inBuffer in = { staging, len, 0 };
 		int64_t got;
+		int stop;
 
+		/* a close or a failure does not wait for the whole block */
+		core_lock(c);
+		stop = c->stop || c->failed;
+		pthread_mutex_unlock(&c->mu);
 		cpu0 = thread_cpu_ns();
 		t0 = now_ns();
-		got = io_ring_pread(c->ring, shard, staging, len,
-				    blk->offset + from);
+		got = stop ? -ECANCELED
+			   : io_ring_pread(c->ring, shard, staging, len,
+					   blk->offset + from);
 		read_ns += now_ns() - t0;
 		cpu_read += thread_cpu_ns() - cpu0;
 		if (got < 0 || (uint64_t)got < len) {
 			*bad_part = (uint32_t)(from / part);
-			atomic_fetch_add(&c->cpu_read_ns, cpu_read);
-			atomic_fetch_add(&c->st_read.busy_ns, read_ns);
-			(void)ZSTD_DCtx_reset(dctx,
-					      ZSTD_reset_session_and_parameters);
 			/* short: the file ends before its index says */
-			return got < 0 ? (int)got : -ENODATA;
+			r = got < 0 ? (int)got : -ENODATA;
+			break;
 		}
+		done += len;
 		cpu0 = thread_cpu_ns();
 		if (c->cfg.verify)
 			block_hash_feed(hash, staging, len);
 		cpu_hash += thread_cpu_ns() - cpu0;
 		cpu0 = thread_cpu_ns();
 		t0 = now_ns();
-		/* a frame that ends early, runs past raw_size, or leaves
-		 * bytes after its end is corrupt */
-		while (in.pos < in.size && left != 0) {
-			left = ZSTD_decompressStream(dctx, &out, &in);
-			if (ZSTD_isError(left) ||
-			    (left != 0 && out.pos == out.size)) {
-				*decode_err = -SLUICE_ECORRUPT;
-				break;
-			}
-		}
-		if (!*decode_err && left == 0 && in.pos < in.size)
+		/* the first frame says the block's raw size, as for
+		 * block_decode; the frames then fill exactly that */
+		if (from == 0 && ZSTD_getFrameContentSize(staging, len) !=
+					 blk->raw_size)
 			*decode_err = -SLUICE_ECORRUPT;
+		while (!*decode_err && in.pos < in.size) {
+			size_t in0 = in.pos, out0 = out.pos;
+
+			left = ZSTD_decompressStream(dctx, &out, &in);
+			/* no progress: more output than raw_size */
+			if (ZSTD_isError(left) ||
+			    (in.pos == in0 && out.pos == out0))
+				*decode_err = -SLUICE_EZSTD;
+		}
 		zstd_ns += now_ns() - t0;
 		cpu_zstd += thread_cpu_ns() - cpu0;
 	}
-	if (!*decode_err && (left != 0 || out.pos != blk->raw_size))
+	if (!r && !*decode_err && (left != 0 || out.pos != blk->raw_size))
 		*decode_err = -SLUICE_ECORRUPT;
-	if (!*decode_err && c->cfg.verify && block_hash_check(blk, hash))
+	if (!r && !*decode_err && c->cfg.verify &&
+	    block_hash_check(blk, hash))
 		*decode_err = -SLUICE_ECORRUPT;
 	(void)ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
 	atomic_fetch_add(&c->cpu_read_ns, cpu_read);
 	atomic_fetch_add(&c->cpu_verify_ns, cpu_hash);
 	atomic_fetch_add(&c->cpu_decompress_ns, cpu_zstd);
 	if (c->cfg.verify)
-		atomic_fetch_add(&c->bytes_verified_landing, blk->stored_size);
+		atomic_fetch_add(&c->bytes_verified_landing, done);
 	atomic_fetch_add(&c->st_read.busy_ns, read_ns);
 	/* the decode's (decode.c adds its upload and bytes) */
 	atomic_fetch_add(&c->st_decode.busy_ns, zstd_ns);
-	atomic_fetch_add(&c->stage.bytes, blk->stored_size);
-	return 0;
+	atomic_fetch_add(&c->stage.bytes, done);
+	return r;
 }
 
 void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,

@@ -158,8 +158,10 @@ int stage_slot_uses_locked(const struct loader_core *c, const struct slot *s)
 {
 	if (!c->stage.on)
 		return 0;
+	/* a decoded zstd block's bytes are on the host too */
 	for (uint32_t k = 0; k < s->nentries; k++)
-		if (c->cache.entries[s->entries[k]].fetch.on)
+		if (c->cache.entries[s->entries[k]].fetch.on &&
+		    !c->cache.entries[s->entries[k]].fetch.decoded)
 			return 1;
 	return 0;
 }
