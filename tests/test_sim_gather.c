@@ -149,6 +149,19 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 	return 0;
 }
 
+/* Full shuffle, every record read by range, in 64 MiB: room for the
+ * staging buffers beside the ranges (ranges.device). */
+static void full_range_cfg(struct sluice_loader_config *cfg, uint32_t batch)
+{
+	sluice_loader_config_init(cfg);
+	cfg->batch_size = batch;
+	cfg->seed = sim_seed;
+	cfg->shuffle = SLUICE_SHUFFLE_FULL;
+	cfg->decode_threads = 2;
+	cfg->range_reads = SLUICE_RANGE_READS_ON;
+	cfg->memory_bytes = 64u << 20;
+}
+
 /* A flipped byte in the last record of shard 0's first block, read by
  * range on its way to the device: its checksum, taken in the staging
  * buffer, fails the loader with the file and the record's offset. */
@@ -174,13 +187,7 @@ static void check_corrupt_range(const char *dir)
 	byte ^= 0x10;
 	T_EQ(pwrite(fd, &byte, 1, (off_t)(bi.offset + bi.stored_size - 100)), 1);
 	close(fd);
-	sluice_loader_config_init(&cfg);
-	cfg.batch_size = B;
-	cfg.seed = sim_seed;
-	cfg.shuffle = SLUICE_SHUFFLE_FULL;
-	cfg.decode_threads = 2;
-	cfg.range_reads = SLUICE_RANGE_READS_ON;
-	cfg.memory_bytes = 64u << 20;
+	full_range_cfg(&cfg, B);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	while ((r = sluice_loader_next(ld, &b)) == 0)
 		sluice_batch_release(b);
@@ -208,13 +215,7 @@ static void check_range_upload_failure(sluice_dataset *ds)
 			char msg[512];
 			int r;
 
-			sluice_loader_config_init(&cfg);
-			cfg.batch_size = B;
-			cfg.seed = sim_seed;
-			cfg.shuffle = SLUICE_SHUFFLE_FULL;
-			cfg.decode_threads = 2;
-			cfg.range_reads = SLUICE_RANGE_READS_ON;
-			cfg.memory_bytes = 64u << 20;
+			full_range_cfg(&cfg, B);
 			sim_test_faults = faults[f];
 			sim_test_fail_copy = nth;
 			T_OK(sluice_loader_open(ds, &cfg, &ld));
@@ -278,14 +279,7 @@ static void check_ranges_not_on_device(const char *dir)
 	/* the shards alone: the manifest knew shard 0 as it was */
 	snprintf(path, sizeof(path), "%s/*.dls", dir);
 	T_OK(sluice_dataset_open(path, &ds));
-	sluice_loader_config_init(&cfg);
-	cfg.batch_size = 3;
-	cfg.seed = sim_seed;
-	cfg.shuffle = SLUICE_SHUFFLE_FULL;
-	cfg.decode_threads = 2;
-	/* room for the staging buffers beside the blocks */
-	cfg.memory_bytes = 64u << 20;
-	cfg.range_reads = SLUICE_RANGE_READS_ON;
+	full_range_cfg(&cfg, 3);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	while ((r = sluice_loader_next(ld, &b)) == 0) {
 		records += sluice_batch_size(b);
@@ -368,15 +362,9 @@ static void check_second_field_lost(const char *dir)
 		char msg[512];
 		int r;
 
-		sluice_loader_config_init(&cfg);
-		cfg.batch_size = B;
-		cfg.seed = sim_seed;
-		cfg.shuffle = SLUICE_SHUFFLE_FULL;
-		cfg.decode_threads = 2;
+		full_range_cfg(&cfg, B);
 		cfg.verify = 0;
 		cfg.on_error = skip ? SLUICE_ON_ERROR_SKIP : SLUICE_ON_ERROR_FAIL;
-		cfg.memory_bytes = 64u << 20;
-		cfg.range_reads = SLUICE_RANGE_READS_ON;
 		atomic_store(&a_cuts, 0);
 		T_OK(sluice_loader_open(ds, &cfg, &ld));
 		while ((r = sluice_loader_next(ld, &b)) == 0) {
