@@ -88,7 +88,10 @@ static void part_done(struct loader_core *c, struct job j, uint32_t buffer,
 	if (last) {
 		e->rd.result = e->fetch.err ? e->fetch.err
 					    : (int64_t)e->rd.length;
-		e->read_back_ns = now_ns();
+		/* a decoded block's: when its last part was read (the
+		 * read-ahead's latency sample leaves out the decode) */
+		if (!e->fetch.decoded)
+			e->read_back_ns = now_ns();
 		entry_read_done_locked(c, e);
 	}
 	/* its buffer is free for the next part */
@@ -149,12 +152,13 @@ void fetch_settle(struct loader_core *c, struct fetch_pending *pending)
  * (bench/results/2026-11-27-h100-defaults.md).  The output buffer is
  * stable (the whole scratch), so zstd writes there, not into a window of
  * its own.  @return: the read's error (its part in *@bad_part), or 0 with
- * *@decode_err set when the bytes were bad.
+ * *@decode_err set when the bytes were bad; *@read_end: when its last
+ * read ended.
  */
 static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 			uint32_t buffer, ZSTD_DCtx *dctx,
 			struct block_hash *hash, uint32_t *bad_part,
-			int *decode_err)
+			int *decode_err, uint64_t *read_end)
 {
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
@@ -192,7 +196,8 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 		got = stop ? -ECANCELED
 			   : io_ring_pread(c->ring, shard, staging, len,
 					   blk->offset + from);
-		read_ns += now_ns() - t0;
+		*read_end = now_ns();
+		read_ns += *read_end - t0;
 		cpu_read += thread_cpu_ns() - cpu0;
 		if (got < 0 || (uint64_t)got < len) {
 			*bad_part = (uint32_t)(from / part);
@@ -277,13 +282,16 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		/* the block's only job, long: the last upload waits not */
 		uint32_t bad_part = 0;
 		int decode_err = 0;
+		uint64_t read_end = now_ns();
 
 		settle(c, pending, 0);
 		if (!skip)
 			read_err = fetch_decode(c, e, buffer, dctx, hash,
-						&bad_part, &decode_err);
+						&bad_part, &decode_err,
+						&read_end);
 		core_lock(c);
 		e->fetch.decode_err = decode_err;
+		e->read_back_ns = read_end;
 		pthread_mutex_unlock(&c->mu);
 		j.part = bad_part;
 		part_done(c, j, buffer, read_err, 0);
