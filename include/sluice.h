@@ -906,9 +906,11 @@ struct sluice_stats {
 					      hashed by the CPU */
 	uint64_t bytes_staged;             /* stored bytes read through a
 					      small staging buffer that
-					      the CPU's cache holds,
-					      straight to the GPU, never
-					      into io memory */
+					      the CPU's cache holds, never
+					      into io memory: raw blocks'
+					      and record ranges' straight
+					      to the GPU, zstd blocks'
+					      into their decoder */
 	uint64_t device_upload_ns;         /* wall time the loader's
 					      threads spent in those
 					      uploads, starting them and

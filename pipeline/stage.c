@@ -134,24 +134,24 @@ void stage_close(struct loader_core *c)
 void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 			 const struct shard_block *blk)
 {
+	/* a zstd block whose decoded bytes go only to the device: read
+	 * and decompressed by one worker through a buffer (fetch.c) */
+	int zstd = c->stage.decode && c->gather.on &&
+		   blk->codec == DLS_CODEC_ZSTD;
+
 	e->fetch = (struct fetch_entry){ 0 };
 	/* with records read by range, blocks only where those go to the
 	 * device too: else their batches are copied on the CPU */
 	if (c->ranges.on && !c->ranges.device)
 		return;
-	/* a zstd block whose decoded bytes go only to the device: read
-	 * and decompressed by one worker through a buffer (fetch.c) */
-	e->fetch.decoded = c->stage.on && c->stage.decode && c->gather.on &&
-			   blk->codec == DLS_CODEC_ZSTD;
 	/* O_DIRECT reads are the device's DMA, not a CPU copy: they land
 	 * in the block's io memory as ever (io/ring.h); so do the reads of
 	 * shards the ring opens on demand, whose descriptors it may close
 	 * (io_ring_pread_fd) */
-	e->fetch.on = c->stage.on &&
-		      (gather_device_only(c, blk) || e->fetch.decoded) &&
+	e->fetch.on = c->stage.on && (gather_device_only(c, blk) || zstd) &&
 		      !c->ring_info.direct &&
 		      io_ring_pread_fd(c->ring, c->block_shard[e->block]) >= 0;
-	e->fetch.decoded = e->fetch.decoded && e->fetch.on;
+	e->fetch.decoded = e->fetch.on && zstd;
 }
 
 int stage_slot_uses_locked(const struct loader_core *c, const struct slot *s)

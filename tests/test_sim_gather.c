@@ -149,6 +149,23 @@ static uint64_t gather_case(sluice_dataset *ds, int shuffle, int gather,
 	return 0;
 }
 
+/* Take @ld's batches until it stops: its last return, the records it
+ * delivered in *@records (if not NULL), its error message in @msg. */
+static int drain(sluice_loader *ld, uint64_t *records, char *msg,
+		 size_t len)
+{
+	sluice_batch *b;
+	int r;
+
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		if (records)
+			*records += sluice_batch_size(b);
+		sluice_batch_release(b);
+	}
+	sluice_loader_error(ld, msg, len);
+	return r;
+}
+
 /* Full shuffle, every record read by range, in 64 MiB: room for the
  * staging buffers beside the ranges (ranges.device). */
 static void full_range_cfg(struct sluice_loader_config *cfg, uint32_t batch)
@@ -170,7 +187,6 @@ static void check_corrupt_range(const char *dir)
 	struct sluice_loader_config cfg;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
-	sluice_batch *b;
 	struct shard_block bi;
 	char path[700], msg[512];
 	uint8_t byte;
@@ -189,9 +205,7 @@ static void check_corrupt_range(const char *dir)
 	close(fd);
 	full_range_cfg(&cfg, B);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
-	while ((r = sluice_loader_next(ld, &b)) == 0)
-		sluice_batch_release(b);
-	sluice_loader_error(ld, msg, sizeof(msg));
+	r = drain(ld, NULL, msg, sizeof(msg));
 	T_EQ(r, -SLUICE_ECORRUPT);
 	T_CONTAINS(msg, path);
 	T_CONTAINS(msg, "record checksum mismatch");
@@ -211,7 +225,6 @@ static void check_range_upload_failure(sluice_dataset *ds)
 		for (uint64_t nth = 1; nth <= 4; nth++) {
 			struct sluice_loader_config cfg;
 			sluice_loader *ld = NULL;
-			sluice_batch *b;
 			char msg[512];
 			int r;
 
@@ -221,9 +234,7 @@ static void check_range_upload_failure(sluice_dataset *ds)
 			T_OK(sluice_loader_open(ds, &cfg, &ld));
 			sim_test_faults = 0;
 			sim_test_fail_copy = 0;
-			while ((r = sluice_loader_next(ld, &b)) == 0)
-				sluice_batch_release(b);
-			sluice_loader_error(ld, msg, sizeof(msg));
+			r = drain(ld, NULL, msg, sizeof(msg));
 			printf("range upload %llu failed: %s\n",
 			       (unsigned long long)nth, msg);
 			T_EQ(r, -SLUICE_ECUDA);
@@ -246,7 +257,6 @@ static void check_ranges_not_on_device(const char *dir)
 	sluice_writer *w = NULL;
 	sluice_dataset *ds = NULL;
 	sluice_loader *ld = NULL;
-	sluice_batch *b;
 	uint8_t *v = malloc(img);
 	uint64_t records = 0;
 	char path[700], msg[512];
@@ -281,11 +291,7 @@ static void check_ranges_not_on_device(const char *dir)
 	T_OK(sluice_dataset_open(path, &ds));
 	full_range_cfg(&cfg, 3);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
-	while ((r = sluice_loader_next(ld, &b)) == 0) {
-		records += sluice_batch_size(b);
-		sluice_batch_release(b);
-	}
-	sluice_loader_error(ld, msg, sizeof(msg));
+	r = drain(ld, &records, msg, sizeof(msg));
 	if (r != SLUICE_EOF)
 		T_FAIL_AT("v2 and v3 shards, 4 MiB records: %s", msg);
 	T_EQ(records, 12);
@@ -357,7 +363,6 @@ static void check_second_field_lost(const char *dir)
 	io_ring_set_fault(cut_a, NULL);
 	for (int skip = 0; skip < 2; skip++) {
 		sluice_loader *ld = NULL;
-		sluice_batch *b;
 		uint64_t records = 0;
 		char msg[512];
 		int r;
@@ -367,11 +372,7 @@ static void check_second_field_lost(const char *dir)
 		cfg.on_error = skip ? SLUICE_ON_ERROR_SKIP : SLUICE_ON_ERROR_FAIL;
 		atomic_store(&a_cuts, 0);
 		T_OK(sluice_loader_open(ds, &cfg, &ld));
-		while ((r = sluice_loader_next(ld, &b)) == 0) {
-			records += sluice_batch_size(b);
-			sluice_batch_release(b);
-		}
-		sluice_loader_error(ld, msg, sizeof(msg));
+		r = drain(ld, &records, msg, sizeof(msg));
 		T_LT(0, atomic_load(&a_cuts));
 		if (skip) {
 			T_EQ(r, SLUICE_EOF);
