@@ -26,10 +26,13 @@ cudaError_t cuda_spin_async(cudaStream_t stream, double ms);
 /* One run of a device gather, as the kernel reads it: @len bytes from
  * io mirror byte @src to batch mirror byte @dst. */
 struct cuda_gather_desc {
-	unsigned long long src;
+	unsigned long long src;     /* CUDA_GATHER_ZEROS: none, zeros */
 	unsigned long long dst;
 	unsigned long long len;
 };
+
+/* gpu/device.h's GATHER_ZEROS, for the kernel's side */
+#define CUDA_GATHER_ZEROS 0xffffffffffffffffull
 
 /*
  * cuda_gather_async - enqueue on @stream one kernel that copies each of

@@ -33,6 +33,9 @@
  * run spreads over many SMs. */
 #define GATHER_PIECE ((size_t)256 << 10)
 
+_Static_assert(GATHER_ZEROS == CUDA_GATHER_ZEROS,
+	       "the kernel's zero runs are device.h's");
+
 struct upload_lane {
 	cudaStream_t stream;
 	cudaEvent_t done;       /* blocking sync: the waiter sleeps */
@@ -305,7 +308,8 @@ cudaError_t cuda_gather_enqueue(struct cuda_gather *g, uint32_t slot,
 			if (m == g->cap)
 				return cudaErrorInvalidValue;
 			h[m++] = (struct cuda_gather_desc){ src, dst, piece };
-			src += piece;
+			if (src != CUDA_GATHER_ZEROS)
+				src += piece;
 			dst += piece;
 			left -= piece;
 		}

@@ -400,7 +400,9 @@ int device_gather_slot(struct device *d, uint32_t i,
 	if (i >= d->slots || n > d->gather_runs_max || d->io_mirror_bytes == 0)
 		return -EINVAL;
 	for (unsigned k = 0; k < n; k++)
-		if (!inside(runs[k].src, runs[k].len, 0, d->io_mirror_bytes) ||
+		if ((runs[k].src != GATHER_ZEROS &&
+		     !inside(runs[k].src, runs[k].len, 0,
+			     d->io_mirror_bytes)) ||
 		    !inside(runs[k].dst, runs[k].len, d->mirror_offset,
 			    d->mirror_bytes))
 			return -EINVAL;

@@ -137,12 +137,16 @@ int device_copy_slot_ranges(struct device *d, uint32_t i, const void *host,
 			    const struct slot_range *ranges, unsigned n);
 
 /* One piece of a gather: @len bytes from arena offset @src (inside the
- * io mirror) to arena offset @dst (inside the batch mirror). */
+ * io mirror) to arena offset @dst (inside the batch mirror); or, where
+ * @src is GATHER_ZEROS, @len zero bytes (a padded variable field's rows
+ * past their values). */
 struct gather_run {
 	uint64_t src;
 	uint64_t dst;
 	uint64_t len;
 };
+
+#define GATHER_ZEROS UINT64_MAX
 
 /*
  * device_upload - copy @len bytes at @host (inside the arena's first
@@ -209,8 +213,9 @@ int device_checksum(struct device *d, const void *host, size_t len,
 /*
  * device_gather_slot - assemble slot @i's batch on the device: for each
  * of @n runs, copy the io mirror's bytes at run.src to the batch mirror at
- * run.dst, then record the slot's ready event (as device_copy_slot()
- * does); the copy stream's order puts it after every earlier release.
+ * run.dst (or write zeros there: GATHER_ZEROS), then record the slot's
+ * ready event (as device_copy_slot() does); the copy stream's order puts
+ * it after every earlier release.
  * Every run's source must have been uploaded (device_upload()) and stay
  * untouched by uploads until this returns; later uploads wait for it.
  * Host: the same copies with memcpy, within the arena, before returning.

@@ -7,7 +7,9 @@
  * not sit on one SM).  When source and destination share their
  * alignment modulo 16, the run's middle moves as 16-byte vectors and only
  * its ends byte by byte; otherwise byte by byte (records whose fields
- * sit at odd offsets: rare, and still correct).
+ * sit at odd offsets: rare, and still correct).  A run with no source
+ * (CUDA_GATHER_ZEROS) writes zeros, the same way: the padding of a
+ * padded variable field's rows.
  */
 #include <stdint.h>
 
@@ -21,9 +23,28 @@ static __global__ void gather_kernel(const struct cuda_gather_desc *runs,
 				     unsigned char *dst_base)
 {
 	for (unsigned r = blockIdx.x; r < n; r += gridDim.x) {
-		const unsigned char *src = src_base + runs[r].src;
 		unsigned char *dst = dst_base + runs[r].dst;
 		unsigned long long len = runs[r].len, k;
+
+		if (runs[r].src == CUDA_GATHER_ZEROS) {
+			unsigned long long head = (16u - ((uintptr_t)dst & 15u)) & 15u;
+			unsigned long long body;
+
+			if (head > len)
+				head = len;
+			body = (len - head) / 16u;
+			for (k = threadIdx.x; k < head; k += blockDim.x)
+				dst[k] = 0;
+			uint4 *d4 = (uint4 *)(dst + head);
+
+			for (k = threadIdx.x; k < body; k += blockDim.x)
+				d4[k] = make_uint4(0, 0, 0, 0);
+			for (k = head + body * 16u + threadIdx.x; k < len;
+			     k += blockDim.x)
+				dst[k] = 0;
+			continue;
+		}
+		const unsigned char *src = src_base + runs[r].src;
 
 		if ((((uintptr_t)src ^ (uintptr_t)dst) & 15u) == 0) {
 			unsigned long long head = (16u - ((uintptr_t)dst & 15u)) & 15u;

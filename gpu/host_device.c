@@ -163,7 +163,11 @@ static int host_gather(struct device *d, uint32_t i,
 
 	(void)i;
 	for (unsigned k = 0; k < n; k++)
-		memcpy(arena + runs[k].dst, arena + runs[k].src, runs[k].len);
+		if (runs[k].src == GATHER_ZEROS)
+			memset(arena + runs[k].dst, 0, runs[k].len);
+		else
+			memcpy(arena + runs[k].dst, arena + runs[k].src,
+			       runs[k].len);
 	return 0;
 }
 

@@ -84,21 +84,24 @@ static struct sim_device *to_sim(struct device *d)
 	return (struct sim_device *)d;
 }
 
-/* Remember which device bytes slot @s last wrote (poisoned on release). */
+/* Remember which device bytes slot @s wrote since its last release
+ * (poisoned on the next): a gathered batch with variable fields is a
+ * gather and a copy of their offsets or lengths. */
 static int slot_note_locked(struct sim_slot *s, const struct sim_op *op)
 {
-	if (op->n > s->cap) {
-		struct sim_piece *p = realloc(s->last, op->n * sizeof(*p));
+	if (s->nlast + op->n > s->cap) {
+		unsigned cap = s->nlast + op->n;
+		struct sim_piece *p = realloc(s->last, cap * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
 		s->last = p;
-		s->cap = op->n;
+		s->cap = cap;
 	}
 	for (unsigned k = 0; k < op->n; k++)
-		s->last[k] = (struct sim_piece){ op->piece[k].dst, NULL,
-						 op->piece[k].len };
-	s->nlast = op->n;
+		s->last[s->nlast + k] = (struct sim_piece){
+			.dst = op->piece[k].dst, .len = op->piece[k].len };
+	s->nlast += op->n;
 	return 0;
 }
 
@@ -151,8 +154,9 @@ static int sim_copy_slot(struct device *d, uint32_t i, const void *host,
 	}
 	for (unsigned k = 0; k < n; k++)
 		op->piece[k] = (struct sim_piece){
-			sd->mem + base + ranges[k].offset,
-			(const uint8_t *)host + ranges[k].offset, ranges[k].len };
+			.dst = sd->mem + base + ranges[k].offset,
+			.src = (const uint8_t *)host + ranges[k].offset,
+			.len = ranges[k].len };
 	return slot_enqueue(sd, i, op, 0);
 }
 
@@ -167,10 +171,14 @@ static int sim_gather(struct device *d, uint32_t i,
 		return -ENOMEM;
 	}
 	/* device_gather_slot() put each run inside its two mirrors */
-	for (unsigned k = 0; k < n; k++)
+	for (unsigned k = 0; k < n; k++) {
+		int zeros = runs[k].src == GATHER_ZEROS;
+
 		op->piece[k] = (struct sim_piece){
-			sd->mem + (runs[k].dst - d->mirror_offset),
-			sd->io_mem + runs[k].src, runs[k].len };
+			.dst = sd->mem + (runs[k].dst - d->mirror_offset),
+			.src = zeros ? NULL : sd->io_mem + runs[k].src,
+			.len = runs[k].len, .zeros = zeros };
+	}
 	return slot_enqueue(sd, i, op, 1);
 }
 
@@ -189,8 +197,8 @@ static int sim_upload_start(struct device *d, const void *host,
 		device_record_error(d, "out of memory for an upload");
 		return -ENOMEM;
 	}
-	op->piece[0] = (struct sim_piece){ sd->io_mem + u->offset, host,
-					   u->len };
+	op->piece[0] = (struct sim_piece){ .dst = sd->io_mem + u->offset,
+					   .src = host, .len = u->len };
 	sim_lock();
 	if (sd->faults & (SIM_FAULT_UPLOAD_ERROR | SIM_FAULT_FINISH_ERROR))
 		fail_this = ++sd->uploads == sd->fail_copy;

@@ -92,7 +92,9 @@ static void run_op(struct sim_stream *s, struct sim_op *op)
 			memset(op->piece[k].dst, SIM_POISON, op->piece[k].len);
 		random_delay(s);
 		for (unsigned k = 0; k < op->n; k++)
-			if (op->piece[k].src)
+			if (op->piece[k].zeros)
+				memset(op->piece[k].dst, 0, op->piece[k].len);
+			else if (op->piece[k].src)
 				memcpy(op->piece[k].dst, op->piece[k].src,
 				       op->piece[k].len);
 		break;

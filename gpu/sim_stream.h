@@ -16,12 +16,13 @@ struct sim_event {
 	uint64_t at;            /* complete once s->done >= at */
 };
 
-/* One contiguous piece an operation writes: from @src, or poison when
- * @src is NULL. */
+/* One contiguous piece an operation writes: from @src, zeros where
+ * @zeros is set, or else poison when @src is NULL. */
 struct sim_piece {
 	uint8_t *dst;
 	const uint8_t *src;
 	size_t len;
+	int zeros;
 };
 
 enum sim_op_kind { OP_COPY, OP_WAIT, OP_CALL };

@@ -20,9 +20,15 @@
  * Records read by range are gathered from their ranges, which the fetches
  * upload into the batch's io memory (ranges.device: ranges_open.c).
  *
- * Not gathered (assembled on the CPU as before): datasets with variable-
- * length fields, batches with records read by range where ranges.device
- * is off (ranges_device_suits), loaders
+ * Variable fields: each value is a run, and a padded row's tail a run of
+ * zeros (GATHER_ZEROS).  Their offsets or lengths are worked out on the
+ * host from the blocks' offsets tables (assemble.c), so raw blocks of such
+ * datasets are read into their io memory, never only fetched to the
+ * device (gather_device_only), and the index tensors are copied to the
+ * batch's device memory after its gather (gather_submit).
+ *
+ * Not gathered (assembled on the CPU as before): batches with records
+ * read by range where ranges.device is off (ranges_device_suits), loaders
  * whose batches' blocks do not fit at once (assembled a chunk of blocks
  * at a time, chunks.c; stats.fallbacks says so), batches over budget in
  * the consumer's own memory, and slots beyond the device's (both only
@@ -41,7 +47,6 @@ static int gather_suits(const struct loader_core *c)
 	 * go to the device (ranges.c runs before the device opens). */
 	if (c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF ||
 	    (c->ranges.all && !ranges_device_suits(c)) ||
-	    c->has_variable ||
 	    (c->cfg.device == SLUICE_DEVICE_HOST &&
 	     c->cfg.device_gather != SLUICE_DEVICE_GATHER_ON))
 		return 0;
@@ -62,10 +67,16 @@ int gather_wanted(const struct loader_core *c)
 	return !c->chunks.chunked && gather_suits(c);
 }
 
-/* Runs one batch can take: one per field and record at most. */
+/* Runs one batch can take: one per field and record at most, and with
+ * a pad length one more per variable field and record (its zeros). */
 uint32_t gather_runs_max(const struct loader_core *c)
 {
-	return c->ds->schema.nfields * c->cfg.batch_size;
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t per_record = sc->nfields;
+
+	for (uint32_t f = 0; c->cfg.pad_length && f < sc->nfields; f++)
+		per_record += sc->fields[f].variable;
+	return per_record * c->cfg.batch_size;
 }
 
 /* After the device opened: gathers on, and then no views or direct
@@ -107,15 +118,19 @@ int slot_gathers(const struct loader_core *c, const struct slot *s)
 }
 
 /* Append a run, or extend the last one when this one continues it on
- * both sides (neighbouring records of one block, or of one field). */
+ * both sides (neighbouring records of one block, or of one field; zeros
+ * after zeros). */
 void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 		       uint64_t dst, uint64_t len)
 {
 	struct gather_run *last = *n ? &runs[*n - 1] : NULL;
+	int zeros = src == GATHER_ZEROS;
 
 	if (len == 0)
 		return;
-	if (last && last->src + last->len == src && last->dst + last->len == dst) {
+	if (last && last->dst + last->len == dst &&
+	    (zeros ? last->src == GATHER_ZEROS
+		   : last->src != GATHER_ZEROS && last->src + last->len == src)) {
 		last->len += len;
 		return;
 	}
@@ -140,14 +155,39 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 	runs_start(s, 0, s->delivered, &cur);
 	while ((got = runs_next(c, s, &cur, runs, GATHER_RUNS_PER_CALL)) > 0) {
 		for (uint32_t k = 0; k < got; k++) {
+			const struct batch_run *b = &runs[k];
+
 			gather_run_append(s->gather.runs, &n,
-					  (uint64_t)(runs[k].src - c->arena),
-					  slot_off + runs[k].dst, runs[k].len);
-			bytes += runs[k].len;
+					  (uint64_t)(b->src - c->arena),
+					  slot_off + b->dst, b->len);
+			gather_run_append(s->gather.runs, &n, GATHER_ZEROS,
+					  slot_off + b->dst + b->len, b->zeros);
+			bytes += b->len + b->zeros;
 		}
 	}
 	s->gather.nruns = n;
 	return bytes;
+}
+
+/* The variable fields' offsets or lengths, which the host wrote into the
+ * batch (assemble.c), to its device memory: after the gather, which
+ * waits for the slot's last copy before it rewrites the slot's run table
+ * (cuda_device.c), so that this copy's wait is not the gather's. */
+static int copy_variable_index(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	struct slot_range index[DLS_MAX_FIELDS];
+	uint32_t n = 0, t = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		t++;
+		if (!sc->fields[f].variable)
+			continue;
+		index[n].offset = s->tensors[t].offset;
+		index[n++].len = tensor_bytes(&s->tensors[t++]);
+	}
+	return n ? device_copy_slot_ranges(c->dev, s->id, s->host, index, n)
+		 : 0;
 }
 
 /* Enqueue the batch's gather; before its blocks are unpinned. */
@@ -168,6 +208,8 @@ int gather_submit(struct loader_core *c, struct slot *s)
 	if (!r)
 		r = device_gather_slot(c->dev, s->id, s->gather.runs,
 				       s->gather.nruns);
+	if (!r)
+		r = copy_variable_index(c, s);
 	/* Assembly's CPU: enqueueing on a GPU, the whole memcpy on the
 	 * host (ON there). */
 	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);
@@ -239,10 +281,14 @@ int gather_checks(const struct loader_core *c, const struct shard_block *blk)
 
 /* @blk needs no host copy at all: raw, uploaded whole to the device's
  * mirror, where batches gather from it, and checksummed there unless the
- * loader checks nothing (cfg.verify off). */
+ * loader checks nothing (cfg.verify off); of a dataset with fixed fields
+ * only. */
 int gather_device_only(const struct loader_core *c,
 		       const struct shard_block *blk)
 {
+	/* the host reads variable fields' offsets tables (gathers' runs) */
+	if (c->has_variable)
+		return 0;
 	if (c->cfg.verify)
 		return blk->codec == DLS_CODEC_RAW && gather_checks(c, blk);
 	return c->gather.on && blk->codec == DLS_CODEC_RAW &&

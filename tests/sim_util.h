@@ -94,7 +94,7 @@ static inline void sim_sleep_fn(void *arg)
  * pointers and the batch's indices are taken at next(), the bytes
  * looked at when the stream gets there (after the export's wait).
  */
-#define SIM_MAX_TENSORS 4
+#define SIM_MAX_TENSORS 8
 struct sim_pending;
 /* The test's check of one batch's bytes: 0, or 1 with @p->why said. */
 typedef int (*sim_check_fn)(struct sim_pending *p);

@@ -85,6 +85,8 @@ static int run_child(const struct fault_case *fc, int with_fault,
 	cfg.seed = sim_seed;
 	cfg.prefetch_depth = 3;
 	cfg.decode_threads = 2;
+	/* copies from the host batch, which these faults are about */
+	cfg.device_gather = SLUICE_DEVICE_GATHER_OFF;
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	s = sim_stream_create(sim_seed * 5 + 1, 300);
 	T_ASSERT(s != 0);

@@ -1,7 +1,8 @@
 /*
  * test_sim_loader.c - the loader's device path (copies, events, exports,
  * releases, slot reuse) on the simulated asynchronous device
- * (gpu/sim_device.c), through the C API, in every `make test`.
+ * (gpu/sim_device.c), through the C API, in every `make test`.  Batches
+ * are copied, not gathered (test_sim_gather.c, test_sim_gather_var.c).
  *
  * The consumer reads each batch on its own stream after random delays
  * and releases the batch before those reads ran (sim_util.h); the device
@@ -91,6 +92,9 @@ static sluice_loader *open_sim(sluice_dataset *ds, int shuffle,
 	cfg.window_blocks = 4;
 	cfg.prefetch_depth = depth;
 	cfg.decode_threads = 2;
+	/* the copy path: its variable field would have the batches
+	 * gathered (test_sim_gather_var.c) */
+	cfg.device_gather = SLUICE_DEVICE_GATHER_OFF;
 	r = sluice_loader_open(ds, &cfg, &ld);
 	if (r) {
 		sluice_loader_error(ld, msg, sizeof(msg));

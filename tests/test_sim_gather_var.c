@@ -1,0 +1,277 @@
+/*
+ * test_sim_gather_var.c - variable-size fields gathered on the simulated
+ * asynchronous device (gpu/sim_device.c): each value is a run of the
+ * gather, a padded row's tail a run of zeros, and the offsets or lengths,
+ * which the host works out from the blocks' offsets tables, are copied to
+ * the batch's device memory after the gather.
+ *
+ * As test_sim_gather.c: a small budget (blocks evicted, their io memory
+ * reused), a consumer that holds three batches and reads each on its own
+ * stream after a random delay, every shuffle mode, two epochs, each
+ * record delivered once per epoch, every byte checked where the consumer
+ * reads it, padding included (the device memory it lands in is poisoned
+ * before each copy and after each release).  Flat and padded, values
+ * cut at the pad length, empty values, a 6-byte item (runs at odd
+ * offsets), raw and zstd blocks.
+ *
+ * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
+ * SLUICE_SIM_STRESS=K runs K seeds.
+ */
+#include "format_util.h"       /* tu_field */
+#include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
+#include "sim_util.h"
+#include "sluice_tools.h"     /* SLUICE_DEVICE_GATHER_ON */
+
+#define NREC 1500u
+#define B 24u
+#define PAD 9u                  /* items: some values are longer */
+
+/* Items (int16 x 3) of "v" and bytes of "w" of record @i, some empty */
+static uint64_t v_items(uint64_t i)
+{
+	return (i * 7) % 17;
+}
+
+static uint64_t w_bytes(uint64_t i)
+{
+	return (i * 13) % 5 ? 40 + (i * 29) % 211 : 0;
+}
+
+static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
+{
+	return (uint8_t)(i * 31 + k * 7 + f * 13 + 1);
+}
+
+static void write_var(const char *dir, int level)
+{
+	struct sluice_field f[3];
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	uint8_t buf[3][256];
+
+	tu_field(&f[0], "v", "int16", 2, -1, 3);
+	tu_field(&f[1], "label", "int64", 0, 0, 0);
+	tu_field(&f[2], "w", "uint8", 1, -1, 0);
+	sluice_writer_config_init(&wc);
+	wc.block_size = 8192;           /* ~40 records a block */
+	wc.records_per_shard = 600;     /* 3 shards */
+	wc.compression_level = level;
+	wc.threads = 2;
+	T_OK(sluice_writer_open(dir, f, 3, &wc, &w));
+	for (uint64_t i = 0; i < NREC; i++) {
+		const void *vals[3] = { buf[0], buf[1], buf[2] };
+		uint64_t len[3] = { v_items(i) * 6, 8, w_bytes(i) };
+
+		for (uint32_t fi = 0; fi < 3; fi++)
+			for (uint64_t k = 0; k < len[fi]; k++)
+				buf[fi][k] = ref_byte(i, fi, k);
+		T_OK(sluice_writer_add(w, vals, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+}
+
+static uint32_t g_pad;  /* the case's pad length, 0: flat */
+
+/* Tensors: v, its index, label, w, its index */
+static const char *const flat_names[] = { "v", "v.offsets", "label", "w",
+					  "w.offsets" };
+static const char *const pad_names[] = { "v", "v.lengths", "label", "w",
+					 "w.lengths" };
+
+/* Variable field @f (0 or 2, items of @unit bytes, @len items of record
+ * @i) in row @r of @p's batch: 0, or 1 with p->why said. */
+static int check_values(struct sim_pending *p, uint32_t f, uint32_t t,
+			uint64_t unit, uint32_t r, uint64_t *flat_at)
+{
+	uint64_t i = p->idx[r], len = (f == 0 ? v_items(i) : w_bytes(i));
+	const int64_t *index = p->data[t + 1];
+	const uint8_t *got;
+	uint64_t keep = len, room;
+
+	if (g_pad) {
+		if (index[r] != (int64_t)len) {
+			snprintf(p->why, sizeof(p->why),
+				 "record %llu %s length %lld, want %llu",
+				 (unsigned long long)i, flat_names[t],
+				 (long long)index[r], (unsigned long long)len);
+			return 1;
+		}
+		keep = len < g_pad ? len : g_pad;
+		room = (uint64_t)g_pad * unit;
+		got = (const uint8_t *)p->data[t] + r * room;
+	} else {
+		if ((r == 0 && index[0] != 0) ||
+		    index[r + 1] - index[r] != (int64_t)len ||
+		    (uint64_t)index[r] != *flat_at) {
+			snprintf(p->why, sizeof(p->why),
+				 "record %llu %s offsets %lld..%lld, want %llu items from %llu",
+				 (unsigned long long)i, flat_names[t + 1],
+				 (long long)index[r], (long long)index[r + 1],
+				 (unsigned long long)len,
+				 (unsigned long long)*flat_at);
+			return 1;
+		}
+		room = len * unit;
+		got = (const uint8_t *)p->data[t] + *flat_at * unit;
+		*flat_at += len;
+	}
+	for (uint64_t k = 0; k < room; k++) {
+		uint8_t want = k < keep * unit ? ref_byte(i, f, k) : 0;
+
+		if (got[k] != want) {
+			snprintf(p->why, sizeof(p->why),
+				 "record %llu %s byte %llu is %#x, want %#x%s",
+				 (unsigned long long)i, flat_names[t],
+				 (unsigned long long)k, got[k], want,
+				 k < keep * unit ? "" : " (padding)");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int check_batch(struct sim_pending *p)
+{
+	uint64_t v_at = 0, w_at = 0;
+	const int64_t *label = p->data[2];
+
+	for (uint32_t r = 0; r < p->n; r++) {
+		int64_t want = 0;
+		uint8_t *b = (uint8_t *)&want;
+
+		for (uint64_t k = 0; k < 8; k++)
+			b[k] = ref_byte(p->idx[r], 1, k);
+		if (label[r] != want) {
+			snprintf(p->why, sizeof(p->why),
+				 "record %llu label %lld, want %lld",
+				 (unsigned long long)p->idx[r],
+				 (long long)label[r], (long long)want);
+			return 1;
+		}
+		if (check_values(p, 0, 0, 6, r, &v_at) ||
+		    check_values(p, 2, 3, 1, r, &w_at))
+			return 1;
+	}
+	/* flat: the values tensors hold exactly the batch's items */
+	if (!g_pad && (p->shape0[0] != (int64_t)v_at ||
+		       p->shape0[3] != (int64_t)w_at)) {
+		snprintf(p->why, sizeof(p->why),
+			 "v has %lld items, w %lld: want %llu, %llu",
+			 (long long)p->shape0[0], (long long)p->shape0[3],
+			 (unsigned long long)v_at, (unsigned long long)w_at);
+		return 1;
+	}
+	return 0;
+}
+
+static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
+			const char *what)
+{
+	struct sluice_loader_config cfg;
+	struct sluice_stats st = { .size = sizeof(st) };
+	struct sim_consumer c;
+	sluice_loader *ld = NULL;
+	uint32_t *seen = calloc(NREC, sizeof(*seen));
+	char msg[256];
+	int r;
+
+	T_ASSERT(seen != NULL);
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.seed = sim_seed;
+	cfg.shuffle = shuffle;
+	cfg.window_blocks = 4;
+	cfg.prefetch_depth = 4;
+	cfg.decode_threads = 2;
+	cfg.pad_length = g_pad;
+	/* blocks, not record ranges (those are copied on the CPU) */
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
+	cfg.memory_bytes = 1u << 20;
+	r = sluice_loader_open(ds, &cfg, &ld);
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("%s: open: %s", what, msg);
+	}
+	memset(&c, 0, sizeof(c));
+	c.names = g_pad ? pad_names : flat_names;
+	c.ntensors = 5;
+	c.check = check_batch;
+	c.stream = stream;
+	c.kernel_us = 1000;
+	c.hold = 3;
+	c.seen = seen;
+	c.records = NREC;
+	c.rng = sim_seed * 3 + 1;
+	for (int epoch = 0; epoch < 2; epoch++)
+		T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
+	sim_finish(&c);
+	if (c.bad)
+		T_FAIL_AT("%s: %llu of %llu batches read wrong bytes; first: %s",
+			  what, (unsigned long long)c.bad,
+			  (unsigned long long)c.batches, c.first_bad);
+	for (uint64_t i = 0; i < NREC; i++)
+		if (seen[i] != 2)
+			T_FAIL_AT("%s: record %llu delivered %u times in 2 epochs",
+				  what, (unsigned long long)i, seen[i]);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_CONTAINS(st.fallbacks, "simulated device");
+	/* every batch went by the device: gathered, never copied */
+	T_EQ(st.batches_gathered, st.batches);
+	T_ASSERT(st.device_upload_bytes > 0);
+	/* the offsets tables are read on the host: no block went only to
+	 * the device */
+	T_EQ(st.bytes_staged, 0);
+	if (g_pad)
+		T_LT(0, st.values_truncated);
+	printf("%s: %llu batches gathered\n", what,
+	       (unsigned long long)st.batches_gathered);
+	sluice_loader_close(ld);
+	free(seen);
+}
+
+int main(void)
+{
+	static const int modes[] = { SLUICE_SHUFFLE_NONE, SLUICE_SHUFFLE_BLOCK,
+				     SLUICE_SHUFFLE_WINDOW, SLUICE_SHUFFLE_FULL };
+	static const char *const mode_name[] = { "none", "block", "window",
+						 "full" };
+	char *dir = fx_tmpdir();
+	uint64_t seed = sim_first_seed();
+	unsigned rounds = sim_rounds(1);
+	char path[2][600], what[128];
+	sluice_dataset *ds[2];
+
+	for (int z = 0; z < 2; z++) {
+		snprintf(path[z], sizeof(path[z]), "%s/%s", dir,
+			 z ? "zstd" : "raw");
+		write_var(path[z], z ? 1 : 0);
+		T_OK(sluice_dataset_open(path[z], &ds[z]));
+	}
+	for (unsigned round = 0; round < rounds; round++) {
+		int64_t s;
+
+		sim_use_seed(seed + round);
+		printf("seed %llu\n", (unsigned long long)sim_seed);
+		s = sim_stream_create(sim_seed * 5 + 2, 300);
+		T_ASSERT(s != 0);
+		for (int z = 0; z < 2; z++)
+			for (int pad = 0; pad < 2; pad++)
+				for (int m = 0; m < 4; m++) {
+					g_pad = pad ? PAD : 0;
+					snprintf(what, sizeof(what),
+						 "%s, %s, shuffle %s",
+						 z ? "zstd" : "raw",
+						 pad ? "padded" : "flat",
+						 mode_name[m]);
+					gather_case(ds[z], modes[m], s, what);
+				}
+		sim_stream_destroy(s);
+	}
+	for (int z = 0; z < 2; z++)
+		sluice_dataset_close(ds[z]);
+	fx_rmrf(dir);
+	free(dir);
+	sim_done();
+	return 0;
+}
