@@ -347,16 +347,30 @@ int range_block(const struct loader_core *c, uint64_t g)
 	       (!c->cfg.verify || c->ranges.record_sums[shard]);
 }
 
+/* The longest value of field @f: a fixed field's size, a variable
+ * field's largest in any shard, as the headers bound it (a block whose
+ * layout holds a longer one is read whole: block_layout.c). */
+static uint64_t field_value_max(const struct loader_core *c, uint32_t f)
+{
+	uint64_t most = 0;
+
+	if (!c->ds->schema.fields[f].variable)
+		return c->ds->schema.fields[f].record_bytes;
+	for (uint32_t s = 0; s < c->ds->nshards; s++)
+		if (c->ds->shards[s].max_value_bytes[f] > most)
+			most = c->ds->shards[s].max_value_bytes[f];
+	return most;
+}
+
 /*
  * Before the device opens: could the range records go to the device
- * through the staging buffers (ranges_device_init)?  Fixed-shape fields
- * only, as for any gather; and each record checked from the one read that
- * holds it, so every field but the largest is kept resident (or nothing
- * is checked).
+ * through the staging buffers (ranges_device_init)?  Each record is
+ * checked from the one read that holds it, so every field but the
+ * largest is kept resident (or nothing is checked).
  */
 int ranges_device_suits(const struct loader_core *c)
 {
-	if (!c->ranges.on || c->has_variable)
+	if (!c->ranges.on)
 		return 0;
 	for (uint32_t f = 0; c->cfg.verify && f < c->ds->schema.nfields; f++)
 		if (f != c->ranges.main_field && !c->ranges.resident[f])
@@ -374,9 +388,10 @@ int ranges_device_suits(const struct loader_core *c)
  * (bench/results/2026-11-27-h100-defaults.md).  Through a staging buffer
  * a range is read while the cache holds it, checked there, and uploaded to
  * the io mirror at its offset in the batch's io memory (never written);
- * the device gathers the batch.  Every field's range must fit a buffer,
- * and every file be read by pread(2): none O_DIRECT (a DMA, not a copy),
- * none that the ring may close.
+ * the device gathers the batch.  Every field's range must fit a buffer
+ * (a variable field's longest value, as the headers bound it), and every
+ * file be read by pread(2): none O_DIRECT (a DMA, not a copy), none that
+ * the ring may close.
  */
 void ranges_device_init(struct loader_core *c)
 {
@@ -388,7 +403,7 @@ void ranges_device_init(struct loader_core *c)
 		return;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (!c->ranges.resident[f] &&
-		    align_up(sc->fields[f].record_bytes, a) + a >
+		    align_up(field_value_max(c, f), a) + a >
 			    c->stage.buffer_bytes)
 			return;
 	for (uint32_t s = 0; s < c->ds->nshards; s++)

@@ -87,7 +87,8 @@ int stage_open(struct loader_core *c)
 	 * record ranges are read every epoch). */
 	if (!c->gather.on || (c->cfg.verify && !c->gather.checks) ||
 	    !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
-	    (c->has_variable && !c->has_zstd) ||   /* nothing fetched */
+	    /* nothing fetched (gather_device_only) but record ranges */
+	    (c->has_variable && !c->has_zstd && !c->ranges.on) ||
 	    (c->ranges.on && !ranges_device_suits(c)) ||
 	    (c->cache.all && !c->ranges.all) ||
 	    (v && strcmp(v, "0") == 0))

@@ -12,7 +12,9 @@
  * reads it, padding included (the device memory it lands in is poisoned
  * before each copy and after each release).  Flat and padded, values
  * cut at the pad length, empty values, a 6-byte item (runs at odd
- * offsets), raw and zstd blocks.
+ * offsets), raw and zstd blocks; and full shuffle's record ranges,
+ * checked in the staging buffers and uploaded from there (ranges.device),
+ * for a dataset whose one other field is kept resident.
  *
  * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
  * SLUICE_SIM_STRESS=K runs K seeds.
@@ -42,9 +44,11 @@ static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
 	return (uint8_t)(i * 31 + k * 7 + f * 13 + 1);
 }
 
-static void write_var(const char *dir, int level)
+/* v, label, and w unless @one_variable */
+static void write_var(const char *dir, int level, int one_variable)
 {
 	struct sluice_field f[3];
+	uint32_t nf = one_variable ? 2 : 3;
 	struct sluice_writer_config wc;
 	sluice_writer *w = NULL;
 	uint8_t buf[3][256];
@@ -57,7 +61,7 @@ static void write_var(const char *dir, int level)
 	wc.records_per_shard = 600;     /* 3 shards */
 	wc.compression_level = level;
 	wc.threads = 2;
-	T_OK(sluice_writer_open(dir, f, 3, &wc, &w));
+	T_OK(sluice_writer_open(dir, f, nf, &wc, &w));
 	for (uint64_t i = 0; i < NREC; i++) {
 		const void *vals[3] = { buf[0], buf[1], buf[2] };
 		uint64_t len[3] = { v_items(i) * 6, 8, w_bytes(i) };
@@ -71,6 +75,8 @@ static void write_var(const char *dir, int level)
 }
 
 static uint32_t g_pad;  /* the case's pad length, 0: flat */
+static int g_has_w;     /* the dataset has w */
+static int g_ranges;    /* full shuffle reads record ranges */
 
 /* Tensors: v, its index, label, w, its index */
 static const char *const flat_names[] = { "v", "v.offsets", "label", "w",
@@ -149,12 +155,12 @@ static int check_batch(struct sim_pending *p)
 			return 1;
 		}
 		if (check_values(p, 0, 0, 6, r, &v_at) ||
-		    check_values(p, 2, 3, 1, r, &w_at))
+		    (g_has_w && check_values(p, 2, 3, 1, r, &w_at)))
 			return 1;
 	}
 	/* flat: the values tensors hold exactly the batch's items */
 	if (!g_pad && (p->shape0[0] != (int64_t)v_at ||
-		       p->shape0[3] != (int64_t)w_at)) {
+		       (g_has_w && p->shape0[3] != (int64_t)w_at))) {
 		snprintf(p->why, sizeof(p->why),
 			 "v has %lld items, w %lld: want %llu, %llu",
 			 (long long)p->shape0[0], (long long)p->shape0[3],
@@ -184,10 +190,11 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 	cfg.prefetch_depth = 4;
 	cfg.decode_threads = 2;
 	cfg.pad_length = g_pad;
-	/* blocks, not record ranges (those are copied on the CPU) */
-	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	cfg.range_reads = g_ranges ? SLUICE_RANGE_READS_ON
+				   : SLUICE_RANGE_READS_OFF;
 	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
-	cfg.memory_bytes = 1u << 20;
+	/* ranges: room for the staging buffers beside them */
+	cfg.memory_bytes = g_ranges ? 64u << 20 : 1u << 20;
 	r = sluice_loader_open(ds, &cfg, &ld);
 	if (r) {
 		sluice_loader_error(ld, msg, sizeof(msg));
@@ -195,7 +202,7 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 	}
 	memset(&c, 0, sizeof(c));
 	c.names = g_pad ? pad_names : flat_names;
-	c.ntensors = 5;
+	c.ntensors = g_has_w ? 5 : 3;
 	c.check = check_batch;
 	c.stream = stream;
 	c.kernel_us = 1000;
@@ -219,9 +226,16 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 	/* every batch went by the device: gathered, never copied */
 	T_EQ(st.batches_gathered, st.batches);
 	T_ASSERT(st.device_upload_bytes > 0);
-	/* the offsets tables are read on the host: no block went only to
-	 * the device */
-	T_EQ(st.bytes_staged, 0);
+	if (g_ranges) {
+		/* every record read by range, through a staging buffer */
+		T_ASSERT(st.range_records >= st.records);
+		T_EQ(st.blocks_read, 0);
+		T_LT(0, st.bytes_staged);
+	} else {
+		/* the offsets tables are read on the host: no block went
+		 * only to the device */
+		T_EQ(st.bytes_staged, 0);
+	}
 	if (g_pad)
 		T_LT(0, st.values_truncated);
 	printf("%s: %llu batches gathered\n", what,
@@ -239,13 +253,13 @@ int main(void)
 	char *dir = fx_tmpdir();
 	uint64_t seed = sim_first_seed();
 	unsigned rounds = sim_rounds(1);
-	char path[2][600], what[128];
-	sluice_dataset *ds[2];
+	char path[3][600], what[128];
+	sluice_dataset *ds[3];
 
-	for (int z = 0; z < 2; z++) {
+	for (int z = 0; z < 3; z++) {
 		snprintf(path[z], sizeof(path[z]), "%s/%s", dir,
-			 z ? "zstd" : "raw");
-		write_var(path[z], z ? 1 : 0);
+			 z == 2 ? "one" : z ? "zstd" : "raw");
+		write_var(path[z], z == 1, z == 2);
 		T_OK(sluice_dataset_open(path[z], &ds[z]));
 	}
 	for (unsigned round = 0; round < rounds; round++) {
@@ -255,6 +269,7 @@ int main(void)
 		printf("seed %llu\n", (unsigned long long)sim_seed);
 		s = sim_stream_create(sim_seed * 5 + 2, 300);
 		T_ASSERT(s != 0);
+		g_has_w = 1;
 		for (int z = 0; z < 2; z++)
 			for (int pad = 0; pad < 2; pad++)
 				for (int m = 0; m < 4; m++) {
@@ -266,9 +281,20 @@ int main(void)
 						 mode_name[m]);
 					gather_case(ds[z], modes[m], s, what);
 				}
+		/* full shuffle's records read by range (v; label kept
+		 * resident) */
+		g_has_w = 0;
+		g_ranges = 1;
+		for (int pad = 0; pad < 2; pad++) {
+			g_pad = pad ? PAD : 0;
+			gather_case(ds[2], SLUICE_SHUFFLE_FULL, s,
+				    pad ? "raw, padded, full, records read by range"
+					: "raw, flat, full, records read by range");
+		}
+		g_ranges = 0;
 		sim_stream_destroy(s);
 	}
-	for (int z = 0; z < 2; z++)
+	for (int z = 0; z < 3; z++)
 		sluice_dataset_close(ds[z]);
 	fx_rmrf(dir);
 	free(dir);

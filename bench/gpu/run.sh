@@ -21,10 +21,11 @@
 # Knobs (environment): RUN_BUDGET, DEPS (.gpu-deps), DATA (.gpu-data),
 # JOBS (nproc), TUTORIAL_SAMPLES (16384), TUTORIAL_EPOCHS (2),
 # BENCH_RECORDS (2048 records of 1 MiB), STREAM_GB (8.6), STREAM_ROWS
-# (all: base,staging,knobs,zstd,cold), STREAM_RUNS (2, round-robin over
-# the rows), STREAM_EPOCHS (3), STREAM_BUDGET (300 s), SKIP (space-separated step names
-# to leave out), REHEARSE=1 (no GPU: go on past the gpu-check stop, the
-# benchmarks on the host device, to try every step of this script).
+# (all: base,staging,knobs,zstd,variable,cold), STREAM_RUNS (2,
+# round-robin over the rows), STREAM_EPOCHS (3), STREAM_BUDGET (300 s),
+# SKIP (space-separated step names to leave out), REHEARSE=1 (no GPU: go
+# on past the gpu-check stop, the benchmarks on the host device, to try
+# every step of this script).
 #
 # On the GPU machine, from the repository root, with .gpu-deps carried
 # (and .whl, the KvikIO wheels, for the streaming step):

@@ -45,9 +45,14 @@ def shard_files(path):
                   if f.endswith(".dls"))
 
 
-def make_dataset(shard, path, records, codec):
+# 1 MiB records, half compressible; variable: 0, 1 or 2 units of 512 KiB
+FIXED_FIELD = "data:uint8:1024x1024:0.5"
+VARIABLE_FIELD = "data:uint8:-1x524288:0.5"
+
+
+def make_dataset(shard, path, records, codec, field=FIXED_FIELD):
     stamp = os.path.join(path, ".records")
-    want = "%d %s" % (records, codec)
+    want = "%d %s %s" % (records, codec, field)
     try:
         with open(stamp) as f:
             if f.read() == want:
@@ -59,7 +64,7 @@ def make_dataset(shard, path, records, codec):
     t0 = time.time()
     subprocess.run([shard, "convert", "--from", "synth", "--out", path,
                     "--records", str(records), "--seed", "1",
-                    "--field", "data:uint8:1024x1024:0.5",
+                    "--field", field,
                     "--field", "label:int64", "--compression", codec,
                     "--block-size", str(64 << 20),
                     "--threads", str(os.cpu_count()), "--quiet"],
@@ -341,17 +346,18 @@ def main():
     ap.add_argument("--disk", help="a disk folder for the cold rows")
     ap.add_argument("--gb", type=float, default=8.6)
     ap.add_argument("--zstd-gb", type=float, default=4.3)
+    ap.add_argument("--variable-gb", type=float, default=4.3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--rows", default="all",
                     help="comma list of row groups: "
-                    "base,staging,knobs,zstd,cold")
+                    "base,staging,knobs,zstd,variable,cold")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     groups = set(a.rows.split(",")) if a.rows != "all" else \
-        {"base", "staging", "knobs", "zstd", "cold"}
+        {"base", "staging", "knobs", "zstd", "variable", "cold"}
     sluice = os.path.join(a.build, "sluice")
     shard = os.path.join(a.build, "dlpack-shard")
     records = int(a.gb * 1e9 / (1 << 20))
@@ -471,6 +477,21 @@ def main():
             ("zstd-gather-off", zst,
              base + ["--shuffle", "none", "--device-gather", "off"] +
              epochs, None, a.runs)], a.timeout, out, a.json)
+    if "variable" in groups:
+        # variable-size records (512 KiB on average): gathered on the
+        # device from blocks read into io memory (the host reads their
+        # offsets tables), and full shuffle's record ranges from the
+        # staging buffers; gather off is the CPU's copy
+        var = os.path.join(a.data, "variable")
+        make_dataset(shard, var, int(a.variable_gb * 1e9 / (1 << 19)),
+                     "none", VARIABLE_FIELD)
+        out["rows"] += interleaved(sluice, [
+            ("variable-window", var, base + epochs, None, a.runs),
+            ("variable-full", var, base + ["--shuffle", "full"] + epochs,
+             None, a.runs),
+            ("variable-gather-off", var,
+             base + ["--device-gather", "off"] + epochs, None, a.runs)],
+            a.timeout, out, a.json)
     if "cold" in groups and a.disk:
         cold = os.path.join(a.disk, "raw")
         make_dataset(shard, cold, records, "none")
