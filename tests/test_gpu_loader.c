@@ -13,6 +13,8 @@
  *   read by the workers through staging buffers in cache straight to
  *   the GPU (pipeline/fetch.c), equals the host path's bytes over two
  *   epochs.
+ * - Variable-size fields gathered on the GPU (raw blocks), flat and
+ *   padded (the kernel's zero runs), equal the host path's bytes.
  *
  * Skips (77) without CUDA or without a GPU, unless SLUICE_REQUIRE_GPU=1,
  * where that is a failure.
@@ -39,6 +41,9 @@ int main(void)
 #define FB_PAGEABLE 1
 #define FB_PLAIN_READS 2
 
+/* The loaders' pad_length (0: variable fields flat, with offsets). */
+static uint32_t pad_length;
+
 static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth,
 			      int fallback)
 {
@@ -53,6 +58,7 @@ static sluice_loader *open_on(sluice_dataset *ds, int device, uint32_t depth,
 	cfg.decode_threads = 2;
 	cfg.device = device;
 	cfg.device_id = 0;
+	cfg.pad_length = pad_length;
 	if (fallback == FB_PAGEABLE)
 		sluice_loader_config_force(&cfg, SLUICE_FORCE_PAGEABLE_COPIES);
 	if (fallback == FB_PLAIN_READS)
@@ -107,9 +113,12 @@ static void expect_same(sluice_batch *hb, sluice_batch *gb, const char *name)
 	free(g);
 }
 
-static void check_content(sluice_dataset *ds, int fallback)
+/* @return: the batches the GPU loader gathered on the device. */
+static uint64_t check_content(sluice_dataset *ds, int fallback)
 {
-	static const char *names[] = { "x", "v", "v.offsets" };
+	static const char *flat[] = { "x", "v", "v.offsets" };
+	static const char *padded[] = { "x", "v", "v.lengths" };
+	const char *const *names = pad_length ? padded : flat;
 	sluice_loader *host = open_on(ds, SLUICE_DEVICE_HOST, 3, 0);
 	sluice_loader *gpu = open_on(ds, SLUICE_DEVICE_CUDA, 3, fallback);
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -135,10 +144,13 @@ static void check_content(sluice_dataset *ds, int fallback)
 		T_EQ(st.registered_buffers, 0);
 		T_CONTAINS(st.fallbacks, "buffer registration off (asked)");
 	}
-	printf("content equal (fallback %d): pinned %d, registered buffers %d\n",
-	       fallback, st.device_pinned, st.registered_buffers);
+	printf("content equal (fallback %d, pad %u): pinned %d, registered buffers %d, %llu of %llu batches gathered\n",
+	       fallback, pad_length, st.device_pinned, st.registered_buffers,
+	       (unsigned long long)st.batches_gathered,
+	       (unsigned long long)st.batches);
 	sluice_loader_close(host);
 	sluice_loader_close(gpu);
+	return st.batches_gathered;
 }
 
 /* Fixed-shape records of 256 KiB, 48 to a 12 MiB block, 151 MB: more
@@ -316,6 +328,15 @@ int main(void)
 	check_content(ds, FB_PAGEABLE);
 	check_content(ds, FB_PLAIN_READS);
 	check_stream_safety(ds);
+	sluice_dataset_close(ds);
+	/* raw blocks: the batches, variable field and all, are gathered */
+	snprintf(path, sizeof(path), "%s/raw", dir);
+	fx_write(path, N, 65536, 0, 0);
+	T_OK(sluice_dataset_open(path, &ds));
+	T_LT(0, check_content(ds, 0));
+	pad_length = 7;         /* shorter than some values: cut */
+	T_LT(0, check_content(ds, 0));
+	pad_length = 0;
 	sluice_dataset_close(ds);
 	snprintf(path, sizeof(path), "%s/fixed", dir);
 	write_fixed(path);
