@@ -229,7 +229,11 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 		zstd_ns += now_ns() - t0;
 		cpu_zstd += thread_cpu_ns() - cpu0;
 	}
-	if (!r && !*decode_err && (left != 0 || out.pos != blk->raw_size))
+	/* the bytes end inside a frame: zstd's error, as the one-shot
+	 * decoder's (block_decode) */
+	if (!r && !*decode_err && left != 0)
+		*decode_err = -SLUICE_EZSTD;
+	if (!r && !*decode_err && out.pos != blk->raw_size)
 		*decode_err = -SLUICE_ECORRUPT;
 	if (!r && !*decode_err && c->cfg.verify &&
 	    block_hash_check(blk, hash))

@@ -30,6 +30,7 @@
 #include "loader.h"     /* -Ipipeline: to wait for a batch's state */
 #include "budget_test.h"
 #include "memory_limit.h"
+#include "shard_patch.h"
 
 #define N 2000
 #define MIB (1ull << 20)
@@ -1145,71 +1146,6 @@ static void expect_corrupt_stream(sluice_dataset *const *ds, int n,
 	sluice_loader_close(ld);
 }
 
-/* In @dir's dataset.json, the shard checksum @old becomes @new. */
-static void relist_checksum(const char *dir, uint64_t old, uint64_t new)
-{
-	char path[700], want[17], now[17], text[8192], *at;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
-	snprintf(want, sizeof(want), "%016llx", (unsigned long long)old);
-	snprintf(now, sizeof(now), "%016llx", (unsigned long long)new);
-	fd = open(path, O_RDONLY);
-	T_ASSERT(fd >= 0);
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	T_ASSERT(n > 0 && n < (ssize_t)sizeof(text) - 1);
-	text[n] = '\0';
-	at = strstr(text, want);
-	T_ASSERT(at != NULL);
-	patch(path, (uint64_t)(at - text), now, 16);
-}
-
-/* Block 0 of shard 0 of the dataset @dir made to verify again after a
- * patch: its XXH3 in the index, the index's in the header, the header's
- * (and the manifest's record of it). */
-static void reseal_block0(const char *dir)
-{
-	struct dls_index_entry_disk e;
-	struct dls_header_disk h;
-	uint8_t page[DLS_HEADER_SIZE], *blk, *index;
-	uint64_t sum, old;
-	char path[600];
-	int fd;
-
-	shard_path(dir, path, sizeof(path), 0);
-	fd = open(path, O_RDWR);
-	T_ASSERT(fd >= 0);
-	T_EQ(pread(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
-	memcpy(&h, page, sizeof(h));
-	index = malloc(h.index_length);
-	T_ASSERT(index != NULL);
-	T_EQ(pread(fd, index, h.index_length, (off_t)h.index_offset),
-	     (ssize_t)h.index_length);
-	memcpy(&e, index, sizeof(e));
-	T_EQ(e.offset, 4096);
-	T_EQ(e.codec, DLS_CODEC_RAW);
-	blk = malloc(e.stored_size);
-	T_ASSERT(blk != NULL);
-	T_EQ(pread(fd, blk, e.stored_size, (off_t)e.offset),
-	     (ssize_t)e.stored_size);
-	e.checksum = XXH3_64bits(blk, e.stored_size);
-	memcpy(index, &e, sizeof(e));
-	h.index_checksum = XXH3_64bits(index, h.index_length);
-	memcpy(page, &h, sizeof(h));
-	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
-	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
-	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
-	T_EQ(pwrite(fd, index, h.index_length, (off_t)h.index_offset),
-	     (ssize_t)h.index_length);
-	T_EQ(pwrite(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
-	close(fd);
-	free(blk);
-	free(index);
-	relist_checksum(dir, old, sum);
-}
-
 struct lines {
 	char text[4096];
 	size_t len;
@@ -1271,7 +1207,7 @@ static void check_shard_bound(const char *dir)
 	expect_corrupt_stream(ds, 1, 0, path);
 	sluice_dataset_close(ds[0]);
 
-	reseal_block0(a);
+	sp_reseal_block0(a);
 	snprintf(merged, sizeof(merged), "%s/merged-sealed", dir);
 	T_OK(sluice_merge(parts, 2, merged, 0, NULL, msg, sizeof(msg)));
 	T_OK(sluice_dataset_open(merged, &ds[0]));

@@ -1,0 +1,147 @@
+/*
+ * shard_patch.h - block 0 of a dataset's first shard rewritten so that
+ * it verifies again: its stored bytes (in its own place, no longer than
+ * the room before the next block), its size and XXH3 in the index, the
+ * index's XXH3 in the header, the header's, and the manifest's records
+ * of it (the shard's checksum, the dataset's stored bytes).  Record
+ * checksums (format v3) are left as they were: only record-range reads
+ * check them, and those read raw blocks.  For the tests that hand the
+ * loader crafted blocks: checksums right, content hostile.
+ */
+#ifndef SLUICE_TESTS_SHARD_PATCH_H
+#define SLUICE_TESTS_SHARD_PATCH_H
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "dlpack_shard.h"
+#include "t.h"
+
+/* In @dir's dataset.json, the shard checksum @old becomes @new and the
+ * dataset's stored_bytes change by @stored_delta (the file rewritten). */
+static inline void sp_relist(const char *dir, uint64_t old, uint64_t new,
+			     int64_t stored_delta)
+{
+	static const char key[] = "\"stored_bytes\":";
+	char path[1024], want[17], text[8192], out[8300], *at, *end;
+	unsigned long long stored;
+	FILE *f;
+	size_t n;
+
+	T_ASSERT((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+				  DLS_MANIFEST_NAME) < sizeof(path));
+	snprintf(want, sizeof(want), "%016llx", (unsigned long long)old);
+	f = fopen(path, "r");
+	T_ASSERT(f != NULL);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	T_ASSERT(n > 0 && n < sizeof(text) - 1);
+	text[n] = '\0';
+	at = strstr(text, want);
+	T_ASSERT(at != NULL);
+	snprintf(want, sizeof(want), "%016llx", (unsigned long long)new);
+	memcpy(at, want, 16);
+	at = strstr(text, key);
+	T_ASSERT(at != NULL);
+	at += sizeof(key) - 1;
+	stored = strtoull(at, &end, 10);
+	T_ASSERT(end > at);
+	n = (size_t)snprintf(out, sizeof(out), "%.*s%llu%s", (int)(at - text),
+			     text, stored + (unsigned long long)stored_delta,
+			     end);
+	T_ASSERT(n < sizeof(out));
+	f = fopen(path, "w");
+	T_ASSERT(f != NULL);
+	T_EQ(fwrite(out, 1, n, f), n);
+	T_EQ(fclose(f), 0);
+}
+
+/* @dir's first shard (the writer's name for it). */
+static inline void sp_shard0(const char *dir, char *path, size_t len)
+{
+	T_ASSERT((size_t)snprintf(path, len, "%s/data-00000.dls", dir) < len);
+	T_EQ(access(path, R_OK), 0);
+}
+
+/* Block 0's stored bytes, malloc'd; its index entry in *@e. */
+static inline uint8_t *sp_block0(const char *dir,
+				 struct dls_index_entry_disk *e)
+{
+	struct dls_header_disk h;
+	char path[1024];
+	uint8_t *blk;
+	int fd;
+
+	sp_shard0(dir, path, sizeof(path));
+	fd = open(path, O_RDONLY);
+	T_ASSERT(fd >= 0);
+	T_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	T_EQ(pread(fd, e, sizeof(*e), (off_t)h.index_offset),
+	     (ssize_t)sizeof(*e));
+	blk = malloc(e->stored_size ? e->stored_size : 1);
+	T_ASSERT(blk != NULL);
+	T_EQ(pread(fd, blk, e->stored_size, (off_t)e->offset),
+	     (ssize_t)e->stored_size);
+	close(fd);
+	return blk;
+}
+
+/* Block 0 becomes @stored (@len bytes, at most @room: the bytes before
+ * the next block), sealed. */
+static inline void sp_rewrite_block0(const char *dir, const void *stored,
+				     uint64_t len, uint64_t room)
+{
+	struct dls_index_entry_disk e;
+	struct dls_header_disk h;
+	uint8_t page[DLS_HEADER_SIZE], *index;
+	uint64_t sum, old;
+	int64_t delta;
+	char path[1024];
+	int fd;
+
+	T_ASSERT(len <= room);
+	sp_shard0(dir, path, sizeof(path));
+	fd = open(path, O_RDWR);
+	T_ASSERT(fd >= 0);
+	T_EQ(pread(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	memcpy(&h, page, sizeof(h));
+	index = malloc(h.index_length);
+	T_ASSERT(index != NULL);
+	T_EQ(pread(fd, index, h.index_length, (off_t)h.index_offset),
+	     (ssize_t)h.index_length);
+	memcpy(&e, index, sizeof(e));
+	T_EQ(pwrite(fd, stored, len, (off_t)e.offset), (ssize_t)len);
+	delta = (int64_t)len - (int64_t)e.stored_size;
+	e.stored_size = len;
+	e.checksum = XXH3_64bits(stored, len);
+	memcpy(index, &e, sizeof(e));
+	h.index_checksum = XXH3_64bits(index, h.index_length);
+	memcpy(page, &h, sizeof(h));
+	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
+	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
+	T_EQ(pwrite(fd, index, h.index_length, (off_t)h.index_offset),
+	     (ssize_t)h.index_length);
+	T_EQ(pwrite(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	close(fd);
+	free(index);
+	sp_relist(dir, old, sum, delta);
+}
+
+/* Block 0 sealed again after its bytes were patched in place. */
+static inline void sp_reseal_block0(const char *dir)
+{
+	struct dls_index_entry_disk e;
+	uint8_t *blk = sp_block0(dir, &e);
+
+	sp_rewrite_block0(dir, blk, e.stored_size, e.stored_size);
+	free(blk);
+}
+
+#endif /* SLUICE_TESTS_SHARD_PATCH_H */
