@@ -136,6 +136,9 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		r = block_view_init(&c->ds->schema,
 				    c->ds->shards[shard].max_value_bytes, raw,
 				    blk->raw_size, blk->record_count, &e->view);
+	/* a fetched raw block: only its offsets tables are on the host */
+	if (!r && fetched && !decoded && c->has_variable)
+		r = block_tables_check(c, e->block, raw, &e->view);
 	uint64_t t1 = now_ns();
 
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu1);

@@ -8,7 +8,8 @@
  * A block: each part of it (4 MiB) is pread() into a staging buffer
  * while the CPU's cache holds it and uploaded from there (stage.c says
  * when a block is fetched), and the parts of one block go to whichever
- * workers are free, the oldest block's first.  A worker reads its next
+ * workers are free, the oldest block's first.  Of a block's bytes only
+ * its variable fields' offsets tables are copied to the host.  A worker reads its next
  * part while the last one's copy runs, and then waits for that copy:
  * one upload in flight per worker, two staging buffers.
  *
@@ -101,6 +102,35 @@ static void part_done(struct loader_core *c, struct job j, uint32_t buffer,
 	 * left: a block that came in lets it plan again */
 	if (last)
 		io_ring_wake(c->ring);
+}
+
+/* A raw block with variable fields goes to the device alone: the part's
+ * share of its offsets tables, which its batches are sized and gathered
+ * by on the host, is copied from @staging to its place in the block's io
+ * memory (the layout read at open says where: block_tables_known; the
+ * decode checks the tables against it, decode.c). */
+static void copy_tables(struct loader_core *c, const struct cache_entry *e,
+			const struct shard_block *blk, const uint8_t *staging,
+			uint64_t from, uint64_t len)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	const uint64_t *sec = c->ranges.sec + e->block * sc->nfields;
+	uint64_t table = ((uint64_t)blk->record_count + 1) * 8;
+	uint8_t *host = e->stored + (blk->offset - e->rd.offset);
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		/* a table ends where its field's values start */
+		uint64_t lo = sec[f] - table, hi = sec[f];
+
+		if (!sc->fields[f].variable)
+			continue;
+		if (lo < from)
+			lo = from;
+		if (hi > from + len)
+			hi = from + len;
+		if (lo < hi)
+			memcpy(host + lo, staging + (lo - from), hi - lo);
+	}
 }
 
 /* A part's upload is complete: its bytes are on the device. */
@@ -312,6 +342,8 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		 * ring's reads say (io_thread.c) */
 		read_err = got < 0 ? (int)got
 			 : (uint64_t)got < len ? -ENODATA : 0;
+		if (!read_err && c->has_variable)
+			copy_tables(c, e, blk, staging, from, len);
 		atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0);
 		atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
 	}

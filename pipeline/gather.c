@@ -22,10 +22,9 @@
  *
  * Variable fields: each value is a run, and a padded row's tail a run of
  * zeros (GATHER_ZEROS).  Their offsets or lengths are worked out on the
- * host from the blocks' offsets tables (assemble.c), so raw blocks of such
- * datasets are read into their io memory, never only fetched to the
- * device (gather_device_only), and the index tensors are copied to the
- * batch's device memory after its gather (gather_submit).
+ * host from the blocks' offsets tables (assemble.c: a fetched block's
+ * fetch copies those to the host, fetch.c), and copied to the batch's
+ * device memory after its gather (gather_submit).
  *
  * Not gathered (assembled on the CPU as before): batches with records
  * read by range where ranges.device is off (ranges_device_suits), loaders
@@ -281,14 +280,11 @@ int gather_checks(const struct loader_core *c, const struct shard_block *blk)
 
 /* @blk needs no host copy at all: raw, uploaded whole to the device's
  * mirror, where batches gather from it, and checksummed there unless the
- * loader checks nothing (cfg.verify off); of a dataset with fixed fields
- * only. */
+ * loader checks nothing (cfg.verify off).  But for its variable fields'
+ * offsets tables, which its fetch copies to the host (fetch.c). */
 int gather_device_only(const struct loader_core *c,
 		       const struct shard_block *blk)
 {
-	/* the host reads variable fields' offsets tables (gathers' runs) */
-	if (c->has_variable)
-		return 0;
 	if (c->cfg.verify)
 		return blk->codec == DLS_CODEC_RAW && gather_checks(c, blk);
 	return c->gather.on && blk->codec == DLS_CODEC_RAW &&

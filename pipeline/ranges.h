@@ -90,7 +90,9 @@ struct loader_ranges {
 	uint8_t *resident[DLS_MAX_FIELDS]; /* small fields of every
 				       record, read at open; NULL: by range */
 	/* Datasets with variable fields: their raw blocks' layout, read at
-	 * open (shard_read_layout).  NULL when every field is fixed. */
+	 * open (shard_read_layout), for record ranges or for blocks fetched
+	 * to the device (fetch_layout_open).  NULL when every field is
+	 * fixed, or neither reads it. */
 	uint64_t *sec;              /* [g * nfields + f]: section start in
 				       block g; [g * nfields] UINT64_MAX: g
 				       is read whole */
@@ -112,6 +114,10 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen);
 void ranges_close(struct loader_core *c);
 int range_block(const struct loader_core *c, uint64_t g);
 int ranges_device_suits(const struct loader_core *c);
+int block_tables_known(const struct loader_core *c, uint64_t g);
+struct block_view;
+int block_tables_check(const struct loader_core *c, uint64_t g,
+		       const uint8_t *raw, const struct block_view *v);
 void ranges_device_init(struct loader_core *c);
 /* Where field @f of record @i of block @g lies in its file; its length in
  * @len. */

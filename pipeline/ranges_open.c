@@ -199,6 +199,50 @@ static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
 	return n ? sum / n : 0;
 }
 
+/*
+ * Without record ranges: a raw block fetched to the device (stage.c)
+ * leaves the host no copy of its variable fields' offsets tables, which
+ * its batches are sized and gathered by.  The layout says where they lie,
+ * so that each part's worker copies them out of its staging buffer
+ * (fetch.c), and the decode checks them against it (decode.c).
+ */
+static int fetch_layout_open(struct loader_core *c, char *err,
+			     size_t errlen)
+{
+	int r;
+
+	if (!c->has_variable || c->nblocks == 0 ||
+	    c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF ||
+	    !device_offloads(c->cfg.device, c->cfg.device_id))
+		return 0;
+	r = load_layout(c, err, errlen);
+	return r < 0 ? r : 0;
+}
+
+/* Where block @g's offsets tables lie is known since open (load_layout),
+ * or it has none. */
+int block_tables_known(const struct loader_core *c, uint64_t g)
+{
+	return !c->has_variable ||
+	       (c->ranges.sec &&
+		c->ranges.sec[g * c->ds->schema.nfields] != UINT64_MAX);
+}
+
+/* A fetched block's view (@v of @raw, its io memory, where only its
+ * offsets tables were copied) has the layout read at open: else its
+ * tables are not the bytes those copies took, and the block is refused.
+ * @return: 0 or -SLUICE_ECORRUPT. */
+int block_tables_check(const struct loader_core *c, uint64_t g,
+		       const uint8_t *raw, const struct block_view *v)
+{
+	const uint64_t *sec = c->ranges.sec + g * c->ds->schema.nfields;
+
+	for (uint32_t f = 0; f < c->ds->schema.nfields; f++)
+		if ((uint64_t)(v->data[f] - raw) != sec[f])
+			return -SLUICE_ECORRUPT;
+	return 0;
+}
+
 int ranges_open(struct loader_core *c, char *err, size_t errlen)
 {
 	const struct shard_schema *sc = &c->ds->schema;
@@ -220,7 +264,7 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (!want || sc->nfields == 0 || c->nblocks == 0)
-		return 0;
+		return fetch_layout_open(c, err, errlen);
 	if (c->has_variable) {
 		r = load_layout(c, err, errlen);
 		if (r <= 0)

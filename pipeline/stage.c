@@ -87,8 +87,9 @@ int stage_open(struct loader_core *c)
 	 * record ranges are read every epoch). */
 	if (!c->gather.on || (c->cfg.verify && !c->gather.checks) ||
 	    !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
-	    /* nothing fetched (gather_device_only) but record ranges */
-	    (c->has_variable && !c->has_zstd && !c->ranges.on) ||
+	    /* raw blocks and ranges of variable fields need their layout
+	     * (block_tables_known) */
+	    (c->has_variable && !c->has_zstd && !c->ranges.sec) ||
 	    (c->ranges.on && !ranges_device_suits(c)) ||
 	    (c->cache.all && !c->ranges.all) ||
 	    (v && strcmp(v, "0") == 0))
@@ -150,7 +151,9 @@ void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 	 * in the block's io memory as ever (io/ring.h); so do the reads of
 	 * shards the ring opens on demand, whose descriptors it may close
 	 * (io_ring_pread_fd) */
-	e->fetch.on = c->stage.on && (gather_device_only(c, blk) || zstd) &&
+	e->fetch.on = c->stage.on &&
+		      ((gather_device_only(c, blk) &&
+			block_tables_known(c, e->block)) || zstd) &&
 		      !c->ring_info.direct &&
 		      io_ring_pread_fd(c->ring, c->block_shard[e->block]) >= 0;
 	e->fetch.decoded = e->fetch.on && zstd;
