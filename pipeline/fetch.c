@@ -210,7 +210,11 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 						ZSTD_WINDOWLOG_MAX)))
 		*decode_err = -ENOMEM;
 	block_hash_reset(hash);
-	for (from = 0; from < blk->stored_size && !*decode_err; from += part) {
+	/* after a zstd error, a block checked is still read to its end: a
+	 * damaged one is corrupt, whatever zstd made of it, as where the
+	 * checksum is taken first (decode.c) */
+	for (from = 0; from < blk->stored_size &&
+		       (!*decode_err || c->cfg.verify); from += part) {
 		uint64_t len = blk->stored_size - from < part
 			? blk->stored_size - from : part;
 		ZSTD_inBuffer in = { staging, len, 0 };
@@ -240,6 +244,8 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 		if (c->cfg.verify)
 			block_hash_feed(hash, staging, len);
 		cpu_hash += thread_cpu_ns() - cpu0;
+		if (*decode_err)
+			continue;
 		cpu0 = thread_cpu_ns();
 		t0 = now_ns();
 		/* the first frame says the block's raw size, as for
@@ -265,8 +271,7 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 		*decode_err = -SLUICE_EZSTD;
 	if (!r && !*decode_err && out.pos != blk->raw_size)
 		*decode_err = -SLUICE_ECORRUPT;
-	if (!r && !*decode_err && c->cfg.verify &&
-	    block_hash_check(blk, hash))
+	if (!r && c->cfg.verify && block_hash_check(blk, hash))
 		*decode_err = -SLUICE_ECORRUPT;
 	(void)ZSTD_DCtx_reset(dctx, ZSTD_reset_session_and_parameters);
 	atomic_fetch_add(&c->cpu_read_ns, cpu_read);

@@ -159,9 +159,18 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 			struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
 							  c->slots_cap]];
 
-			/* Its copy may still read the memory. */
-			if (c->dev_info.caps & DEVICE_CAP_MIRROR)
+			/* Never delivered, it is released as a consumer's
+			 * batch is (the device forgets what it wrote: the
+			 * sim's poison would land on the next batch's), and
+			 * its copy may still read the memory. */
+			if (c->dev_info.caps & DEVICE_CAP_MIRROR) {
+				int rel = device_slot_release(c->dev, s->id);
+
 				device_slot_wait_copied(c->dev, s->id);
+				if (rel)
+					loader_fail_locked(c, rel,
+						"a prefetched batch dropped at a restart: its release on the device failed");
+			}
 			batch_memory_free_locked(c, s);
 			s->state = SLOT_FREE;
 		}

@@ -105,6 +105,14 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 c->cfg.window_blocks, c->window_asked);
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
+	if (c->ranges.device_lost) {
+		char note[192];
+
+		snprintf(note, sizeof(note),
+			 "records read by range assembled on the CPU, not gathered on the device: %s",
+			 c->ranges.device_lost);
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
+	}
 	if (c->chunks.chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 c->gather.lost_to_chunks

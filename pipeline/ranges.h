@@ -79,6 +79,9 @@ struct loader_ranges {
 				       buffers to the io mirror, checked
 				       there, and the batches are gathered
 				       on the device (ranges_device_init) */
+	const char *device_lost;    /* why the ranges do not go to the
+				       device after all (ranges_device_init),
+				       or NULL */
 	uint64_t read_max;          /* longest read: RANGE_READ_MAX, or a
 				       staging buffer */
 	uint64_t io_want;           /* io memory their batches in flight

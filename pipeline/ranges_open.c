@@ -422,9 +422,17 @@ int ranges_device_suits(const struct loader_core *c)
 {
 	if (!c->ranges.on)
 		return 0;
-	for (uint32_t f = 0; c->cfg.verify && f < c->ds->schema.nfields; f++)
-		if (f != c->ranges.main_field && !c->ranges.resident[f])
+	for (uint32_t f = 0; f < c->ds->schema.nfields; f++) {
+		if (c->ranges.resident[f])
+			continue;
+		if (c->cfg.verify && f != c->ranges.main_field)
 			return 0;
+		/* within a staging buffer, at the usual alignment (what the
+		 * ring asks for is checked once it is open) */
+		if (align_up(field_value_max(c, f), DLS_DEFAULT_ALIGNMENT) +
+			    DLS_DEFAULT_ALIGNMENT > stage_buffer_nominal())
+			return 0;
+	}
 	return 1;
 }
 
@@ -449,16 +457,29 @@ void ranges_device_init(struct loader_core *c)
 	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
 
 	c->ranges.device = 0;
-	if (!ranges_device_suits(c) || !c->gather.on || !c->stage.on)
+	c->ranges.device_lost = NULL;
+	if (!ranges_device_suits(c) || !c->gather.on)
 		return;
+	/* else the batches with such records are copied on the CPU after
+	 * all: stats.fallbacks says why */
+	if (!c->stage.on) {
+		c->ranges.device_lost = "no room for staging buffers";
+		return;
+	}
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (!c->ranges.resident[f] &&
 		    align_up(field_value_max(c, f), a) + a >
-			    c->stage.buffer_bytes)
+			    c->stage.buffer_bytes) {
+			c->ranges.device_lost =
+				"a value longer than a staging buffer";
 			return;
+		}
 	for (uint32_t s = 0; s < c->ds->nshards; s++)
-		if (io_ring_pread_fd(c->ring, s) < 0)
+		if (io_ring_pread_fd(c->ring, s) < 0) {
+			c->ranges.device_lost =
+				"shards the ring opens on demand (more than RLIMIT_NOFILE) or reads by O_DIRECT";
 			return;
+		}
 	c->ranges.device = 1;
 	c->ranges.read_max = c->stage.buffer_bytes;
 }

@@ -52,13 +52,19 @@ static uint32_t env_within(const char *name, uint32_t fallback, uint32_t lo,
 	return n < lo ? lo : n > hi ? hi : n;
 }
 
+/* A staging buffer's bytes, unless memory is tight or a benchmark asks
+ * for others (stage_open). */
+uint64_t stage_buffer_nominal(void)
+{
+	return STAGE_PIECES * IO_PIECE_BYTES;
+}
+
 /* Record ranges go through two buffers per worker, as blocks' parts
  * do: a worker reads and checks a buffer's worth while the last one
  * uploads (fetch_ranges); no block is fetched beside them (ranges.all). */
 uint64_t stage_ranges_want(const struct loader_core *c)
 {
-	return 2 * (uint64_t)c->cfg.decode_threads * STAGE_PIECES *
-	       IO_PIECE_BYTES;
+	return 2 * (uint64_t)c->cfg.decode_threads * stage_buffer_nominal();
 }
 
 int stage_open(struct loader_core *c)

@@ -117,6 +117,9 @@ struct sim_consumer {
 	int ntensors;
 	sim_check_fn check;
 	int64_t stream;                 /* a sim stream, or 0: this thread */
+	int64_t stream2;                /* or 0: every other batch read on
+					   this one (a release orders the
+					   reads of its own stream only) */
 	unsigned kernel_us;             /* up to this queued before a read */
 	unsigned hold;                  /* batches held before a release */
 	uint32_t *seen;                 /* deliveries per record, or NULL */
@@ -151,6 +154,8 @@ static inline void sim_collect(struct sim_consumer *c)
 
 	if (c->stream)
 		T_OK(sim_stream_synchronize(c->stream));
+	if (c->stream2)
+		T_OK(sim_stream_synchronize(c->stream2));
 	for (p = c->pending; p; p = nx) {
 		nx = p->next;
 		if (p->bad && c->bad++ == 0)
@@ -197,6 +202,8 @@ static inline int sim_consume(sluice_loader *ld, struct sim_consumer *c,
 	       (r = sluice_loader_next(ld, &b)) == 0) {
 		struct sim_pending *p = calloc(1, sizeof(*p));
 		DLManagedTensor *t[SIM_MAX_TENSORS];
+		int64_t cs = c->stream2 && (c->batches & 1) ? c->stream2
+							    : c->stream;
 
 		T_ASSERT(p != NULL);
 		p->n = sluice_batch_size(b);
@@ -206,19 +213,17 @@ static inline int sim_consume(sluice_loader *ld, struct sim_consumer *c,
 		T_ASSERT(p->idx != NULL);
 		memcpy(p->idx, sluice_batch_indices(b), p->n * sizeof(uint64_t));
 		for (int k = 0; k < c->ntensors; k++) {
-			T_OK(sluice_batch_tensor(b, c->names[k], c->stream,
-						 &t[k]));
+			T_OK(sluice_batch_tensor(b, c->names[k], cs, &t[k]));
 			T_EQ(t[k]->dl_tensor.device.device_type, kDLCPU);
 			p->data[k] = t[k]->dl_tensor.data;
 			p->shape0[k] = t[k]->dl_tensor.shape[0];
 		}
-		if (c->stream) {
+		if (cs) {
 			if (c->kernel_us)
-				T_OK(sim_stream_call(c->stream, sim_sleep_fn,
+				T_OK(sim_stream_call(cs, sim_sleep_fn,
 					(void *)(uintptr_t)(sim_rand(c) %
 							    c->kernel_us)));
-			T_OK(sim_stream_call(c->stream, sim_run_check,
-					     p));
+			T_OK(sim_stream_call(cs, sim_run_check, p));
 		} else {
 			sim_run_check(p);
 		}

@@ -32,9 +32,14 @@
 #define W_BIG 40000u            /* the fetched case's w: 20 KB on average */
 
 /* Items (int16 x 3) of "v" and bytes of "w" of record @i, some empty */
+/* the record whose v is LONG_ITEMS long (6 MiB: over a staging
+ * buffer), or UINT64_MAX */
+static uint64_t g_long_at = UINT64_MAX;
+#define LONG_ITEMS ((6u << 20) / 6)
+
 static uint64_t v_items(uint64_t i)
 {
-	return (i * 7) % 17;
+	return i == g_long_at ? LONG_ITEMS : (i * 7) % 17;
 }
 
 static uint64_t g_w_max;       /* w's values: shorter than this */
@@ -58,13 +63,17 @@ static void write_var(const char *dir, int level, int one_variable,
 	uint32_t nf = one_variable ? 2 : 3;
 	struct sluice_writer_config wc;
 	sluice_writer *w = NULL;
-	static uint8_t buf[3][W_BIG + 64];
+	uint8_t *buf[3];
 
 	tu_field(&f[0], "v", "int16", 2, -1, 3);
 	tu_field(&f[1], "label", "int64", 0, 0, 0);
 	tu_field(&f[2], "w", "uint8", 1, -1, 0);
 	sluice_writer_config_init(&wc);
 	g_w_max = w_max;
+	buf[0] = malloc(LONG_ITEMS * 6);
+	buf[1] = malloc(8);
+	buf[2] = malloc(W_BIG + 64);
+	T_ASSERT(buf[0] && buf[1] && buf[2]);
 	wc.block_size = block_size;
 	wc.records_per_shard = 600;     /* 3 shards */
 	wc.compression_level = level;
@@ -80,12 +89,15 @@ static void write_var(const char *dir, int level, int one_variable,
 		T_OK(sluice_writer_add(w, vals, len));
 	}
 	T_OK(sluice_writer_close(w, NULL));
+	for (int k = 0; k < 3; k++)
+		free(buf[k]);
 }
 
 static uint32_t g_pad;  /* the case's pad length, 0: flat */
 static int g_has_w;     /* the dataset has w */
 static int g_ranges;    /* full shuffle reads record ranges */
 static int g_fetch;     /* blocks fetched through the staging buffers */
+static int g_on_cpu;    /* the batches are copied on the CPU */
 
 /* Tensors: v, its index, label, w, its index */
 static const char *const flat_names[] = { "v", "v.offsets", "label", "w",
@@ -234,6 +246,20 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 				  what, (unsigned long long)i, seen[i]);
 	T_OK(sluice_loader_stats(ld, &st));
 	T_CONTAINS(st.fallbacks, "simulated device");
+	if (g_on_cpu) {
+		/* nothing gathered, nothing staged; decided before the
+		 * device opened, not given up after (no io mirror, no
+		 * staging buffers, no fallback) */
+		T_EQ(st.batches_gathered, 0);
+		T_EQ(st.bytes_staged, 0);
+		T_ASSERT(strstr(st.fallbacks, "not gathered on the device") ==
+			 NULL);
+		printf("%s: %llu batches copied\n", what,
+		       (unsigned long long)st.batches);
+		sluice_loader_close(ld);
+		free(seen);
+		return;
+	}
 	/* every batch went by the device: gathered, never copied */
 	T_EQ(st.batches_gathered, st.batches);
 	T_ASSERT(st.device_upload_bytes > 0);
@@ -253,6 +279,52 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 	free(seen);
 }
 
+/*
+ * Restarts (set_epoch) mid-epoch, the consumer holding three batches and
+ * reading every other one on a second stream: the prefetched batches
+ * dropped are released on the device, so that its poison after a later
+ * release never lands on memory another slot's batch took since, while
+ * a read of it is still queued.
+ */
+static void restart_case(sluice_dataset *ds, int64_t stream)
+{
+	struct sluice_loader_config cfg;
+	struct sim_consumer c;
+	sluice_loader *ld = NULL;
+
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.seed = sim_seed;
+	cfg.prefetch_depth = 4;
+	cfg.decode_threads = 2;
+	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
+	cfg.memory_bytes = 1u << 20;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	memset(&c, 0, sizeof(c));
+	c.names = flat_names;
+	c.ntensors = 5;
+	c.check = check_batch;
+	c.stream = stream;
+	c.stream2 = sim_stream_create(sim_seed * 7 + 3, 300);
+	T_ASSERT(c.stream2 != 0);
+	c.kernel_us = 10000;
+	c.hold = 3;
+	c.rng = sim_seed * 3 + 1;
+	for (uint64_t epoch = 0; epoch < 24; epoch++) {
+		T_OK(sim_consume(ld, &c, 3 + epoch % 4));
+		T_OK(sluice_loader_set_epoch(ld, epoch + 1));
+	}
+	sim_finish(&c);
+	sim_stream_destroy(c.stream2);
+	if (c.bad)
+		T_FAIL_AT("restarts: %llu of %llu batches read wrong bytes; first: %s",
+			  (unsigned long long)c.bad,
+			  (unsigned long long)c.batches, c.first_bad);
+	printf("restarts: %llu batches, none wrong\n",
+	       (unsigned long long)c.batches);
+	sluice_loader_close(ld);
+}
+
 int main(void)
 {
 	static const int modes[] = { SLUICE_SHUFFLE_NONE, SLUICE_SHUFFLE_BLOCK,
@@ -262,18 +334,22 @@ int main(void)
 	char *dir = fx_tmpdir();
 	uint64_t seed = sim_first_seed();
 	unsigned rounds = sim_rounds(1);
-	static const char *const name[4] = { "raw", "zstd", "one", "big" };
-	char path[4][600], what[128];
-	sluice_dataset *ds[4];
+	static const char *const name[5] = { "raw", "zstd", "one", "big",
+					     "long" };
+	char path[5][600], what[128];
+	sluice_dataset *ds[5];
 
-	/* small blocks, and a dataset of large blocks (device-checked,
-	 * DEVICE_CHECK_MIN, so fetched) larger than its loaders' budget */
-	for (int z = 0; z < 4; z++) {
+	/* small blocks; a dataset of large blocks (device-checked,
+	 * DEVICE_CHECK_MIN, so fetched) larger than its loaders' budget;
+	 * and one with a value longer than a staging buffer */
+	for (int z = 0; z < 5; z++) {
 		snprintf(path[z], sizeof(path[z]), "%s/%s", dir, name[z]);
-		write_var(path[z], z == 1, z == 2, z == 3 ? W_BIG : 211,
-			  z == 3 ? 1u << 20 : 8192);
+		g_long_at = z == 4 ? 7 : UINT64_MAX;
+		write_var(path[z], z == 1, z >= 2 && z != 3,
+			  z == 3 ? W_BIG : 211, z == 3 ? 1u << 20 : 8192);
 		T_OK(sluice_dataset_open(path[z], &ds[z]));
 	}
+	g_long_at = UINT64_MAX;
 	for (unsigned round = 0; round < rounds; round++) {
 		int64_t s;
 
@@ -304,6 +380,16 @@ int main(void)
 				    pad ? "raw, padded, full, records read by range"
 					: "raw, flat, full, records read by range");
 		}
+		/* a value longer than a staging buffer: the ranges are
+		 * copied on the CPU, and nothing is set aside for the
+		 * device (ranges_device_suits) */
+		g_long_at = 7;
+		g_on_cpu = 1;
+		g_pad = 0;
+		gather_case(ds[4], SLUICE_SHUFFLE_FULL, s,
+			    "raw, flat, full, a value over a staging buffer");
+		g_on_cpu = 0;
+		g_long_at = UINT64_MAX;
 		g_ranges = 0;
 		/* raw blocks fetched to the device, the window shuffle's */
 		g_has_w = 1;
@@ -316,9 +402,12 @@ int main(void)
 					: "raw, flat, window, blocks fetched");
 		}
 		g_fetch = 0;
+		g_pad = 0;
+		g_w_max = 211;
+		restart_case(ds[0], s);
 		sim_stream_destroy(s);
 	}
-	for (int z = 0; z < 4; z++)
+	for (int z = 0; z < 5; z++)
 		sluice_dataset_close(ds[z]);
 	fx_rmrf(dir);
 	free(dir);

@@ -9,7 +9,9 @@
  * Block 0 (8 MiB raw) is rewritten as frames of other content whose
  * first frame crosses a 4 MiB part: one frame; then an empty frame; then
  * a skippable frame; a frame one byte short; one frame too many; no
- * content size in the header; cut short; a frame checksum that fails.
+ * content size in the header; cut short; a frame checksum that fails;
+ * and a byte flipped that zstd fails on, the seal left as it was: a
+ * damaged block is corrupt data in each, whatever zstd made of it.
  * A refused block fails the loader with the shard's path and the block's
  * offset; the batches before it are delivered whole.
  */
@@ -84,12 +86,13 @@ static size_t frame(const void *src, size_t len, uint8_t *dst, size_t cap,
 }
 
 enum craft { ONE, EMPTY_AFTER, SKIPPABLE_AFTER, SHORT, EXTRA, NO_SIZE,
-	     CUT, BAD_CHECKSUM, NCRAFTS };
+	     CUT, BAD_CHECKSUM, BIT_ROT, NCRAFTS };
 static const char *const craft_name[NCRAFTS] = {
 	"one frame", "then an empty frame", "then a skippable frame",
 	"a frame one byte short", "one frame too many",
-	"no content size", "cut short", "a frame checksum that fails" };
-static const int refused[NCRAFTS] = { 0, 0, 0, 1, 1, 1, 1, 1 };
+	"no content size", "cut short", "a frame checksum that fails",
+	"a byte of a block header flipped, not resealed" };
+static const int refused[NCRAFTS] = { 0, 0, 0, 1, 1, 1, 1, 1, 1 };
 
 /* Block 0 of @dir becomes @c's frames of new content: 5/8 random
  * (stored as it is: over a 4 MiB part), the rest zeros. */
@@ -127,6 +130,20 @@ static void craft_block0(const char *dir, enum craft c)
 	if (c == BAD_CHECKSUM)
 		out[n - 1] ^= 1;        /* the frame's XXH64 bits */
 	sp_rewrite_block0(dir, out, n, room);
+	if (c == BIT_ROT) {
+		/* after the seal: the first zstd block's size, high bits;
+		 * zstd fails on it, and so does the block's checksum */
+		size_t at = ZSTD_frameHeaderSize(out, n) + 2;
+		char shard[1024];
+		uint8_t b = out[at] ^ 0x80;
+		int fd;
+
+		sp_shard0(dir, shard, sizeof(shard));
+		fd = open(shard, O_WRONLY);
+		T_ASSERT(fd >= 0);
+		T_EQ(pwrite(fd, &b, 1, (off_t)(e.offset + at)), 1);
+		close(fd);
+	}
 	free(old);
 	free(raw);
 	free(out);
