@@ -325,6 +325,51 @@ static void restart_case(sluice_dataset *ds, int64_t stream)
 	sluice_loader_close(ld);
 }
 
+/* The gather of batch 1 fails, then (another loader) its index copy:
+ * the loader fails with the device's words, the batch before whole. */
+static void copy_fault_case(sluice_dataset *ds, int64_t stream)
+{
+	for (uint64_t nth = 3; nth <= 4; nth++) {
+		struct sluice_loader_config cfg;
+		struct sim_consumer c;
+		sluice_loader *ld = NULL;
+		sluice_batch *b;
+		char msg[512], want[64];
+
+		sluice_loader_config_init(&cfg);
+		cfg.batch_size = B;
+		cfg.seed = sim_seed;
+		cfg.shuffle = SLUICE_SHUFFLE_NONE;
+		cfg.prefetch_depth = 1;  /* a batch at a time: in order */
+		cfg.decode_threads = 2;
+		cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
+		cfg.memory_bytes = 1u << 20;
+		sim_test_faults = SIM_FAULT_COPY_ERROR;
+		sim_test_fail_copy = nth;
+		T_OK(sluice_loader_open(ds, &cfg, &ld));
+		sim_test_faults = 0;
+		memset(&c, 0, sizeof(c));
+		c.names = flat_names;
+		c.ntensors = 5;
+		c.check = check_batch;
+		c.stream = stream;
+		c.rng = sim_seed;
+		T_EQ(sim_consume(ld, &c, 0), -SLUICE_ECUDA);
+		sim_finish(&c);
+		T_EQ(c.batches, 1);
+		T_EQ(c.bad, 0);
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_CONTAINS(msg, "gather of batch 1");
+		snprintf(want, sizeof(want), "simulated %s %llu",
+			 nth == 3 ? "gather" : "copy",
+			 (unsigned long long)nth);
+		T_CONTAINS(msg, want);
+		T_EQ(sluice_loader_next(ld, &b), -SLUICE_ECUDA);
+		sluice_loader_close(ld);
+	}
+	printf("a failed gather, a failed index copy: the loader fails\n");
+}
+
 int main(void)
 {
 	static const int modes[] = { SLUICE_SHUFFLE_NONE, SLUICE_SHUFFLE_BLOCK,
@@ -405,6 +450,7 @@ int main(void)
 		g_pad = 0;
 		g_w_max = 211;
 		restart_case(ds[0], s);
+		copy_fault_case(ds[0], s);
 		sim_stream_destroy(s);
 	}
 	for (int z = 0; z < 5; z++)
