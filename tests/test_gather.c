@@ -246,6 +246,16 @@ static void check_coalescing(void)
 	T_EQ(runs[2].len, 24);
 	gather_run_append(runs, &n, 100, 6056, 4);     /* src goes back */
 	T_EQ(n, 4);
+	/* zeros join zeros that end where they start, never a copy */
+	gather_run_append(runs, &n, GATHER_ZEROS, 6060, 8);
+	gather_run_append(runs, &n, GATHER_ZEROS, 6068, 8);
+	T_EQ(n, 5);
+	T_EQ(runs[4].len, 16);
+	gather_run_append(runs, &n, 200, 6076, 8);     /* a copy after */
+	gather_run_append(runs, &n, 208, 6084, 4);
+	T_EQ(n, 6);
+	T_EQ(runs[5].len, 12);
+	T_EQ(runs[3].len, 4);                   /* the copy before the zeros */
 }
 
 /* The device calls on the host device: runs land where they should, and

@@ -179,19 +179,24 @@ static void check_kernel(void)
 	got = malloc(half);
 	T_ASSERT(want && got);
 	/* Odd and aligned sources, destinations and lengths; one run of
-	 * 3 MiB (cut into pieces), one of 0 bytes. */
+	 * 3 MiB (cut into pieces), one of 0 bytes; every 4th one zeros
+	 * (GATHER_ZEROS), one of them of 1 MiB (cut too). */
 	while (n < 64 && dst < 2 * half - (4u << 20)) {
 		uint64_t len, src;
 
 		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-		len = n == 5 ? (3u << 20) : n == 9 ? 0 : (rng >> 40) % 70000;
+		len = n == 5 ? (3u << 20) : n == 9 ? 0 : n == 12 ? (1u << 20)
+						      : (rng >> 40) % 70000;
 		src = (rng >> 20) % (half - len);
 		if (n % 3 == 0) {
 			src &= ~(uint64_t)15;
 			dst = (dst + 15) & ~(uint64_t)15;
 		}
+		if (n % 4 == 0)
+			src = GATHER_ZEROS;     /* want is zeros already */
+		else
+			memcpy(want + (dst - half), arena + src, len);
 		runs[n++] = (struct gather_run){ src, dst, len };
-		memcpy(want + (dst - half), arena + src, len);
 		dst += len + (rng >> 60);
 	}
 	T_OK(device_gather_slot(d, 1, runs, n));

@@ -128,12 +128,12 @@ static void test_copy_export_release(void)
 static void test_upload_gather(void)
 {
 	struct device_config cfg = config(SLUICE_DEVICE_AUTO, ARENA, 2, MIRROR);
-	struct gather_run runs[2];
+	struct gather_run runs[3];
 	struct device *d;
-	uint8_t *arena, *dev, io[8192];
+	uint8_t *arena, *dev, io[8192], zeros[300] = { 0 };
 
 	cfg.io_mirror_bytes = 256 * 1024;
-	cfg.gather_runs_max = 2;
+	cfg.gather_runs_max = 3;
 	d = open_sim_device(&cfg);
 	arena = device_arena(d, NULL);
 	dev = device_mirror_ptr(d, arena + cfg.mirror_offset);
@@ -143,10 +143,15 @@ static void test_upload_gather(void)
 	memset(arena, 0, sizeof(io));   /* complete on return: reusable */
 	runs[0] = (struct gather_run){ 0, cfg.mirror_offset + 100, 1000 };
 	runs[1] = (struct gather_run){ 5000, cfg.mirror_offset + 2000, 77 };
-	T_OK(device_gather_slot(d, 0, runs, 2));
+	/* no source: zeros (a padded row's tail) */
+	runs[2] = (struct gather_run){ GATHER_ZEROS, cfg.mirror_offset + 2077,
+				       300 };
+	T_OK(device_gather_slot(d, 0, runs, 3));
 	T_OK(device_slot_export(d, 0, 0));
 	T_MEMEQ(dev + 100, io, 1000);
 	T_MEMEQ(dev + 2000, io + 5000, 77);
+	T_MEMEQ(dev + 2077, zeros, sizeof(zeros));
+	T_ASSERT(all_poison(dev + 2377, 100));
 	T_ASSERT(all_poison(dev, 100));         /* not written by the runs */
 	T_ASSERT(all_poison(dev + 1100, 900));
 	T_OK(device_slot_release(d, 0));
