@@ -18,55 +18,46 @@
 #define GATHER_THREADS 256
 #define GATHER_BLOCKS_MAX 2048u
 
+/* A run's bytes before its destination's first 16-byte boundary (at
+ * most @len), and the 16-byte vectors that follow them. */
+static __device__ void split_run(const unsigned char *dst,
+				 unsigned long long len,
+				 unsigned long long *head,
+				 unsigned long long *body)
+{
+	unsigned long long h = (16u - ((uintptr_t)dst & 15u)) & 15u;
+
+	*head = h < len ? h : len;
+	*body = (len - *head) / 16u;
+}
+
 static __global__ void gather_kernel(const struct cuda_gather_desc *runs,
 				     unsigned n, const unsigned char *src_base,
 				     unsigned char *dst_base)
 {
 	for (unsigned r = blockIdx.x; r < n; r += gridDim.x) {
 		unsigned char *dst = dst_base + runs[r].dst;
-		unsigned long long len = runs[r].len, k;
+		unsigned long long len = runs[r].len, head, body, k;
+		/* the same for the whole block: no divergence */
+		int zeros = runs[r].src == CUDA_GATHER_ZEROS;
+		const unsigned char *src = zeros ? dst : src_base + runs[r].src;
 
-		if (runs[r].src == CUDA_GATHER_ZEROS) {
-			unsigned long long head = (16u - ((uintptr_t)dst & 15u)) & 15u;
-			unsigned long long body;
-
-			if (head > len)
-				head = len;
-			body = (len - head) / 16u;
-			for (k = threadIdx.x; k < head; k += blockDim.x)
-				dst[k] = 0;
-			uint4 *d4 = (uint4 *)(dst + head);
-
-			for (k = threadIdx.x; k < body; k += blockDim.x)
-				d4[k] = make_uint4(0, 0, 0, 0);
-			for (k = head + body * 16u + threadIdx.x; k < len;
-			     k += blockDim.x)
-				dst[k] = 0;
-			continue;
-		}
-		const unsigned char *src = src_base + runs[r].src;
-
-		if ((((uintptr_t)src ^ (uintptr_t)dst) & 15u) == 0) {
-			unsigned long long head = (16u - ((uintptr_t)dst & 15u)) & 15u;
-			unsigned long long body;
-
-			if (head > len)
-				head = len;
-			body = (len - head) / 16u;
-			for (k = threadIdx.x; k < head; k += blockDim.x)
-				dst[k] = src[k];
-			const uint4 *s4 = (const uint4 *)(src + head);
-			uint4 *d4 = (uint4 *)(dst + head);
-
-			for (k = threadIdx.x; k < body; k += blockDim.x)
-				d4[k] = s4[k];
-			for (k = head + body * 16u + threadIdx.x; k < len;
-			     k += blockDim.x)
-				dst[k] = src[k];
-		} else {
+		if (!zeros && (((uintptr_t)src ^ (uintptr_t)dst) & 15u)) {
 			for (k = threadIdx.x; k < len; k += blockDim.x)
 				dst[k] = src[k];
+			continue;
 		}
+		split_run(dst, len, &head, &body);
+		const uint4 *s4 = (const uint4 *)(src + head);
+		uint4 *d4 = (uint4 *)(dst + head);
+
+		for (k = threadIdx.x; k < head; k += blockDim.x)
+			dst[k] = zeros ? 0 : src[k];
+		for (k = threadIdx.x; k < body; k += blockDim.x)
+			d4[k] = zeros ? make_uint4(0, 0, 0, 0) : s4[k];
+		for (k = head + body * 16u + threadIdx.x; k < len;
+		     k += blockDim.x)
+			dst[k] = zeros ? 0 : src[k];
 	}
 }
 

@@ -191,6 +191,36 @@ static int check_batch(struct sim_pending *p)
 	return 0;
 }
 
+/* The cases' loaders: batches gathered, the case's pad length and range
+ * reads, prefetch @depth, the small budget of the small datasets. */
+static void var_config(struct sluice_loader_config *cfg, int shuffle,
+		       uint32_t depth)
+{
+	sluice_loader_config_init(cfg);
+	cfg->batch_size = B;
+	cfg->seed = sim_seed;
+	cfg->shuffle = shuffle;
+	cfg->window_blocks = 4;
+	cfg->prefetch_depth = depth;
+	cfg->decode_threads = 2;
+	cfg->pad_length = g_pad;
+	cfg->range_reads = g_ranges ? SLUICE_RANGE_READS_ON
+				    : SLUICE_RANGE_READS_OFF;
+	cfg->device_gather = SLUICE_DEVICE_GATHER_ON;
+	cfg->memory_bytes = 1u << 20;
+}
+
+/* A consumer of the five tensors (flat, or padded) on @stream. */
+static void var_consumer(struct sim_consumer *c, int64_t stream)
+{
+	memset(c, 0, sizeof(*c));
+	c->names = g_pad ? pad_names : flat_names;
+	c->ntensors = g_has_w ? 5 : 3;
+	c->check = check_batch;
+	c->stream = stream;
+	c->rng = sim_seed * 3 + 1;
+}
+
 static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 			const char *what)
 {
@@ -203,17 +233,7 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 	int r;
 
 	T_ASSERT(seen != NULL);
-	sluice_loader_config_init(&cfg);
-	cfg.batch_size = B;
-	cfg.seed = sim_seed;
-	cfg.shuffle = shuffle;
-	cfg.window_blocks = 4;
-	cfg.prefetch_depth = 4;
-	cfg.decode_threads = 2;
-	cfg.pad_length = g_pad;
-	cfg.range_reads = g_ranges ? SLUICE_RANGE_READS_ON
-				   : SLUICE_RANGE_READS_OFF;
-	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
+	var_config(&cfg, shuffle, 4);
 	/* room for staging buffers beside the ranges, or beside the blocks
 	 * in flight but not the dataset (blocks evicted, read again) */
 	cfg.memory_bytes = g_ranges ? 64u << 20 : g_fetch ? 16u << 20
@@ -223,16 +243,11 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 		sluice_loader_error(ld, msg, sizeof(msg));
 		T_FAIL_AT("%s: open: %s", what, msg);
 	}
-	memset(&c, 0, sizeof(c));
-	c.names = g_pad ? pad_names : flat_names;
-	c.ntensors = g_has_w ? 5 : 3;
-	c.check = check_batch;
-	c.stream = stream;
+	var_consumer(&c, stream);
 	c.kernel_us = 1000;
 	c.hold = 3;
 	c.seen = seen;
 	c.records = NREC;
-	c.rng = sim_seed * 3 + 1;
 	for (int epoch = 0; epoch < 2; epoch++)
 		T_EQ(sim_consume(ld, &c, 0), SLUICE_EOF);
 	sim_finish(&c);
@@ -279,6 +294,21 @@ static void gather_case(sluice_dataset *ds, int shuffle, int64_t stream,
 	free(seen);
 }
 
+/* gather_case flat, then padded. */
+static void both_pads(sluice_dataset *ds, int shuffle, int64_t stream,
+		      const char *what)
+{
+	char name[160];
+
+	for (int pad = 0; pad < 2; pad++) {
+		g_pad = pad ? PAD : 0;
+		snprintf(name, sizeof(name), "%s, %s", what,
+			 pad ? "padded" : "flat");
+		gather_case(ds, shuffle, stream, name);
+	}
+	g_pad = 0;
+}
+
 /*
  * Restarts (set_epoch) mid-epoch, the consumer holding three batches and
  * reading every other one on a second stream: the prefetched batches
@@ -292,24 +322,13 @@ static void restart_case(sluice_dataset *ds, int64_t stream)
 	struct sim_consumer c;
 	sluice_loader *ld = NULL;
 
-	sluice_loader_config_init(&cfg);
-	cfg.batch_size = B;
-	cfg.seed = sim_seed;
-	cfg.prefetch_depth = 4;
-	cfg.decode_threads = 2;
-	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
-	cfg.memory_bytes = 1u << 20;
+	var_config(&cfg, SLUICE_SHUFFLE_WINDOW, 4);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
-	memset(&c, 0, sizeof(c));
-	c.names = flat_names;
-	c.ntensors = 5;
-	c.check = check_batch;
-	c.stream = stream;
+	var_consumer(&c, stream);
 	c.stream2 = sim_stream_create(sim_seed * 7 + 3, 300);
 	T_ASSERT(c.stream2 != 0);
 	c.kernel_us = 10000;
 	c.hold = 3;
-	c.rng = sim_seed * 3 + 1;
 	for (uint64_t epoch = 0; epoch < 24; epoch++) {
 		T_OK(sim_consume(ld, &c, 3 + epoch % 4));
 		T_OK(sluice_loader_set_epoch(ld, epoch + 1));
@@ -336,24 +355,13 @@ static void copy_fault_case(sluice_dataset *ds, int64_t stream)
 		sluice_batch *b;
 		char msg[512], want[64];
 
-		sluice_loader_config_init(&cfg);
-		cfg.batch_size = B;
-		cfg.seed = sim_seed;
-		cfg.shuffle = SLUICE_SHUFFLE_NONE;
-		cfg.prefetch_depth = 1;  /* a batch at a time: in order */
-		cfg.decode_threads = 2;
-		cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
-		cfg.memory_bytes = 1u << 20;
+		/* a batch at a time: in order */
+		var_config(&cfg, SLUICE_SHUFFLE_NONE, 1);
 		sim_test_faults = SIM_FAULT_COPY_ERROR;
 		sim_test_fail_copy = nth;
 		T_OK(sluice_loader_open(ds, &cfg, &ld));
 		sim_test_faults = 0;
-		memset(&c, 0, sizeof(c));
-		c.names = flat_names;
-		c.ntensors = 5;
-		c.check = check_batch;
-		c.stream = stream;
-		c.rng = sim_seed;
+		var_consumer(&c, stream);
 		T_EQ(sim_consume(ld, &c, 0), -SLUICE_ECUDA);
 		sim_finish(&c);
 		T_EQ(c.batches, 1);
@@ -405,32 +413,22 @@ int main(void)
 		g_has_w = 1;
 		g_w_max = 211;
 		for (int z = 0; z < 2; z++)
-			for (int pad = 0; pad < 2; pad++)
-				for (int m = 0; m < 4; m++) {
-					g_pad = pad ? PAD : 0;
-					snprintf(what, sizeof(what),
-						 "%s, %s, shuffle %s",
-						 z ? "zstd" : "raw",
-						 pad ? "padded" : "flat",
-						 mode_name[m]);
-					gather_case(ds[z], modes[m], s, what);
-				}
+			for (int m = 0; m < 4; m++) {
+				snprintf(what, sizeof(what), "%s, shuffle %s",
+					 z ? "zstd" : "raw", mode_name[m]);
+				both_pads(ds[z], modes[m], s, what);
+			}
 		/* full shuffle's records read by range (v; label kept
 		 * resident) */
 		g_has_w = 0;
 		g_ranges = 1;
-		for (int pad = 0; pad < 2; pad++) {
-			g_pad = pad ? PAD : 0;
-			gather_case(ds[2], SLUICE_SHUFFLE_FULL, s,
-				    pad ? "raw, padded, full, records read by range"
-					: "raw, flat, full, records read by range");
-		}
+		both_pads(ds[2], SLUICE_SHUFFLE_FULL, s,
+			  "raw, full, records read by range");
 		/* a value longer than a staging buffer: the ranges are
 		 * copied on the CPU, and nothing is set aside for the
 		 * device (ranges_device_suits) */
 		g_long_at = 7;
 		g_on_cpu = 1;
-		g_pad = 0;
 		gather_case(ds[4], SLUICE_SHUFFLE_FULL, s,
 			    "raw, flat, full, a value over a staging buffer");
 		g_on_cpu = 0;
@@ -440,14 +438,9 @@ int main(void)
 		g_has_w = 1;
 		g_w_max = W_BIG;
 		g_fetch = 1;
-		for (int pad = 0; pad < 2; pad++) {
-			g_pad = pad ? PAD : 0;
-			gather_case(ds[3], SLUICE_SHUFFLE_WINDOW, s,
-				    pad ? "raw, padded, window, blocks fetched"
-					: "raw, flat, window, blocks fetched");
-		}
+		both_pads(ds[3], SLUICE_SHUFFLE_WINDOW, s,
+			  "raw, window, blocks fetched");
 		g_fetch = 0;
-		g_pad = 0;
 		g_w_max = 211;
 		restart_case(ds[0], s);
 		copy_fault_case(ds[0], s);
