@@ -41,26 +41,31 @@ static int read_block_layout(int fd, const struct shard_schema *s,
 			off += len;
 			continue;
 		}
-		uint64_t table = ((uint64_t)n + 1) * 8u, *o = offs[f];
+		uint64_t table = ((uint64_t)n + 1) * 8u, *o = offs[f], end;
 		int r;
 
 		if (table > blk->raw_size - off)
 			return -SLUICE_ECORRUPT;
-		r = pread_full(fd, o, (size_t)table, blk->offset + off);
+		/* without a table to fill, its last entry only: where the
+		 * values end (the reader checks the rest, block_view_init) */
+		r = o ? pread_full(fd, o, (size_t)table, blk->offset + off)
+		      : pread_full(fd, &end, 8, blk->offset + off + table - 8);
 		if (r < 0)
 			return r;
-		if (o[0] != 0)
+		if (o && o[0] != 0)
 			return -SLUICE_ECORRUPT;
-		for (uint32_t i = 0; i < n; i++)
+		for (uint32_t i = 0; o && i < n; i++)
 			if (o[i + 1] < o[i] ||
 			    (o[i + 1] - o[i]) % sf->unit_bytes ||
 			    o[i + 1] - o[i] > max_value_bytes[f])
 				return -SLUICE_ECORRUPT;
+		if (o)
+			end = o[n];
 		off += table;
-		if (o[n] > blk->raw_size - off)
+		if (end > blk->raw_size - off)
 			return -SLUICE_ECORRUPT;
 		sec[f] = off;
-		off += o[n];
+		off += end;
 	}
 	/* The last section ends the block, as in a decoded one. */
 	return off == blk->raw_size ? 0 : -SLUICE_ECORRUPT;
@@ -80,7 +85,7 @@ int shard_read_layout(const struct shard_schema *s,
 		const struct shard_block *blk = &sf->blocks[b];
 		uint64_t *bsec = sec + b * s->nfields;
 
-		for (uint32_t f = 0; f < s->nfields; f++)
+		for (uint32_t f = 0; offs && f < s->nfields; f++)
 			if (s->fields[f].variable)
 				tab[f] = offs[f] + blk->first_record + b;
 		r = blk->codec == DLS_CODEC_RAW

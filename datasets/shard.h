@@ -73,8 +73,10 @@ int shard_read_field(const struct shard_schema *s,
  * variable field's values: after its offsets table), and the block's
  * offsets table of variable field f (n + 1 entries) goes to @offs[f] +
  * first_record + b (the caller sizes each record_count + block_count;
- * NULL for fixed fields).  Checked as block_view_init() checks a decoded
- * block; a zstd block, or one whose layout is bad or cut short, gets
+ * NULL for fixed fields; @offs NULL: the sections only, each variable
+ * field's last offset read and its table left to the block's reader).
+ * Checked as block_view_init() checks a decoded block (as far as it is
+ * read); a zstd block, or one whose layout is bad or cut short, gets
  * @sec[b * nfields] = UINT64_MAX: to be read whole, which reports it.
  * On failure writes "PATH: block B: offset O: what".
  * @return: 0, -errno (open, read).

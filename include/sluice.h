@@ -455,10 +455,9 @@ enum sluice_range_reads {
 
 /* Where a CUDA loader assembles batches (sluice_loader_config.device_gather). */
 enum sluice_device_gather {
-	SLUICE_DEVICE_GATHER_AUTO = 0, /* on a GPU, for datasets whose
-					  fields are all fixed-shape; zstd
-					  ones unless their blocks go whole
-					  into batches (decompressed there) */
+	SLUICE_DEVICE_GATHER_AUTO = 0, /* on a GPU; zstd datasets unless
+					  their blocks go whole into
+					  batches (decompressed there) */
 	SLUICE_DEVICE_GATHER_RESERVED1 = 1, /* sluice_tools.h; do not use */
 	SLUICE_DEVICE_GATHER_OFF = 2,  /* batches assembled on the CPU */
 };
@@ -586,12 +585,15 @@ struct sluice_loader_config {
 	 * more of GPU memory) and each batch is gathered there by a kernel
 	 * from its records' bytes, instead of being assembled on the CPU
 	 * and copied: raw data then crosses the CPU's memory only by the
-	 * disk's DMA.  Batches whose records were read by range, and
-	 * datasets with variable-length fields, are still assembled on the
-	 * CPU.  AUTO (default): on a GPU, for datasets of fixed-shape
-	 * fields, zstd ones too unless one field's blocks go whole and in
-	 * order into batches (shuffle none or block, a block no larger than
-	 * a batch: they decompress straight into the batch); OFF: never.
+	 * disk's DMA.  Variable-length fields too (their offsets or lengths
+	 * are worked out on the host).  Batches whose records were read by
+	 * range are gathered where every field but the largest is kept in
+	 * memory (or verify is off) and each value fits a 4 MiB staging
+	 * buffer; else they are assembled on the CPU.  AUTO (default): on
+	 * a GPU, zstd datasets too unless one field's blocks go whole and
+	 * in order into batches (shuffle none or block, a block no larger
+	 * than a batch: they decompress straight into the batch); OFF:
+	 * never.
 	 * sluice_stats.batches_gathered says which
 	 * batches went this way.
 	 */

@@ -155,6 +155,8 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 	}
 	r = c->failed;
 	if (!r) {
+		int dropped = 0;  /* a dropped batch's release failed */
+
 		for (uint32_t k = 0; k < c->fifo_len; k++) {
 			struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
 							  c->slots_cap]];
@@ -167,15 +169,19 @@ int loader_restart_at(struct loader_core *c, uint64_t epoch, uint64_t batch,
 				int rel = device_slot_release(c->dev, s->id);
 
 				device_slot_wait_copied(c->dev, s->id);
-				if (rel)
+				if (rel && !dropped) {
+					dropped = rel;
 					loader_fail_locked(c, rel,
 						"a prefetched batch dropped at a restart: its release on the device failed");
+				}
 			}
 			batch_memory_free_locked(c, s);
 			s->state = SLOT_FREE;
 		}
 		c->fifo_len = 0;
-		r = sampler_resume(&c->sampler, epoch, earlier, nearlier);
+		r = dropped ? dropped
+			    : sampler_resume(&c->sampler, epoch, earlier,
+					     nearlier);
 	}
 	if (!r) {
 		c->plan_epoch = epoch;

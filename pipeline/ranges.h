@@ -93,15 +93,14 @@ struct loader_ranges {
 	uint8_t *resident[DLS_MAX_FIELDS]; /* small fields of every
 				       record, read at open; NULL: by range */
 	/* Datasets with variable fields: their raw blocks' layout, read at
-	 * open (shard_read_layout), for record ranges or for blocks fetched
-	 * to the device (fetch_layout_open).  NULL when every field is
-	 * fixed, or neither reads it. */
+	 * open (shard_read_layout), for record ranges (sec and offs) or for
+	 * blocks fetched to the device (sec only: fetch_layout_open).  NULL
+	 * when every field is fixed, or neither reads it. */
 	uint64_t *sec;              /* [g * nfields + f]: section start in
 				       block g; [g * nfields] UINT64_MAX: g
 				       is read whole */
 	uint64_t *offs[DLS_MAX_FIELDS]; /* variable field f: block g's
 				       offsets at block_first[g] + g */
-	uint64_t layout_bytes;      /* what they take (RANGE_SUMS_MAX) */
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
 				       (its blocks are read whole when
 				       verify is on) */

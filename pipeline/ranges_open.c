@@ -37,7 +37,6 @@ static int load_layout(struct loader_core *c, char *err, size_t errlen)
 	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX ||
 	    bytes > SLUICE_RANGE_SUMS_MAX)
 		return 0;
-	c->ranges.layout_bytes = bytes;
 	c->ranges.sec = malloc((size_t)(nf * c->nblocks * 8));
 	if (!c->ranges.sec)
 		return -ENOMEM;
@@ -214,15 +213,29 @@ static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
 static int fetch_layout_open(struct loader_core *c, char *err,
 			     size_t errlen)
 {
-	int r;
+	const struct dataset *ds = c->ds;
+	uint64_t nf = ds->schema.nfields;
 
 	if (!c->has_variable || c->nblocks == 0 ||
 	    c->nblocks > FETCH_LAYOUT_BLOCKS_MAX ||
 	    c->cfg.device_gather == SLUICE_DEVICE_GATHER_OFF ||
 	    !device_offloads(c->cfg.device, c->cfg.device_id))
 		return 0;
-	r = load_layout(c, err, errlen);
-	return r < 0 ? r : 0;
+	/* the sections' starts only (at most 1 MiB): a table lies before
+	 * its values; the decode reads and checks the tables themselves */
+	c->ranges.sec = malloc((size_t)(nf * c->nblocks * 8));
+	if (!c->ranges.sec)
+		return -ENOMEM;
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		int r = shard_read_layout(&ds->schema, &ds->shards[s],
+					  c->ranges.sec +
+						  c->shard_block_base[s] * nf,
+					  NULL, err, errlen);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 /* Where block @g's offsets tables lie is known since open (load_layout),
@@ -463,7 +476,7 @@ void ranges_device_init(struct loader_core *c)
 	/* else the batches with such records are copied on the CPU after
 	 * all: stats.fallbacks says why */
 	if (!c->stage.on) {
-		c->ranges.device_lost = "no room for staging buffers";
+		c->ranges.device_lost = c->stage.off_why;
 		return;
 	}
 	for (uint32_t f = 0; f < sc->nfields; f++)

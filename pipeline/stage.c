@@ -91,14 +91,20 @@ int stage_open(struct loader_core *c)
 	 * checked in its buffer (ranges_device_suits); a cache that holds
 	 * the dataset reads each block once anyway (where blocks are read:
 	 * record ranges are read every epoch). */
-	if (!c->gather.on || (c->cfg.verify && !c->gather.checks) ||
-	    !(c->dev_info.caps & DEVICE_CAP_MIRROR) ||
-	    /* raw blocks and ranges of variable fields need their layout
-	     * (block_tables_known) */
-	    (c->has_variable && !c->has_zstd && !c->ranges.sec) ||
-	    (c->ranges.on && !ranges_device_suits(c)) ||
-	    (c->cache.all && !c->ranges.all) ||
-	    (v && strcmp(v, "0") == 0))
+	p->off_why = !c->gather.on || !(c->dev_info.caps & DEVICE_CAP_MIRROR)
+		? "no gathers"
+		: c->cfg.verify && !c->gather.checks
+		? "checksums taken on the CPU"
+		/* raw blocks and ranges of variable fields need their
+		 * layout (block_tables_known) */
+		: c->has_variable && !c->has_zstd && !c->ranges.sec
+		? "no layout read at open"
+		: c->ranges.on && !ranges_device_suits(c)
+		? "record ranges copied on the CPU"
+		: c->cache.all && !c->ranges.all
+		? "the cache holds the dataset"
+		: v && strcmp(v, "0") == 0 ? "SLUICE_STAGING=0" : NULL;
+	if (p->off_why)
 		return 0;
 	/* At most the room, leaving a batch's blocks or every range batch
 	 * in flight (what the budget promised); the read-ahead has the
@@ -109,15 +115,19 @@ int stage_open(struct loader_core *c)
 		    (uint64_t)n * bytes <= c->io_bytes &&
 		    c->io_bytes - (uint64_t)n * bytes >= keep)
 			break;
-		if (n > 1)
+		if (n > 1) {
 			n--;
-		else if (pieces > 1)
+		} else if (pieces > 1) {
 			pieces /= 2;
-		else
+		} else {
+			p->off_why = "no room in the io memory";
 			return 0;
+		}
 	}
-	if (pool_alloc(&c->io_pool, (uint64_t)n * bytes, &p->off))
+	if (pool_alloc(&c->io_pool, (uint64_t)n * bytes, &p->off)) {
+		p->off_why = "no room in the io pool";
 		return 0;
+	}
 	p->pool_bytes = (uint64_t)n * bytes;
 	p->free = calloc(n, sizeof(*p->free));
 	if (!p->free)

@@ -19,6 +19,7 @@ struct slot;
  * open; the free list [mu]. */
 struct stage_pool {
 	int on;
+	const char *off_why;    /* why not, where the gathers are on */
 	uint8_t *base;
 	uint64_t off;           /* in the io pool */
 	uint64_t pool_bytes;    /* all the buffers' */

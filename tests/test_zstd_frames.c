@@ -13,7 +13,7 @@
  * and a byte flipped that zstd fails on, the seal left as it was: a
  * damaged block is corrupt data in each, whatever zstd made of it.
  * A refused block fails the loader with the shard's path and the block's
- * offset; the batches before it are delivered whole.
+ * offset (block 0 comes first: no batch is delivered before it).
  */
 #define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_c_contentSizeFlag is stable */
 #include <zstd.h>
