@@ -8,10 +8,10 @@
  * A block: each part of it (4 MiB) is pread() into a staging buffer
  * while the CPU's cache holds it and uploaded from there (stage.c says
  * when a block is fetched), and the parts of one block go to whichever
- * workers are free, the oldest block's first.  Of a block's bytes only
- * its variable fields' offsets tables are copied to the host.  A worker reads its next
+ * workers are free, the oldest block's first.  A worker reads its next
  * part while the last one's copy runs, and then waits for that copy:
- * one upload in flight per worker, two staging buffers.
+ * one upload in flight per worker, two staging buffers.  Of a block's
+ * bytes only its variable fields' offsets tables reach the host.
  *
  * Why not the ring: a page-cache read is a CPU copy whoever makes it.
  * Through the ring, io_uring's workers copied each piece, the I/O thread

@@ -169,9 +169,9 @@ uint64_t gather_plan(struct loader_core *c, struct slot *s)
 }
 
 /* The variable fields' offsets or lengths, which the host wrote into the
- * batch (assemble.c), to its device memory: after the gather, which
- * waits for the slot's last copy before it rewrites the slot's run table
- * (cuda_device.c), so that this copy's wait is not the gather's. */
+ * batch (assemble.c), to its device memory, on the same stream.  After
+ * the gather: the gather first waits for the slot's last copy, its run
+ * table's last reader (cuda_device.c), which would be this one. */
 static int copy_variable_index(struct loader_core *c, struct slot *s)
 {
 	const struct shard_schema *sc = &c->ds->schema;
