@@ -238,8 +238,8 @@ static int fetch_layout_open(struct loader_core *c, char *err,
 	return 0;
 }
 
-/* Where block @g's offsets tables lie is known since open (load_layout),
- * or it has none. */
+/* Where block @g's offsets tables lie is known since open (load_layout,
+ * fetch_layout_open), or it has none. */
 int block_tables_known(const struct loader_core *c, uint64_t g)
 {
 	return !c->has_variable ||

@@ -41,9 +41,11 @@ struct stage_pool {
  * its upload and checksummed there.  0 or -ENOMEM. */
 int stage_open(struct loader_core *c);
 void stage_close(struct loader_core *c);
+/* A staging buffer's bytes, unless memory is tight (stage_open): what
+ * a record range must fit before the device opens (ranges_device_suits). */
+uint64_t stage_buffer_nominal(void);
 /* Before the device opens: the staging buffers where every record is
  * read by range and may go to the device (ranges_device_init). */
-uint64_t stage_buffer_nominal(void);
 uint64_t stage_ranges_want(const struct loader_core *c);
 /* Before @e's read (entry_prepare_read): whether the workers fetch it
  * (fetch.on), when its block goes only to the device. [mu] */
