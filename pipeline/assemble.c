@@ -315,12 +315,13 @@ static uint64_t copy_part(struct loader_core *c, struct slot *s, uint32_t lo,
 static void slot_finish(struct loader_core *c, struct slot *s)
 {
 	char dev_msg[256] = "";
+	const char *step = "copy";
 	int r = 0, idle;
 
 	/* Before its blocks are unpinned: an upload into their io memory
 	 * then waits for this gather (gather.c). */
 	if (s->place == PLACE_GATHER && !s->error) {
-		r = gather_submit(c, s);
+		r = gather_submit(c, s, &step);
 		if (r)
 			device_last_error(c->dev, dev_msg, sizeof(dev_msg));
 	}
@@ -354,8 +355,7 @@ static void slot_finish(struct loader_core *c, struct slot *s)
 	core_lock(c);
 	if (r)
 		loader_fail_locked(c, r, "%s of batch %llu on the device failed%s%s",
-				   s->place == PLACE_GATHER ? "gather" : "copy",
-				   (unsigned long long)s->batch,
+				   step, (unsigned long long)s->batch,
 				   dev_msg[0] ? ": " : "", dev_msg);
 	if (s->error)
 		loader_fail_locked(c, s->error, "batch %llu failed",

@@ -189,8 +189,9 @@ static int copy_variable_index(struct loader_core *c, struct slot *s)
 		 : 0;
 }
 
-/* Enqueue the batch's gather; before its blocks are unpinned. */
-int gather_submit(struct loader_core *c, struct slot *s)
+/* Enqueue the batch's gather; before its blocks are unpinned.  On a
+ * failure, *@step names the step that failed, for the loader's message. */
+int gather_submit(struct loader_core *c, struct slot *s, const char **step)
 {
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), bytes = 0;
 	int r;
@@ -199,16 +200,21 @@ int gather_submit(struct loader_core *c, struct slot *s)
 		bytes += tensor_bytes(&s->tensors[k]);
 	/* the range records' resident fields, beside their uploaded
 	 * ranges (ranges.device) */
+	*step = "upload of the resident fields of its records read by range";
 	r = s->ranges.resident_len
 		? gather_upload(c, s->ranges.buf + s->ranges.resident_off,
 				s->ranges.buf + s->ranges.resident_off,
 				s->ranges.resident_len)
 		: 0;
-	if (!r)
+	if (!r) {
+		*step = "gather";
 		r = device_gather_slot(c->dev, s->id, s->gather.runs,
 				       s->gather.nruns);
-	if (!r)
+	}
+	if (!r) {
+		*step = "copy of the variable fields' offsets or lengths";
 		r = copy_variable_index(c, s);
+	}
 	/* Assembly's CPU: enqueueing on a GPU, the whole memcpy on the
 	 * host (ON there). */
 	atomic_fetch_add(&c->cpu_assemble_ns, thread_cpu_ns() - cpu0);

@@ -41,7 +41,7 @@ int slot_gathers(const struct loader_core *c, const struct slot *s);
 void gather_run_append(struct gather_run *runs, uint32_t *n, uint64_t src,
 		       uint64_t dst, uint64_t len);
 uint64_t gather_plan(struct loader_core *c, struct slot *s);
-int gather_submit(struct loader_core *c, struct slot *s);
+int gather_submit(struct loader_core *c, struct slot *s, const char **step);
 /* @len bytes to @io's device mirror, from @src: @io itself, or the
  * staging buffer a fetched part landed in (fetch.c). */
 int gather_upload(struct loader_core *c, const uint8_t *io, const uint8_t *src,

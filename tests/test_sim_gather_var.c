@@ -16,13 +16,14 @@
  * in the staging buffers and uploaded from there (ranges.device), for a
  * dataset whose one other field is kept resident; and raw blocks fetched
  * through the staging buffers, only their offsets tables copied to the
- * host (fetch.c).
+ * host (fetch.c), one of them from two parts.
  *
  * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it,
  * SLUICE_SIM_STRESS=K runs K seeds.
  */
 #include "format_util.h"       /* tu_field */
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
+#include "shard_patch.h"       /* sp_block0 */
 #include "sim_util.h"
 #include "sluice_tools.h"     /* SLUICE_DEVICE_GATHER_ON */
 
@@ -37,8 +38,19 @@
 static uint64_t g_long_at = UINT64_MAX;
 #define LONG_ITEMS ((6u << 20) / 6)
 
+/* Every record the same (the split case): 100 records of 62,446 bytes
+ * fill a 6 MiB block, where v's values end 1,296 bytes before its
+ * second 4 MiB part, and w's offsets table (808 bytes, after the 800 of
+ * the labels) starts 496 bytes before the part ends. */
+static int g_split;
+#define SPLIT_V_ITEMS 6987u
+#define SPLIT_W 20500u
+#define PART_BYTES (4u << 20) /* a staging buffer's (stage.c) */
+
 static uint64_t v_items(uint64_t i)
 {
+	if (g_split)
+		return SPLIT_V_ITEMS;
 	return i == g_long_at ? LONG_ITEMS : (i * 7) % 17;
 }
 
@@ -46,7 +58,27 @@ static uint64_t g_w_max;       /* w's values: shorter than this */
 
 static uint64_t w_bytes(uint64_t i)
 {
+	if (g_split)
+		return SPLIT_W;
 	return (i * 13) % 5 ? 40 + (i * 2731) % g_w_max : 0;
+}
+
+/* The split dataset's block 0 has w's offsets table across the end of
+ * its first part: else the case tests nothing new. */
+static void assert_w_table_split(const char *dir)
+{
+	struct dls_index_entry_disk e;
+	uint8_t *blk = sp_block0(dir, &e);
+	uint64_t n = e.record_count, v_end, w_table;
+
+	memcpy(&v_end, blk + n * 8, 8);  /* v's offsets[n] */
+	w_table = (((n + 1) * 8 + v_end + 7) & ~7ull) + n * 8;
+	if (!(w_table < PART_BYTES && w_table + (n + 1) * 8 > PART_BYTES))
+		T_FAIL_AT("w's offsets table is at [%llu, %llu) of a block of %llu records, not across %u",
+			  (unsigned long long)w_table,
+			  (unsigned long long)(w_table + (n + 1) * 8),
+			  (unsigned long long)n, PART_BYTES);
+	free(blk);
 }
 
 static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
@@ -377,7 +409,9 @@ static void copy_fault_case(sluice_dataset *ds, int64_t stream)
 		T_EQ(c.batches, 1);
 		T_EQ(c.bad, 0);
 		sluice_loader_error(ld, msg, sizeof(msg));
-		T_CONTAINS(msg, "gather of batch 1");
+		T_CONTAINS(msg, nth == 3 ? "gather of batch 1"
+			   : "copy of the variable fields' offsets or lengths"
+			     " of batch 1");
 		snprintf(want, sizeof(want), "simulated %s %llu",
 			 nth == 3 ? "gather" : "copy",
 			 (unsigned long long)nth);
@@ -397,22 +431,28 @@ int main(void)
 	char *dir = fx_tmpdir();
 	uint64_t seed = sim_first_seed();
 	unsigned rounds = sim_rounds(1);
-	static const char *const name[5] = { "raw", "zstd", "one", "big",
-					     "long" };
-	char path[5][600], what[128];
-	sluice_dataset *ds[5];
+	static const char *const name[6] = { "raw", "zstd", "one", "big",
+					     "long", "split" };
+	char path[6][600], what[128];
+	sluice_dataset *ds[6];
 
-	/* small blocks; a dataset of large blocks (device-checked,
-	 * DEVICE_CHECK_MIN, so fetched) larger than its loaders' budget;
+	/* small blocks; datasets of large blocks (device-checked,
+	 * DEVICE_CHECK_MIN, so fetched) larger than their loaders'
+	 * budget, one of them with w's offsets table across two parts;
 	 * and one with a value longer than a staging buffer */
-	for (int z = 0; z < 5; z++) {
+	for (int z = 0; z < 6; z++) {
+		int big = z == 3 || z == 5;
+
 		snprintf(path[z], sizeof(path[z]), "%s/%s", dir, name[z]);
 		g_long_at = z == 4 ? 7 : UINT64_MAX;
-		write_var(path[z], z == 1, z >= 2 && z != 3,
-			  z == 3 ? W_BIG : 211, z == 3 ? 6u << 20 : 8192);
+		g_split = z == 5;
+		write_var(path[z], z == 1, z >= 2 && !big,
+			  z == 3 ? W_BIG : 211, big ? 6u << 20 : 8192);
 		T_OK(sluice_dataset_open(path[z], &ds[z]));
 	}
 	g_long_at = UINT64_MAX;
+	g_split = 0;
+	assert_w_table_split(path[5]);
 	for (unsigned round = 0; round < rounds; round++) {
 		int64_t s;
 
@@ -456,13 +496,19 @@ int main(void)
 		gather_case(ds[3], SLUICE_SHUFFLE_NONE, s,
 			    "raw, none, blocks fetched, flat, verify off");
 		g_no_verify = 0;
+		/* w's offsets table copied to the host from two parts
+		 * (copy_tables) */
+		g_split = 1;
+		both_pads(ds[5], SLUICE_SHUFFLE_NONE, s,
+			  "raw, none, blocks fetched, a table across parts");
+		g_split = 0;
 		g_fetch = 0;
 		g_w_max = 211;
 		restart_case(ds[0], s);
 		copy_fault_case(ds[0], s);
 		sim_stream_destroy(s);
 	}
-	for (int z = 0; z < 5; z++)
+	for (int z = 0; z < 6; z++)
 		sluice_dataset_close(ds[z]);
 	fx_rmrf(dir);
 	free(dir);
