@@ -1,5 +1,5 @@
 /*
- * shard_patch.h - block 0 of a dataset's first shard rewritten so that
+ * shard_patch.h - a block of a dataset's first shard rewritten so that
  * it verifies again: its stored bytes (in its own place, no longer than
  * the room before the next block), its size and XXH3 in the index, the
  * index's XXH3 in the header, the header's, and the manifest's records
@@ -69,9 +69,9 @@ static inline void sp_shard0(const char *dir, char *path, size_t len)
 	T_EQ(access(path, R_OK), 0);
 }
 
-/* Block 0's stored bytes, malloc'd; its index entry in *@e. */
-static inline uint8_t *sp_block0(const char *dir,
-				 struct dls_index_entry_disk *e)
+/* Block @k's stored bytes, malloc'd; its index entry in *@e. */
+static inline uint8_t *sp_block(const char *dir, uint32_t k,
+				struct dls_index_entry_disk *e)
 {
 	struct dls_header_disk h;
 	char path[1024];
@@ -82,7 +82,9 @@ static inline uint8_t *sp_block0(const char *dir,
 	fd = open(path, O_RDONLY);
 	T_ASSERT(fd >= 0);
 	T_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	T_EQ(pread(fd, e, sizeof(*e), (off_t)h.index_offset),
+	T_LT(k, h.block_count);
+	T_EQ(pread(fd, e, sizeof(*e),
+		   (off_t)(h.index_offset + (uint64_t)k * sizeof(*e))),
 	     (ssize_t)sizeof(*e));
 	blk = malloc(e->stored_size ? e->stored_size : 1);
 	T_ASSERT(blk != NULL);
@@ -92,10 +94,11 @@ static inline uint8_t *sp_block0(const char *dir,
 	return blk;
 }
 
-/* Block 0 becomes @stored (@len bytes, at most @room: the bytes before
- * the next block), sealed. */
-static inline void sp_rewrite_block0(const char *dir, const void *stored,
-				     uint64_t len, uint64_t room)
+/* Block @k becomes @stored (@len bytes, at most @room: the bytes
+ * before the next block), sealed. */
+static inline void sp_rewrite_block(const char *dir, uint32_t k,
+				    const void *stored, uint64_t len,
+				    uint64_t room)
 {
 	struct dls_index_entry_disk e;
 	struct dls_header_disk h;
@@ -115,12 +118,13 @@ static inline void sp_rewrite_block0(const char *dir, const void *stored,
 	T_ASSERT(index != NULL);
 	T_EQ(pread(fd, index, h.index_length, (off_t)h.index_offset),
 	     (ssize_t)h.index_length);
-	memcpy(&e, index, sizeof(e));
+	T_LT(k, h.block_count);
+	memcpy(&e, index + (uint64_t)k * sizeof(e), sizeof(e));
 	T_EQ(pwrite(fd, stored, len, (off_t)e.offset), (ssize_t)len);
 	delta = (int64_t)len - (int64_t)e.stored_size;
 	e.stored_size = len;
 	e.checksum = XXH3_64bits(stored, len);
-	memcpy(index, &e, sizeof(e));
+	memcpy(index + (uint64_t)k * sizeof(e), &e, sizeof(e));
 	h.index_checksum = XXH3_64bits(index, h.index_length);
 	memcpy(page, &h, sizeof(h));
 	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
@@ -134,13 +138,13 @@ static inline void sp_rewrite_block0(const char *dir, const void *stored,
 	sp_relist(dir, old, sum, delta);
 }
 
-/* Block 0 sealed again after its bytes were patched in place. */
-static inline void sp_reseal_block0(const char *dir)
+/* Block @k sealed again after its bytes were patched in place. */
+static inline void sp_reseal_block(const char *dir, uint32_t k)
 {
 	struct dls_index_entry_disk e;
-	uint8_t *blk = sp_block0(dir, &e);
+	uint8_t *blk = sp_block(dir, k, &e);
 
-	sp_rewrite_block0(dir, blk, e.stored_size, e.stored_size);
+	sp_rewrite_block(dir, k, blk, e.stored_size, e.stored_size);
 	free(blk);
 }
 

@@ -1207,7 +1207,7 @@ static void check_shard_bound(const char *dir)
 	expect_corrupt_stream(ds, 1, 0, path);
 	sluice_dataset_close(ds[0]);
 
-	sp_reseal_block0(a);
+	sp_reseal_block(a, 0);
 	snprintf(merged, sizeof(merged), "%s/merged-sealed", dir);
 	T_OK(sluice_merge(parts, 2, merged, 0, NULL, msg, sizeof(msg)));
 	T_OK(sluice_dataset_open(merged, &ds[0]));

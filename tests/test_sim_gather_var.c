@@ -23,7 +23,7 @@
  */
 #include "format_util.h"       /* tu_field */
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
-#include "shard_patch.h"       /* sp_block0 */
+#include "shard_patch.h"       /* sp_block */
 #include "sim_util.h"
 #include "sluice_tools.h"     /* SLUICE_DEVICE_GATHER_ON */
 
@@ -68,7 +68,7 @@ static uint64_t w_bytes(uint64_t i)
 static void assert_w_table_split(const char *dir)
 {
 	struct dls_index_entry_disk e;
-	uint8_t *blk = sp_block0(dir, &e);
+	uint8_t *blk = sp_block(dir, 0, &e);
 	uint64_t n = e.record_count, v_end, w_table;
 
 	memcpy(&v_end, blk + n * 8, 8);  /* v's offsets[n] */

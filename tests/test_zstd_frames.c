@@ -13,7 +13,8 @@
  * and a byte flipped that zstd fails on, the seal left as it was: a
  * damaged block is corrupt data in each, whatever zstd made of it.
  * A refused block fails the loader with the shard's path and the block's
- * offset (block 0 comes first: no batch is delivered before it).
+ * offset.  Each refused craft is made of block 2 too: the batches
+ * delivered before it are the writer's records, none after it.
  */
 #define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_c_contentSizeFlag is stable */
 #include <zstd.h>
@@ -94,12 +95,12 @@ static const char *const craft_name[NCRAFTS] = {
 	"a byte of a block header flipped, not resealed" };
 static const int refused[NCRAFTS] = { 0, 0, 0, 1, 1, 1, 1, 1, 1 };
 
-/* Block 0 of @dir becomes @c's frames of new content: 5/8 random
+/* Block @at of @dir becomes @c's frames of new content: 5/8 random
  * (stored as it is: over a 4 MiB part), the rest zeros. */
-static void craft_block0(const char *dir, enum craft c)
+static void craft_block(const char *dir, uint32_t at, enum craft c)
 {
 	struct dls_index_entry_disk e;
-	uint8_t *old = sp_block0(dir, &e), *raw, *out;
+	uint8_t *old = sp_block(dir, at, &e), *raw, *out;
 	uint64_t raw_size = e.raw_size, room = e.stored_size, x = 7;
 	size_t cap = ZSTD_compressBound(raw_size) + 64, n = 0;
 
@@ -129,19 +130,19 @@ static void craft_block0(const char *dir, enum craft c)
 		n -= 100;
 	if (c == BAD_CHECKSUM)
 		out[n - 1] ^= 1;        /* the frame's XXH64 bits */
-	sp_rewrite_block0(dir, out, n, room);
+	sp_rewrite_block(dir, at, out, n, room);
 	if (c == BIT_ROT) {
 		/* after the seal: the first zstd block's size, high bits;
 		 * zstd fails on it, and so does the block's checksum */
-		size_t at = ZSTD_frameHeaderSize(out, n) + 2;
+		size_t flip = ZSTD_frameHeaderSize(out, n) + 2;
 		char shard[1024];
-		uint8_t b = out[at] ^ 0x80;
+		uint8_t b = out[flip] ^ 0x80;
 		int fd;
 
 		sp_shard0(dir, shard, sizeof(shard));
 		fd = open(shard, O_WRONLY);
 		T_ASSERT(fd >= 0);
-		T_EQ(pwrite(fd, &b, 1, (off_t)(e.offset + at)), 1);
+		T_EQ(pwrite(fd, &b, 1, (off_t)(e.offset + flip)), 1);
 		close(fd);
 	}
 	free(old);
@@ -207,23 +208,42 @@ static void run(sluice_dataset *ds, enum path p, struct outcome *o)
 	T_OK(unsetenv("SLUICE_STAGED_DECODE") ? -1 : 0);
 }
 
-static void check_craft(const char *root, const char *pristine, enum craft c)
+/* The first @len bytes delivered are the writer's records. */
+static void check_written(const uint8_t *bytes, uint64_t len)
 {
-	char dir[700], cmd[1500], shard[1024];
+	for (uint64_t k = 0; k < len; k++)
+		if (bytes[k] != ref_byte(k / VALUE, k % VALUE))
+			T_FAIL_AT("record %llu byte %llu: %u, not %u",
+				  (unsigned long long)(k / VALUE),
+				  (unsigned long long)(k % VALUE), bytes[k],
+				  ref_byte(k / VALUE, k % VALUE));
+}
+
+/* Craft @c made of block @at of a copy of @pristine, through each path. */
+static void check_craft(const char *root, const char *pristine, enum craft c,
+			uint32_t at)
+{
+	char dir[700], cmd[1500], shard[1024], where[64];
+	struct dls_index_entry_disk e;
 	struct outcome o[NPATHS];
 	sluice_dataset *ds = NULL;
+	uint8_t *blk;
 
-	snprintf(dir, sizeof(dir), "%s/craft-%d", root, (int)c);
+	snprintf(dir, sizeof(dir), "%s/craft-%d-%u", root, (int)c, at);
 	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", pristine, dir);
 	T_EQ(system(cmd), 0);
-	craft_block0(dir, c);
+	craft_block(dir, at, c);
 	sp_shard0(dir, shard, sizeof(shard));
+	blk = sp_block(dir, at, &e);
+	free(blk);
+	snprintf(where, sizeof(where), "block %u: offset %llu", at,
+		 (unsigned long long)e.offset);
 	T_OK(sluice_dataset_open(dir, &ds));
 	for (int p = 0; p < NPATHS; p++) {
 		run(ds, (enum path)p, &o[p]);
-		printf("%s, %s: %s after %llu batches%s%s\n", craft_name[c],
-		       path_name[p], o[p].r == SLUICE_EOF ? "whole"
-		       : sluice_strerror(o[p].r),
+		printf("%s, block %u, %s: %s after %llu batches%s%s\n",
+		       craft_name[c], at, path_name[p],
+		       o[p].r == SLUICE_EOF ? "whole" : sluice_strerror(o[p].r),
 		       (unsigned long long)o[p].batches, o[p].r ? ": " : "",
 		       o[p].r == SLUICE_EOF ? "" : o[p].msg);
 		/* refused the same way: corrupt, or zstd's error */
@@ -232,12 +252,15 @@ static void check_craft(const char *root, const char *pristine, enum craft c)
 			T_ASSERT(o[p].r == -SLUICE_ECORRUPT ||
 				 o[p].r == -SLUICE_EZSTD);
 			T_CONTAINS(o[p].msg, shard);
-			T_CONTAINS(o[p].msg, "block 0: offset 4096");
+			T_CONTAINS(o[p].msg, where);
+			/* nothing of the refused block or after it */
+			T_ASSERT(o[p].len <= (uint64_t)e.first_record * VALUE);
+			check_written(o[p].bytes, o[p].len);
 		} else {
 			T_EQ(o[p].r, SLUICE_EOF);
 			T_EQ(o[p].len, (uint64_t)NREC * VALUE);
 		}
-		/* the same bytes, as far as each went: block 0 is first */
+		/* the same bytes, as far as each went */
 		T_MEMEQ(o[p].bytes, o[HOST].bytes,
 			o[p].len < o[HOST].len ? o[p].len : o[HOST].len);
 	}
@@ -258,8 +281,11 @@ int main(void)
 	sim_use_seed(sim_first_seed());
 	snprintf(pristine, sizeof(pristine), "%s/pristine", root);
 	write_data(pristine);
-	for (int c = 0; c < NCRAFTS; c++)
-		check_craft(root, pristine, (enum craft)c);
+	for (int c = 0; c < NCRAFTS; c++) {
+		check_craft(root, pristine, (enum craft)c, 0);
+		if (refused[c])
+			check_craft(root, pristine, (enum craft)c, 2);
+	}
 	fx_rmrf(root);
 	free(root);
 	sim_done();
