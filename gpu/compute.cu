@@ -40,6 +40,9 @@ extern "C" cudaError_t cuda_spin_async(cudaStream_t stream, double ms)
 		return e;
 	if (sms <= 0)
 		sms = 1;
+	/* as cuda_gather_async: this launch's error, not an earlier one
+	 * of this thread's (a caller's, say) */
+	(void)cudaGetLastError();
 	spin_kernel<<<sms, 32, 0, stream>>>((unsigned long long)(ms * 1e6));
 	return cudaGetLastError();
 }

@@ -65,14 +65,55 @@ static struct cuda_device *to_cuda(struct device *d)
 	return (struct cuda_device *)d;
 }
 
+typedef int (*cu_ctx_get_current_fn)(void **ctx);
+
+static cu_ctx_get_current_fn ctx_get_current;
+static pthread_once_t ctx_get_current_once = PTHREAD_ONCE_INIT;
+
+static void find_ctx_get_current(void)
+{
+	/* the driver the runtime loaded; never closed */
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+
+	if (h)
+		*(void **)&ctx_get_current = dlsym(h, "cuCtxGetCurrent");
+}
+
+/*
+ * Whether the calling thread has a CUDA context current: a device of its
+ * own to go back to.  cudaGetDevice() says 0 on a thread that never used
+ * CUDA, and since CUDA 12 cudaSetDevice(0) creates device 0's primary
+ * context (hundreds of MiB on GPU 0) - in every rank of a multi-GPU job,
+ * from the loader's own threads, were that "0" restored.  Unknown (no
+ * cuCtxGetCurrent): yes, as before.
+ */
+static int thread_has_context(void)
+{
+	void *ctx = NULL;
+
+	pthread_once(&ctx_get_current_once, find_ctx_get_current);
+	if (!ctx_get_current)
+		return 1;
+	return ctx_get_current(&ctx) != 0 || ctx != NULL;
+}
+
+/* The device to give back to the caller: @prev, or -1 where the thread
+ * had none (the loader's device then stays current). */
+static int device_to_restore(int prev)
+{
+	return thread_has_context() ? prev : -1;
+}
+
 /* Make the loader's GPU current without changing the caller's: release
  * may run on a user thread that works on another device. */
 static int enter(struct cuda_device *cd, int *prev)
 {
 	cudaError_t e = cudaGetDevice(prev);
 
-	if (e == cudaSuccess && *prev != cd->id)
+	if (e == cudaSuccess && *prev != cd->id) {
+		*prev = device_to_restore(*prev);
 		e = cudaSetDevice(cd->id);
+	}
 	if (e != cudaSuccess) {
 		device_record_error(&cd->base, "cudaSetDevice(%d): %s", cd->id,
 				    cudaGetErrorString(e));
@@ -83,7 +124,7 @@ static int enter(struct cuda_device *cd, int *prev)
 
 static void leave(struct cuda_device *cd, int prev)
 {
-	if (prev != cd->id)
+	if (prev >= 0 && prev != cd->id)
 		(void)cudaSetDevice(prev);
 }
 
@@ -189,10 +230,12 @@ int cuda_device_probe(int id, char *why, size_t whylen)
 	 * out of memory): creating it here is what "usable" means. */
 	if (cudaGetDevice(&prev) != cudaSuccess)
 		prev = id;
+	else if (prev != id)
+		prev = device_to_restore(prev);
 	e = cudaSetDevice(id);
 	if (e == cudaSuccess)
 		e = cudaFree(NULL);
-	if (prev != id)
+	if (prev >= 0 && prev != id)
 		(void)cudaSetDevice(prev);
 	if (e != cudaSuccess) {
 		device_set_err(why, whylen, "device %d: %s", id,
@@ -210,7 +253,8 @@ static void teardown(struct cuda_device *cd)
 	int k, prev = cd->id;
 	uint32_t i;
 
-	(void)cudaGetDevice(&prev);
+	if (cudaGetDevice(&prev) == cudaSuccess && prev != cd->id)
+		prev = device_to_restore(prev);
 	(void)cudaSetDevice(cd->id);
 	if (cd->copy_stream)
 		(void)cudaStreamSynchronize(cd->copy_stream);
@@ -237,7 +281,7 @@ static void teardown(struct cuda_device *cd)
 		(void)cudaHostUnregister(cd->base.arena.base);
 	arena_unmap(&cd->base.arena);
 	device_base_fini(&cd->base);
-	if (prev != cd->id)
+	if (prev >= 0 && prev != cd->id)
 		(void)cudaSetDevice(prev);
 	free(cd);
 }
@@ -517,6 +561,12 @@ static int cuda_slot_release(struct device *d, uint32_t i)
 	}
 	if (e != cudaSuccess) {
 		r = fail(cd, i, "cudaEventRecord on the consumer stream", e);
+		/* The copy stream may not wait for every consumer, and the
+		 * memory goes back to the budget all the same (the caller
+		 * cannot keep it): wait for the whole device, as for streams
+		 * past SLOT_STREAMS, so that no later copy overwrites a
+		 * batch still being read. */
+		(void)cudaDeviceSynchronize();
 	} else if (s->overflow) {
 		/* Streams we could not track: waiting for the whole device
 		 * is slow but can never let a copy overwrite a slot in use. */
@@ -691,6 +741,8 @@ int cuda_device_open(const struct device_config *cfg, int id,
 	/* Set up on @id, then give the caller back its own current device. */
 	if (cudaGetDevice(&prev) != cudaSuccess)
 		prev = id;
+	else if (prev != id)
+		prev = device_to_restore(prev);
 	what = "cudaSetDevice";
 	e = cudaSetDevice(id);
 	if (e != cudaSuccess)
@@ -768,7 +820,7 @@ int cuda_device_open(const struct device_config *cfg, int id,
 		if (e != cudaSuccess)
 			goto fail_cuda;
 	}
-	if (prev != id)
+	if (prev >= 0 && prev != id)
 		(void)cudaSetDevice(prev);
 	*out = &cd->base;
 	return 0;
@@ -780,7 +832,7 @@ fail_cuda:
 	r = -SLUICE_ECUDA;
 fail:
 	teardown(cd);
-	if (prev != id)
+	if (prev >= 0 && prev != id)
 		(void)cudaSetDevice(prev);
 	return r;
 }
