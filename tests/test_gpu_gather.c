@@ -178,19 +178,25 @@ static void check_kernel(void)
 	want = calloc(half, 1);
 	got = malloc(half);
 	T_ASSERT(want && got);
-	/* Odd and aligned sources, destinations and lengths; one run of
-	 * 3 MiB (cut into pieces), one of 0 bytes; every 4th one zeros
-	 * (GATHER_ZEROS), one of them of 1 MiB (cut too). */
+	/* Odd and aligned sources, destinations and lengths (every 3rd
+	 * both aligned, the next both off by the same bytes: a head,
+	 * vectors and a tail); one run of 3 MiB (cut into pieces), one of
+	 * 0 bytes; every 4th one zeros (GATHER_ZEROS), one of them of
+	 * 1 MiB (cut too), one of 9 bytes across a 16-byte boundary. */
 	while (n < 64 && dst < 2 * half - (4u << 20)) {
 		uint64_t len, src;
 
 		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
 		len = n == 5 ? (3u << 20) : n == 9 ? 0 : n == 12 ? (1u << 20)
-						      : (rng >> 40) % 70000;
+			: n == 8 ? 9 : (rng >> 40) % 70000;
 		src = (rng >> 20) % (half - len);
 		if (n % 3 == 0) {
 			src &= ~(uint64_t)15;
 			dst = (dst + 15) & ~(uint64_t)15;
+		} else if (n % 3 == 1) {
+			src = (src & ~(uint64_t)15) | (dst & 15);
+			if (src + len > half)
+				src -= 16;
 		}
 		if (n % 4 == 0)
 			src = GATHER_ZEROS;     /* want is zeros already */
@@ -208,10 +214,21 @@ static void check_kernel(void)
 	T_OK(device_slot_wait_copied(d, 1));
 	T_EQ(cudaMemcpy(got, device_mirror_ptr(d, arena + half), half,
 			cudaMemcpyDeviceToHost), cudaSuccess);
-	/* bytes no run wrote are whatever cudaMalloc gave: compare runs */
 	for (unsigned k = 0; k < n; k++)
 		T_MEMEQ(got + (runs[k].dst - half), want + (runs[k].dst - half),
 			runs[k].len);
+	/* and the bytes no run covers (runs lie in order, apart) are the
+	 * poison still: nothing written past a run's end */
+	for (uint64_t at = 0, k = 0; k <= n; k++) {
+		uint64_t end = k < n ? runs[k].dst - half : half;
+
+		for (; at < end; at++)
+			if (got[at] != 0xa5)
+				T_FAIL_AT("batch mirror byte %llu, outside every run, is %#x",
+					  (unsigned long long)at, got[at]);
+		if (k < n)
+			at = end + runs[k].len;
+	}
 	free(want);
 	free(got);
 	device_close(d);
