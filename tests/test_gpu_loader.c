@@ -16,6 +16,11 @@
  * - Variable-size fields gathered on the GPU (raw blocks), flat and
  *   padded (the kernel's zero runs), equal the host path's bytes.
  *
+ * SLUICE_GPU_LOADER_QUICK=1 (under compute-sanitizer, whose racecheck
+ * makes the checksum kernel slow): each kind of device work once - the
+ * zstd content check, the padded variable gather, fetches with block
+ * and full shuffle.
+ *
  * Skips (77) without CUDA or without a GPU, unless SLUICE_REQUIRE_GPU=1,
  * where that is a failure.
  */
@@ -317,6 +322,7 @@ static void check_stream_safety(sluice_dataset *ds)
 
 int main(void)
 {
+	const int quick = getenv("SLUICE_GPU_LOADER_QUICK") != NULL;
 	char *dir = fx_tmpdir();
 	char path[600];
 	sluice_dataset *ds = NULL;
@@ -325,15 +331,18 @@ int main(void)
 	fx_write(path, N, 65536, 3, 0);
 	T_OK(sluice_dataset_open(path, &ds));
 	check_content(ds, 0);
-	check_content(ds, FB_PAGEABLE);
-	check_content(ds, FB_PLAIN_READS);
-	check_stream_safety(ds);
+	if (!quick) {
+		check_content(ds, FB_PAGEABLE);
+		check_content(ds, FB_PLAIN_READS);
+		check_stream_safety(ds);
+	}
 	sluice_dataset_close(ds);
 	/* raw blocks: the batches, variable field and all, are gathered */
 	snprintf(path, sizeof(path), "%s/raw", dir);
 	fx_write(path, N, 65536, 0, 0);
 	T_OK(sluice_dataset_open(path, &ds));
-	T_LT(0, check_content(ds, 0));
+	if (!quick)
+		T_LT(0, check_content(ds, 0));
 	pad_length = 7;         /* shorter than some values: cut */
 	T_LT(0, check_content(ds, 0));
 	pad_length = 0;
@@ -341,7 +350,8 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/fixed", dir);
 	write_fixed(path);
 	check_staged(path, 2, SLUICE_SHUFFLE_BLOCK);   /* as test_stream's */
-	check_staged(path, 1, SLUICE_SHUFFLE_BLOCK);
+	if (!quick)
+		check_staged(path, 1, SLUICE_SHUFFLE_BLOCK);
 	check_staged(path, 2, SLUICE_SHUFFLE_FULL);
 	fx_rmrf(dir);
 	free(dir);

@@ -1,8 +1,8 @@
 #!/bin/sh
-# The GPU tests (device layer and loader) under compute-sanitizer's
-# memcheck and racecheck; the device gather test (its quick part: the
-# kernel, raw data, window shuffle) under memcheck (its kernel uses no
-# shared memory, racecheck's domain).  Skips where the GPU tests themselves skip (no
+# The GPU tests (device layer and loader, its quick cases) under
+# compute-sanitizer's memcheck and racecheck; the device gather test (its
+# quick part: the kernel, raw data, window shuffle) under memcheck (its
+# kernel uses no shared memory, racecheck's domain).  Skips where the GPU tests themselves skip (no
 # GPU, CUDA=0) or the sanitizer is not installed; with
 # SLUICE_REQUIRE_GPU=1 (make test-gpu) a missing sanitizer is a failure.
 BUILD=${BUILD:-build}
@@ -19,10 +19,12 @@ if [ ! -x "$cs" ]; then
 	[ "$SLUICE_REQUIRE_GPU" = 1 ] && { echo "compute-sanitizer not found"; exit 1; }
 	echo "skip: compute-sanitizer not installed"; exit 77
 fi
+# test_gpu_loader's quick cases: each kind of device work once
 for t in "$BUILD/tests/test_gpu" "$BUILD/tests/test_gpu_loader"; do
 	for tool in memcheck racecheck; do
 		echo "== $tool $t ($(date +%T))"
-		"$cs" --tool "$tool" --error-exitcode 3 "$t" ||
+		SLUICE_GPU_LOADER_QUICK=1 \
+			"$cs" --tool "$tool" --error-exitcode 3 "$t" ||
 			{ echo "$tool found errors in $t"; exit 1; }
 	done
 done
