@@ -410,6 +410,10 @@ def main():
             # the device's checks
             rows.append(("defaults-host-checks",
                          base + ["--shuffle", "none", "--host-checks"]))
+            # no checksums: what the device's checks cost the workers,
+            # who wait for each (check_threads_busy), side by side
+            rows.append(("defaults-no-verify",
+                         base + ["--shuffle", "none", "--no-verify"]))
         rows += [("defaults-window", base),
                  # the same from Python, as a PyTorch user runs it:
                  # sluice.torch.Loader's defaults (window shuffle)
