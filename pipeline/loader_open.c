@@ -328,8 +328,21 @@ static int open_core(struct loader_core *c,
 	if (r)
 		return r;
 	need = cache_needed(c, c->cfg.batch_size);
-	if (c->ranges.all)
-		need = 1;       /* no block is read whole (ranges.c) */
+	if (c->ranges.on) {
+		/* A batch reads whole only the blocks not read by range
+		 * (range_block): none where all are; else zstd blocks,
+		 * those without record checksums, and those whose layout
+		 * load_layout refused (their decode then names them as
+		 * corrupt).  Counting every block asked for memory no
+		 * batch takes: one corrupt block failed the open with
+		 * "raise memory_bytes" instead. */
+		uint64_t whole = 0;
+
+		for (uint64_t g = 0; g < c->nblocks; g++)
+			whole += !range_block(c, g);
+		if (need > whole)
+			need = whole ? whole : 1;
+	}
 	chunks_init(c);
 	c->need = need;
 	read_ahead_open(c);
