@@ -55,6 +55,10 @@ struct sluice_writer {
 	struct writer_sums sums;        /* its records' checksums (v3), in
 					   bounded memory */
 	uint64_t shard_records, shard_raw, shard_stored;
+	/* its longest value per variable field: its header's bound (the
+	 * blocks', as they are written: the same bytes whenever the
+	 * compressing threads finish) */
+	uint64_t shard_longest[DLS_MAX_FIELDS];
 
 	struct manifest man;            /* finished shards and totals */
 	uint32_t shards_cap;
@@ -140,6 +144,7 @@ static int open_shard(struct sluice_writer *w)
 	w->pos = DLS_HEADER_SIZE;
 	w->nindex = 0;
 	w->shard_records = w->shard_raw = w->shard_stored = 0;
+	memset(w->shard_longest, 0, sizeof(w->shard_longest));
 	return 0;
 }
 
@@ -193,6 +198,8 @@ static int finish_shard(struct sluice_writer *w)
 	h.shard_index = w->man.nshards;
 	h.shard_count = 0;
 	schema_to_disk(&w->schema, h.fields);
+	for (uint32_t f = 0; f < w->schema.nfields; f++)
+		h.fields[f].max_value_bytes = w->shard_longest[f];
 	page = calloc(1, DLS_HEADER_SIZE);
 	if (!page)
 		return fail(w, -ENOMEM, "out of memory");
@@ -296,6 +303,9 @@ static int write_block(struct sluice_writer *w, const struct wslot *s)
 	w->shard_records += s->records;
 	w->shard_raw += s->raw_size;
 	w->shard_stored += s->stored_size;
+	for (uint32_t f = 0; f < w->schema.nfields; f++)
+		if (s->longest[f] > w->shard_longest[f])
+			w->shard_longest[f] = s->longest[f];
 	w->man.records += s->records;
 	w->man.raw_bytes += s->raw_size;
 	w->man.stored_bytes += s->stored_size;
@@ -343,7 +353,7 @@ static int close_block(struct sluice_writer *w, int ends_shard,
 			return r;
 	}
 	if (open_block_lay(&w->ob, run, i, k, &s->raw, &s->raw_cap,
-			   &s->raw_size) < 0)
+			   &s->raw_size, s->longest) < 0)
 		return fail(w, -ENOMEM, "out of memory for a %llu-byte block",
 			    (unsigned long long)s->raw_size);
 	s->records = n;
@@ -385,14 +395,6 @@ int writer_add_run(sluice_writer *w, const struct record_run *run)
 
 	if (w->failed)
 		return w->failed;
-	/* The header's bound on values, an upper bound for every shard
-	 * written from here on (it never shrinks). */
-	for (uint32_t f = 0; f < w->schema.nfields; f++) {
-		struct shard_field *sf = &w->schema.fields[f];
-
-		if (sf->variable && run->longest[f] > sf->max_value_bytes)
-			sf->max_value_bytes = run->longest[f];
-	}
 	while (i < end) {
 		uint64_t k = run_fit(w, run, i, end), size, raw = 0;
 		int ends_shard, r;
@@ -572,7 +574,7 @@ SLUICE_API int sluice_writer_add(sluice_writer *w, const void *const *values,
 {
 	struct sluice_column cols[DLS_MAX_FIELDS];
 	uint64_t offs[DLS_MAX_FIELDS][2];
-	struct record_run run = { cols, NULL, lengths, 0, 1 };
+	struct record_run run = { cols, NULL, 0, 1 };
 
 	if (!w)
 		return -EINVAL;

@@ -11,25 +11,22 @@
 
 #include "writer_internal.h"
 
-/* Check one column for @n records, and find its longest value; on
- * failure a message naming the field (and the record). */
+/* Check one column for @n records; on failure a message naming the
+ * field (and the record). */
 static int check_column(const struct shard_field *sf,
 			const struct sluice_column *c, uint64_t n,
-			uint64_t *each, uint64_t *longest, char *msg,
-			size_t len)
+			uint64_t *each, char *msg, size_t len)
 {
 	const char *name = sf->f.name;
 	uint64_t unit = sf->variable ? sf->unit_bytes : sf->record_bytes;
 
 	*each = 0;
-	*longest = 0;
 	if (c->values_len && !c->values) {
 		snprintf(msg, len, "field '%s': NULL values", name);
 		return -EINVAL;
 	}
 	if (!c->offsets) {
 		*each = c->values_len / n;
-		*longest = *each;
 		if (*each * n != c->values_len) {
 			snprintf(msg, len,
 				 "field '%s': %llu bytes do not split into "
@@ -70,8 +67,6 @@ static int check_column(const struct shard_field *sf,
 				 (unsigned long long)unit);
 			return -SLUICE_ESCHEMA;
 		}
-		if (b - a > *longest)
-			*longest = b - a;
 	}
 	if (c->offsets[n] > c->values_len) {
 		snprintf(msg, len,
@@ -88,8 +83,8 @@ SLUICE_API int sluice_writer_add_columns(sluice_writer *w, uint64_t n,
 					 int ncols)
 {
 	const struct shard_schema *schema;
-	uint64_t each[DLS_MAX_FIELDS], longest[DLS_MAX_FIELDS];
-	struct record_run run = { cols, each, longest, 0, n };
+	uint64_t each[DLS_MAX_FIELDS];
+	struct record_run run = { cols, each, 0, n };
 	char msg[256];
 	int r;
 
@@ -105,7 +100,7 @@ SLUICE_API int sluice_writer_add_columns(sluice_writer *w, uint64_t n,
 	}
 	for (uint32_t f = 0; f < schema->nfields; f++) {
 		r = check_column(&schema->fields[f], &cols[f], n, &each[f],
-				 &longest[f], msg, sizeof(msg));
+				 msg, sizeof(msg));
 		if (r < 0)
 			return writer_fail(w, r, msg);
 	}

@@ -136,9 +136,20 @@ int open_block_stage(struct open_block *b, const struct record_run *run,
 	return 0;
 }
 
+/* The longest of the @n values an offsets table (@n + 1 entries) bounds. */
+static uint64_t table_longest(const uint64_t *offs, uint64_t n)
+{
+	uint64_t longest = 0;
+
+	for (uint64_t j = 0; j < n; j++)
+		if (offs[j + 1] - offs[j] > longest)
+			longest = offs[j + 1] - offs[j];
+	return longest;
+}
+
 int open_block_lay(struct open_block *b, const struct record_run *run,
 		   uint64_t i, uint64_t k, uint8_t **buf, uint64_t *cap,
-		   uint64_t *size)
+		   uint64_t *size, uint64_t *longest)
 {
 	uint64_t off = 0;
 	uint8_t *raw;
@@ -155,18 +166,19 @@ int open_block_lay(struct open_block *b, const struct record_run *run,
 		off = start;
 		first = record_run_start(run, f, i);
 		bytes = record_run_start(run, f, i + k) - first;
+		longest[f] = 0;
 		if (b->schema->fields[f].variable) {
-			uint64_t *offs;
-
-			memcpy(raw + off, st->offs, (b->n + 1ull) * 8u);
-			off += (b->n + 1ull) * 8u;
 			/* 8-aligned: the buffer is malloc'd, off rounded up. */
-			offs = (uint64_t *)(void *)(raw + off);
+			uint64_t *table = (uint64_t *)(void *)(raw + off);
+
+			memcpy(table, st->offs, (b->n + 1ull) * 8u);
 			for (uint64_t j = 1; j <= k; j++)
-				offs[j - 1] = st->len +
-					      (record_run_start(run, f, i + j) -
-					       first);
-			off += k * 8u;
+				table[b->n + j] =
+					st->len +
+					(record_run_start(run, f, i + j) -
+					 first);
+			off += (b->n + 1ull + k) * 8u;
+			longest[f] = table_longest(table, b->n + k);
 		}
 		if (st->len)
 			memcpy(raw + off, st->buf, st->len);

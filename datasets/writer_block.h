@@ -51,11 +51,12 @@ int open_block_stage(struct open_block *b, const struct record_run *run,
  * after them (none when @run is NULL), out field-major into *@buf (grown
  * to fit; malloc'd, so 8-aligned), then empty the staging.  The run's
  * bytes are copied once, from their column into the buffer.
- * @size: receives the layout's size.  @return: 0 or -ENOMEM (nothing
- * laid, the block unchanged).
+ * @size: receives the layout's size.  @longest: receives, per field, the
+ * block's longest value in bytes (variable fields; 0 for fixed ones).
+ * @return: 0 or -ENOMEM (nothing laid, the block unchanged).
  */
 int open_block_lay(struct open_block *b, const struct record_run *run,
 		   uint64_t i, uint64_t k, uint8_t **buf, uint64_t *cap,
-		   uint64_t *size);
+		   uint64_t *size, uint64_t *longest);
 
 #endif /* SLUICE_DATASETS_WRITER_BLOCK_H */

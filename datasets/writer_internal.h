@@ -17,11 +17,10 @@ int writer_fail(sluice_writer *w, int code, const char *msg);
  * is bytes [start(i), start(i + 1)) of cols[f].values, where start(i) is
  * cols[f].offsets[i], or i * each[f] when offsets is NULL.  The caller has
  * checked them: offsets nondecreasing and in bounds, every length right
- * for its field, longest[f] the longest value of a variable field. */
+ * for its field. */
 struct record_run {
 	const struct sluice_column *cols;
 	const uint64_t *each;
-	const uint64_t *longest;
 	uint64_t first, count;
 };
 

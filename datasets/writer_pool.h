@@ -21,6 +21,7 @@ struct wslot {
 	uint64_t raw_cap, raw_size;
 	uint32_t records;
 	int ends_shard;
+	uint64_t longest[DLS_MAX_FIELDS]; /* per variable field, in bytes */
 	/* filled by the worker */
 	uint64_t *sums;         /* the records' checksums (format v3) */
 	uint64_t sums_cap;

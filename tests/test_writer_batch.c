@@ -26,7 +26,8 @@
 #define NREC 1000u
 #define NFIELDS 3
 
-/* label int64 scalar, vec float32 [4], tok int32 [-1] (i % 7 tokens). */
+/* label int64 scalar, vec float32 [4], tok int32 [-1] (i % (1 + i / 150)
+ * tokens: 0 to 6). */
 static void schema(struct sluice_field *f)
 {
 	tu_field(&f[0], "label", "int64", 0, 0, 0);
@@ -50,7 +51,9 @@ static void fill(struct columns *c)
 		for (int k = 0; k < 4; k++)
 			c->vec[i * 4 + k] = (float)i + 0.25f * (float)k;
 		c->offs[i] = pos * 4;
-		for (uint32_t k = 0; k < i % 7; k++)
+		/* none in shard 0 of 150 records, up to 1 in the next, ...,
+		 * up to 6 in the last: every shard its own longest */
+		for (uint32_t k = 0; k < i % (1 + i / 150); k++)
 			c->tok[pos++] = (int32_t)(i * 100 + k);
 	}
 	c->offs[NREC] = pos * 4;
@@ -141,7 +144,9 @@ static uint64_t layout_size(const struct columns *c, uint64_t a, uint64_t b)
 /* Every block of @dir keeps the rule: a block that is not its shard's
  * last is full (the next record would not have fit); none is larger than
  * BLOCK_SIZE but a lone record; shards hold @per_shard records (0: any)
- * but the last; its raw size is the layout's. */
+ * but the last; its raw size is the layout's.  Each shard's header bounds
+ * tok by its own longest value, whenever the writer's threads wrote it
+ * and however the records came (a batch's later ones are not its). */
 static void check_blocks(const char *dir, const struct columns *c,
 			 uint64_t per_shard)
 {
@@ -152,9 +157,14 @@ static void check_blocks(const char *dir, const struct columns *c,
 	T_OK(dataset_load(dir, &ds, err, sizeof(err)));
 	for (uint32_t s = 0; s < ds.nshards; s++) {
 		const struct shard_file *sf = &ds.shards[s];
+		uint64_t longest = 0;
 
 		if (per_shard && s + 1 < ds.nshards)
 			T_EQ(sf->record_count, per_shard);
+		for (uint64_t r = rec; r < rec + sf->record_count; r++)
+			if (c->offs[r + 1] - c->offs[r] > longest)
+				longest = c->offs[r + 1] - c->offs[r];
+		T_EQ(sf->max_value_bytes[2], longest);
 		for (uint64_t b = 0; b < sf->block_count; b++) {
 			const struct shard_block *blk = &sf->blocks[b];
 			uint64_t end = rec + blk->record_count;
@@ -448,15 +458,18 @@ int main(void)
 		TU_FMT(b, "%s/uneven-%d", root, p);
 		write_pieces(b, &c, per_shard[p], uneven, 3);
 		same_shards(a, b);
+		check_blocks(b, &c, per_shard[p]);
 		check_values(b, &c);
 
 		TU_FMT(b, "%s/mixed-%d", root, p);
 		write_pieces(b, &c, per_shard[p], mixed, 7);
 		same_shards(a, b);
+		check_blocks(b, &c, per_shard[p]);
 
 		TU_FMT(b, "%s/one-batch-%d", root, p);
 		write_pieces(b, &c, per_shard[p], NULL, 0);
 		same_shards(a, b);
+		check_blocks(b, &c, per_shard[p]);
 	}
 	big_records(root);
 
