@@ -51,6 +51,15 @@ void direct_init(struct loader_core *c)
 	}
 }
 
+/* Row @r of a batch's tensor (at a SLOT_ALIGN offset) is 8-aligned, as
+ * block_view_init() wants a decoded block: rows of 525 bytes put every
+ * block starting at an odd row at an odd address, and its decode failed
+ * with -EINVAL ("block 2: offset 28672: Invalid argument"). */
+static int row_aligned(const struct loader_core *c, uint64_t r)
+{
+	return r * c->ds->schema.fields[0].record_bytes % 8 == 0;
+}
+
 /*
  * Block @g starts at record @r of batch @batch (not planned yet), which
  * takes it whole, in order, so that direct_plan_locked() will decode it
@@ -64,7 +73,8 @@ int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 	uint32_t shard;
 
 	if (!c->direct.on || c->cfg.shuffle > SLUICE_SHUFFLE_BLOCK ||
-	    loader_block(c, g, &shard)->codec != DLS_CODEC_ZSTD)
+	    loader_block(c, g, &shard)->codec != DLS_CODEC_ZSTD ||
+	    !row_aligned(c, r))
 		return 0;
 	if (!c->direct.ahead_recs_valid ||
 	    c->direct.ahead_recs_pass != c->plan_pass ||
@@ -131,7 +141,7 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 
 		if (e->state == ENTRY_EMPTY && e->refs == 1 &&
 		    loader_block(c, e->block, &shard)->codec == DLS_CODEC_ZSTD &&
-		    whole_block_at(c, s, i, r, &n)) {
+		    whole_block_at(c, s, i, r, &n) && row_aligned(c, r)) {
 			e->direct_row = r;
 			e->direct_slot = s;
 			any = 1;
