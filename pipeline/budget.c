@@ -93,6 +93,8 @@ static int cmp_u64(const void *a, const void *b)
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
 	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
+	uint64_t raw_top_one;       /* the batch_size largest raw sizes,
+				       summed: no batch holds more */
 	uint64_t raw_top_two;       /* the 2 x batch_size largest raw
 				       sizes, summed: no two batches hold
 				       more */
@@ -150,8 +152,11 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	/* A batch's records come from at most batch_size blocks, and its
 	 * records of one block hold at most that block's raw bytes. */
 	qsort(raw, n, sizeof(*raw), cmp_u64);
-	for (uint64_t k = 0; k < 2ull * c->cfg.batch_size && k < n; k++)
+	for (uint64_t k = 0; k < 2ull * c->cfg.batch_size && k < n; k++) {
 		z->raw_top_two = add_sat(z->raw_top_two, raw[n - 1 - k]);
+		if (k < c->cfg.batch_size)
+			z->raw_top_one = z->raw_top_two;
+	}
 	for (uint64_t k = 0; k < n; k++) {
 		seen += rec[k].count;
 		z->record_median = rec[k].bytes;
@@ -278,6 +283,22 @@ static uint64_t batch_want_bytes(const struct loader_core *c,
 	return add_sat(want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
 }
 
+/* The most @n batches (1 or 2) can take: every record at its largest
+ * values, but never more than the n x batch_size largest blocks hold. */
+static uint64_t batches_max_bytes(const struct loader_core *c,
+				  const struct block_sizes *z,
+				  uint64_t batch_fixed, uint64_t n)
+{
+	uint64_t b = n * c->cfg.batch_size, records = c->ds->record_count;
+	uint64_t extra = mul_sat(largest_record_extra(c),
+				 b < records ? b : records);
+	uint64_t top = n == 1 ? z->raw_top_one : z->raw_top_two;
+
+	if (extra > top)
+		extra = top;
+	return align_up(add_sat(mul_sat(n, batch_fixed), extra), IO_ALIGN);
+}
+
 /*
  * An explicit memory_bytes (and no cache_bytes) holds every block beside
  * the batch memory it wants: budget_open() will give the cache that
@@ -325,6 +346,14 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 	/* An explicit cache_bytes, at most what every block takes. */
 	cache = c->cfg.cache_bytes < z.io_sum ? c->cfg.cache_bytes : z.io_sum;
 	io_want = add_sat(mul_sat(*entries, z.io_median), z.io_max);
+	/* At least a batch's blocks at once, which the checks below ask
+	 * for: entries x the median falls short of that where a few blocks
+	 * are much larger than the median (two values of 2 and 1.5 MiB
+	 * among ten tiny ones, 4 blocks: the default took 2.1 MB of io
+	 * memory, far below its cap, and refused the 3.7 its blocks take
+	 * at once). */
+	if (io_want < z.io_top_need)
+		io_want = z.io_top_need;
 	if (c->cfg.cache_bytes > io_want)
 		io_want = c->cfg.cache_bytes;
 	if (io_want > z.io_sum)
@@ -404,6 +433,25 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 				      ~(uint64_t)(IO_ALIGN - 1);
 		if (c->io_bytes >= budget)
 			c->io_bytes = z.io_max > half ? z.io_max : half;
+		/* Batch memory for the two largest batches (the one a
+		 * consumer holds and the next), else the largest, where it
+		 * fits beside a batch's blocks: the io memory past those
+		 * blocks is read-ahead and cache, which a budget short of
+		 * the want holds less of.  A floor of need x the median
+		 * blocks and the largest (47.5 MB, where the 3 largest took
+		 * 35.7) left the default's 49.4 MB cap 1.9 MB of batch
+		 * memory and failed its first batch of 2.1. */
+		for (uint64_t n = 2; n >= 1; n--) {
+			uint64_t keep = batches_max_bytes(c, &z, batch_fixed,
+							  n);
+
+			if (add_sat(align_up(z.io_top_need, IO_ALIGN),
+				    keep) > budget)
+				continue;
+			if (c->io_bytes > budget - keep)
+				c->io_bytes = budget - keep;
+			break;
+		}
 		/* An explicit cache_bytes is honoured (it fits beside one
 		 * batch: checked above), never cut to half the budget. */
 		if (c->cfg.memory_bytes && cache && c->io_bytes < cache) {
@@ -440,7 +488,10 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 			 (unsigned long long)c->io_bytes,
 			 (unsigned long long)c->need,
 			 (unsigned long long)z.io_max,
-			 c->cfg.batch_size, (unsigned long long)batch_fixed);
+			 c->cfg.batch_size < c->sampler.per_rank
+				 ? c->cfg.batch_size
+				 : (uint32_t)c->sampler.per_rank,
+			 (unsigned long long)batch_fixed);
 		return -ENOSPC;
 	}
 	/* The batch that holds the largest value cannot fit: say so now,

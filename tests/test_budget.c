@@ -1113,6 +1113,132 @@ static void check_window_shrinks(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* A dataset of one uint8[-1] field with the values @lens[0..@n), in raw
+ * blocks of @block_size bytes. */
+static void write_values(const char *dir, const uint64_t *lens, uint32_t n,
+			 uint64_t block_size)
+{
+	struct sluice_field f = t_field("v", (DLDataType){ kDLUInt, 8, 1 },
+					-1);
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	uint64_t max = 0;
+	uint8_t *val;
+
+	for (uint32_t i = 0; i < n; i++)
+		max = lens[i] > max ? lens[i] : max;
+	val = malloc(max ? max : 1);
+	T_ASSERT(val != NULL);
+	memset(val, 0x5a, max);
+	sluice_writer_config_init(&wc);
+	wc.block_size = block_size;
+	wc.compression_level = 0;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < n; i++) {
+		const void *v[1] = { val };
+
+		T_OK(sluice_writer_add(w, v, &lens[i]));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	free(val);
+}
+
+/* Open with the default budget, capped at @cap (0: the machine's), and
+ * stream one epoch, records released at once; fail with the loader's
+ * message. */
+static void default_streams(sluice_dataset *ds, int shuffle, uint32_t batch,
+			    uint64_t cap, const char *what)
+{
+	sluice_loader *ld = NULL;
+	char msg[512];
+	int r;
+
+	budget_test_default_cap = cap;
+	r = open_loader(ds, shuffle, batch, 0, &ld, msg, sizeof(msg));
+	budget_test_default_cap = 0;
+	if (r)
+		T_FAIL_AT("%s, shuffle %d, batch %u: %s: %s", what, shuffle,
+			  batch, sluice_strerror(r), msg);
+	T_EQ(stream_to_end(ld, what), sluice_dataset_records(ds));
+	sluice_loader_close(ld);
+}
+
+/* Fewer records than batch_size: the largest batch is every record, and
+ * the default budget (capped below batch_size of them) takes them (it
+ * sized one batch as batch_size records: 3 records of 16 KiB, batch
+ * 1024, were refused for the 16.8 MB of 1024). */
+static void check_batch_above_records(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+
+	write_fixed(dir, 3, 64 << 10, 0);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+	     mode++)
+		default_streams(ds, mode, 1024, 4 * MIB, "3 records");
+	sluice_dataset_close(ds);
+}
+
+/* Two values of MiBs among tiny ones, each large value a block of its
+ * own: the default takes a batch's blocks at once, all 4 of them, far
+ * below its cap (it sized its io memory as entries x the median block
+ * and the largest: 2.1 MB, and refused the 3.5 MB the blocks take). */
+static void check_skewed_blocks(const char *dir)
+{
+	uint64_t lens[12] = { 10, 20, 0, 5, 1, 2 * MIB,
+			      3, 4, 5, 6, 7, 3 * MIB / 2 };
+	sluice_dataset *ds = NULL;
+
+	write_values(dir, lens, 12, 16 << 10);
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_EQ(sluice_dataset_blocks(ds), 4);
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_WINDOW;
+	     mode++)
+		default_streams(ds, mode, 7, 0, "skewed blocks");
+	sluice_dataset_close(ds);
+}
+
+/* The default's cap binds: the io memory it keeps past a batch's blocks
+ * leaves the batch memory room for the largest batch (a floor of need x
+ * the median block and the largest left 8 KiB of batch memory and was
+ * refused at open under a cap of 3 MiB; 352 KiB under 3.35 MiB, and
+ * batch 0 of 596 KB failed). */
+static void check_capped_split(const char *dir)
+{
+	struct sluice_field f[2] = {
+		t_field("a", (DLDataType){ kDLUInt, 8, 1 }, -1),
+		t_field("b", (DLDataType){ kDLUInt, 8, 1 }, -1),
+	};
+	const uint64_t caps[2] = { 3 * MIB + 64 * 1024, 3 * MIB + 360 * 1024 };
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	static uint8_t val[8192];
+	uint64_t rng = 5;
+
+	sluice_writer_config_init(&wc);
+	wc.block_size = 1 << 20;
+	wc.compression_level = 0;
+	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
+	for (uint32_t i = 0; i < 4000; i++) {
+		const void *v[2] = { val, val };
+		uint64_t len[2];
+
+		for (int k = 0; k < 2; k++) {
+			rng = rng * 6364136223846793005ull +
+			      1442695040888963407ull;
+			len[k] = (rng >> 33) % sizeof(val);
+		}
+		T_OK(sluice_writer_add(w, v, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int k = 0; k < 2; k++)
+		default_streams(ds, SLUICE_SHUFFLE_NONE, 64, caps[k],
+				"capped split");
+	sluice_dataset_close(ds);
+}
+
 /* Stream @n datasets to their end (no shuffle, batches of 10, blocks
  * verified when @verify); the loader must fail as corrupt, naming
  * @file's block 0 at offset 4096. */
@@ -1272,6 +1398,12 @@ int main(void)
 	check_memory_caches_uneven(path);
 	snprintf(path, sizeof(path), "%s/window", dir);
 	check_window_shrinks(path);
+	snprintf(path, sizeof(path), "%s/few", dir);
+	check_batch_above_records(path);
+	snprintf(path, sizeof(path), "%s/skewed", dir);
+	check_skewed_blocks(path);
+	snprintf(path, sizeof(path), "%s/capped", dir);
+	check_capped_split(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
