@@ -299,6 +299,15 @@ static uint64_t batches_max_bytes(const struct loader_core *c,
 	return align_up(add_sat(mul_sat(n, batch_fixed), extra), IO_ALIGN);
 }
 
+/* A batch does not fit beside the io memory: -E2BIG under window shuffle,
+ * where a smaller window's blocks may leave it room (loader_open.c's
+ * shrink_window, for the default budget: 100 records of 280 KB fixed
+ * each beside 24 blocks of 7.5 MB were refused under a 197 MB cap). */
+static int batch_refused(const struct loader_core *c)
+{
+	return c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW ? -E2BIG : -ENOSPC;
+}
+
 /*
  * An explicit memory_bytes (and no cache_bytes) holds every block beside
  * the batch memory it wants: budget_open() will give the cache that
@@ -376,9 +385,12 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 		}
 	} else {
 		budget = default_budget();
+		c->budget_wanted = 0;
 		if (add_sat(io_want, batch_want) < budget ||
 		    c->cfg.cache_bytes)     /* asked for: never capped */
 			budget = add_sat(io_want, batch_want);
+		else if (add_sat(io_want, batch_want) > budget)
+			c->budget_wanted = add_sat(io_want, batch_want);
 	}
 	budget &= ~(uint64_t)(IO_ALIGN - 1);
 	if (add_sat(io_want, batch_want) <= budget) {
@@ -435,23 +447,24 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 			c->io_bytes = z.io_max > half ? z.io_max : half;
 		/* Batch memory for the two largest batches (the one a
 		 * consumer holds and the next), else the largest, where it
-		 * fits beside a batch's blocks: the io memory past those
-		 * blocks is read-ahead and cache, which a budget short of
-		 * the want holds less of.  A floor of need x the median
-		 * blocks and the largest (47.5 MB, where the 3 largest took
-		 * 35.7) left the default's 49.4 MB cap 1.9 MB of batch
-		 * memory and failed its first batch of 2.1. */
-		for (uint64_t n = 2; n >= 1; n--) {
-			uint64_t keep = batches_max_bytes(c, &z, batch_fixed,
-							  n);
+		 * fits beside a batch's blocks, else all but those blocks:
+		 * the io memory past them is read-ahead and cache, which a
+		 * budget short of the want holds less of.  A floor of need
+		 * x the median blocks and the largest (47.5 MB, where the 3
+		 * largest took 35.7) left the default's 49.4 MB cap 1.9 MB
+		 * of batch memory and failed its first batch of 2.1. */
+		uint64_t io_min = align_up(z.io_top_need, IO_ALIGN), keep = 0;
 
-			if (add_sat(align_up(z.io_top_need, IO_ALIGN),
-				    keep) > budget)
-				continue;
-			if (c->io_bytes > budget - keep)
-				c->io_bytes = budget - keep;
-			break;
-		}
+		for (uint64_t n = 2; n >= 1 && !keep; n--)
+			if (add_sat(io_min, batches_max_bytes(c, &z,
+							      batch_fixed,
+							      n)) <= budget)
+				keep = batches_max_bytes(c, &z, batch_fixed,
+							 n);
+		if (!keep && io_min < budget)
+			keep = budget - io_min;
+		if (keep && c->io_bytes > budget - keep)
+			c->io_bytes = budget - keep;
 		/* An explicit cache_bytes is honoured (it fits beside one
 		 * batch: checked above), never cut to half the budget. */
 		if (c->cfg.memory_bytes && cache && c->io_bytes < cache) {
@@ -492,7 +505,7 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 				 ? c->cfg.batch_size
 				 : (uint32_t)c->sampler.per_rank,
 			 (unsigned long long)batch_fixed);
-		return -ENOSPC;
+		return batch_refused(c);
 	}
 	/* The batch that holds the largest value cannot fit: say so now,
 	 * before device_open() maps and faults in the arena, rather than
@@ -507,7 +520,7 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 			 c->ds->schema.fields[big_field].f.name,
 			 (unsigned long long)big,
 			 (unsigned long long)add_sat(batch_fixed, big));
-		return -ENOSPC;
+		return batch_refused(c);
 	}
 	if (c->chunks.possible && !c->chunks.chunked &&
 	    c->io_bytes < z.io_top_need) {

@@ -1239,6 +1239,60 @@ static void check_capped_split(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Runs of 1.5 MB values among empty ones, in 4 MB blocks: under a cap
+ * that holds a batch's blocks and batch 0's 9 MB beside them, but not
+ * what the index says a batch could take at most (every record at the
+ * largest value), the default gives batches all but those blocks (it
+ * split at the median blocks and gave batches 6.3 MB). */
+static void check_capped_runs(const char *dir)
+{
+	uint64_t lens[42];
+	sluice_dataset *ds = NULL;
+
+	for (uint32_t i = 0; i < 42; i++)
+		lens[i] = i % 14 < 10 ? 0 : 1500000;
+	write_values(dir, lens, 42, 4000000);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_BLOCK;
+	     mode++)
+		default_streams(ds, mode, 16, 24 * MIB, "capped runs");
+	sluice_dataset_close(ds);
+}
+
+/* Window shuffle under the default's cap: a window whose blocks leave
+ * too little beside them for one batch is halved, as one whose blocks
+ * do not fit (it was refused: "leaves ... bytes for batches"). */
+static void check_window_leaves_batch(const char *dir)
+{
+	struct sluice_loader_config cfg;
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	char msg[512] = "";
+	int r;
+
+	write_fixed(dir, 1024, 256 << 10, 0);   /* 64 blocks of 16 rows */
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.batch_size = 64;                    /* 1 MiB */
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.window_blocks = 16;                 /* 32 blocks: 8.4 MB */
+	budget_test_default_cap = 9 * MIB;
+	r = sluice_loader_open(ds, &cfg, &ld);
+	budget_test_default_cap = 0;
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("open: %s: %s", sluice_strerror(r), msg);
+	}
+	T_EQ(stream_to_end(ld, "window leaves a batch"), 1024);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_ASSERT(st.memory_bytes <= 9 * MIB);
+	T_CONTAINS(st.fallbacks, "blocks, not 16");
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 /* Stream @n datasets to their end (no shuffle, batches of 10, blocks
  * verified when @verify); the loader must fail as corrupt, naming
  * @file's block 0 at offset 4096. */
@@ -1404,6 +1458,10 @@ int main(void)
 	check_skewed_blocks(path);
 	snprintf(path, sizeof(path), "%s/capped", dir);
 	check_capped_split(path);
+	snprintf(path, sizeof(path), "%s/runs", dir);
+	check_capped_runs(path);
+	snprintf(path, sizeof(path), "%s/window_batch", dir);
+	check_window_leaves_batch(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
