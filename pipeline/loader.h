@@ -156,6 +156,8 @@ struct loader_core {
 	struct loader_chunks chunks; /* chunked assembly (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
+	uint64_t budget_wanted;     /* 0, or what the default budget
+				       wanted past its cap (budget.c) */
 	uint64_t io_batch_max;      /* most io memory one batch's blocks
 				       take: the need largest blocks' */
 

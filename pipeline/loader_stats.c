@@ -97,6 +97,17 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 					      SLUICE_FORCE_HOST_CHECKS))
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 "blocks uploaded for gathers checksummed on the CPU (forced)");
+	/* The cap bound without halving the window: read-ahead and cache
+	 * (and batches in flight) are what the loader holds less of. */
+	if (c->budget_wanted && !c->window_asked) {
+		char note[256];
+
+		snprintf(note, sizeof(note),
+			 "memory binds: the default memory_bytes is capped at %llu (an eighth of the memory this process may use, per local rank), short of the %llu it wants: less read-ahead and cache",
+			 (unsigned long long)(c->io_bytes + c->batch_bytes),
+			 (unsigned long long)c->budget_wanted);
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
+	}
 	if (c->window_asked) {
 		char note[192];
 
