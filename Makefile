@@ -230,6 +230,10 @@ bench-scale: $(BUILD)/epoch_scale $(BUILD)/open_memory
 $(BUILD)/epoch_scale $(BUILD)/open_memory: $(BUILD)/%: bench/scale/%.c $(STATIC)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
+# One loader run for bench/budget_sweep.py (defaults, every epoch checked).
+$(BUILD)/budget_probe: bench/budget_probe.c $(STATIC)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
