@@ -1149,6 +1149,7 @@ static void write_values(const char *dir, const uint64_t *lens, uint32_t n,
 static void default_streams(sluice_dataset *ds, int shuffle, uint32_t batch,
 			    uint64_t cap, const char *what)
 {
+	struct sluice_stats st = { .size = sizeof(st) };
 	sluice_loader *ld = NULL;
 	char msg[512];
 	int r;
@@ -1159,6 +1160,12 @@ static void default_streams(sluice_dataset *ds, int shuffle, uint32_t batch,
 	if (r)
 		T_FAIL_AT("%s, shuffle %d, batch %u: %s: %s", what, shuffle,
 			  batch, sluice_strerror(r), msg);
+	/* where the cap binds, the loader says so once (it said nothing
+	 * unless the window halved) */
+	T_OK(sluice_loader_stats(ld, &st));
+	T_ASSERT(!cap || st.memory_bytes <= cap);
+	if (cap && st.memory_bytes == cap)
+		T_CONTAINS(st.fallbacks, "memory binds");
 	T_EQ(stream_to_end(ld, what), sluice_dataset_records(ds));
 	sluice_loader_close(ld);
 }
