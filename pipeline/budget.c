@@ -447,13 +447,17 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 			c->io_bytes = z.io_max > half ? z.io_max : half;
 		/* Batch memory for the two largest batches (the one a
 		 * consumer holds and the next), else the largest, where it
-		 * fits beside a batch's blocks, else all but those blocks:
-		 * the io memory past them is read-ahead and cache, which a
-		 * budget short of the want holds less of.  A floor of need
-		 * x the median blocks and the largest (47.5 MB, where the 3
-		 * largest took 35.7) left the default's 49.4 MB cap 1.9 MB
-		 * of batch memory and failed its first batch of 2.1. */
-		uint64_t io_min = align_up(z.io_top_need, IO_ALIGN), keep = 0;
+		 * fits beside a batch's blocks and the range reads' want,
+		 * else all but those: the io memory past them is read-ahead
+		 * and cache, which a budget short of the want holds less
+		 * of.  A floor of need x the median blocks and the largest
+		 * (47.5 MB, where the 3 largest took 35.7) left the
+		 * default's 49.4 MB cap 1.9 MB of batch memory and failed
+		 * its first batch of 2.1; without the range reads' want, a
+		 * full shuffle's batch of 14.7 MB of ranges found 8.3. */
+		uint64_t io_min = align_up(add_sat(z.io_top_need,
+						   c->ranges.io_want),
+					   IO_ALIGN), keep = 0;
 
 		for (uint64_t n = 2; n >= 1 && !keep; n--)
 			if (add_sat(io_min, batches_max_bytes(c, &z,
