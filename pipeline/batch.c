@@ -155,8 +155,7 @@ void slot_free(struct slot *s)
 	free(s->chunk.rows);
 	slot_ranges_free(s);
 	free(s->gather.runs);
-	if (s->own_host)
-		free(s->host);
+	slot_own_host_free(s);
 	free(s);
 }
 

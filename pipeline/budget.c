@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "loader.h"
@@ -639,6 +640,8 @@ void batch_memory_grant_locked(struct loader_core *c)
 int batch_memory_hoarded_locked(struct loader_core *c)
 {
 	struct slot *s;
+	uint64_t len;
+	void *map;
 
 	if (c->fifo_len == 0)
 		return 0;
@@ -651,11 +654,18 @@ int batch_memory_hoarded_locked(struct loader_core *c)
 	}
 	if (c->dev_info.caps & DEVICE_CAP_MIRROR)
 		return -EDEADLK;
-	s->host = aligned_alloc(SLOT_ALIGN, align_up(s->host_bytes ? s->host_bytes
-							   : 1, SLOT_ALIGN));
-	if (!s->host)
+	/* Mapped, not malloc'd: freed, it leaves the process.  malloc
+	 * keeps freed blocks of this size (its mmap threshold rises to
+	 * them), and a consumer that held every other batch of 25 MB grew
+	 * to 609 MB of RSS under a 99 MB budget. */
+	len = align_up(s->host_bytes ? s->host_bytes : 1,
+		       (uint64_t)sysconf(_SC_PAGESIZE));
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
 		return -ENOMEM;
-	s->own_host = 1;
+	s->host = map;
+	s->own_host = len;
 	s->has_mem = 1;
 	atomic_fetch_add(&c->over_budget, 1);
 	slot_continue_assembly_locked(c, s);
@@ -693,11 +703,19 @@ void batch_memory_free_locked(struct loader_core *c, struct slot *s)
 	if (s->place == PLACE_VIEW)
 		slot_unview_locked(c, s);
 	else if (s->own_host)
-		free(s->host);
+		slot_own_host_free(s);
 	else if (s->host)
 		pool_free(&c->batch_pool, s->mem_off, s->host_bytes);
 	s->host = NULL;
 	s->has_mem = 0;
+}
+
+void slot_own_host_free(struct slot *s)
+{
+	if (!s->own_host)
+		return;
+	(void)munmap(s->host, s->own_host);
+	s->host = NULL;
 	s->own_host = 0;
 }
 

@@ -92,8 +92,10 @@ struct slot {
 	uint32_t parts_left;    /* assembly parts running [mu] */
 	int error;              /* fatal error while filling [mu] */
 	uint8_t *host;          /* the batch's memory: batch pool, or own */
-	int own_host;           /* over budget for a hoarding consumer:
-				   host is malloc'd, freed on release */
+	uint64_t own_host;      /* over budget for a hoarding consumer:
+				   the bytes mapped for host, unmapped on
+				   release (slot_own_host_free); 0: host
+				   is in the batch pool */
 	int has_mem;            /* host is set (also 0 bytes) [mu] */
 	uint64_t mem_off;       /* in the batch pool, unless own_host */
 	uint64_t host_bytes;    /* the batch's bytes: sum of its tensors */
