@@ -264,9 +264,9 @@ static int open_sampler(struct loader_core *c,
  * The default budget's cap binds and a window batch's blocks do not fit
  * the io memory it leaves, or a batch does not fit beside them
  * (budget_open's -E2BIG): halve the window until they do, and say so
- * (stats.fallbacks).  The window is part of the
- * order: a run resumed with another memory_bytes, or on a machine whose
- * cap differs, has another order.  @return: budget_open's.
+ * (stats.fallbacks).  The window is part of the order: a run resumed
+ * with another memory_bytes, or on a machine whose cap differs, has
+ * another order.  @return: budget_open's.
  */
 static int shrink_window(struct loader_core *c,
 			 const struct sampler_stream_spec *specs,
