@@ -94,6 +94,27 @@ static inline uint8_t *sp_block(const char *dir, uint32_t k,
 	return blk;
 }
 
+/* Shard file @fd's header @h (in its page @page) and index @index written
+ * back, sealed: the index's XXH3 in the header, the header's, and the
+ * manifest's record of the shard, whose stored bytes change by
+ * @stored_delta. */
+static inline void sp_write_sealed(const char *dir, int fd,
+				   struct dls_header_disk *h, uint8_t *page,
+				   const uint8_t *index, int64_t stored_delta)
+{
+	uint64_t sum, old;
+
+	h->index_checksum = XXH3_64bits(index, h->index_length);
+	memcpy(page, h, sizeof(*h));
+	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
+	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
+	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
+	T_EQ(pwrite(fd, index, h->index_length, (off_t)h->index_offset),
+	     (ssize_t)h->index_length);
+	T_EQ(pwrite(fd, page, DLS_HEADER_SIZE, 0), (ssize_t)DLS_HEADER_SIZE);
+	sp_relist(dir, old, sum, stored_delta);
+}
+
 /* Block @k becomes @stored (@len bytes, at most @room: the bytes
  * before the next block), sealed. */
 static inline void sp_rewrite_block(const char *dir, uint32_t k,
@@ -103,7 +124,6 @@ static inline void sp_rewrite_block(const char *dir, uint32_t k,
 	struct dls_index_entry_disk e;
 	struct dls_header_disk h;
 	uint8_t page[DLS_HEADER_SIZE], *index;
-	uint64_t sum, old;
 	int64_t delta;
 	char path[1024];
 	int fd;
@@ -125,17 +145,9 @@ static inline void sp_rewrite_block(const char *dir, uint32_t k,
 	e.stored_size = len;
 	e.checksum = XXH3_64bits(stored, len);
 	memcpy(index + (uint64_t)k * sizeof(e), &e, sizeof(e));
-	h.index_checksum = XXH3_64bits(index, h.index_length);
-	memcpy(page, &h, sizeof(h));
-	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
-	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
-	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
-	T_EQ(pwrite(fd, index, h.index_length, (off_t)h.index_offset),
-	     (ssize_t)h.index_length);
-	T_EQ(pwrite(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	sp_write_sealed(dir, fd, &h, page, index, delta);
 	close(fd);
 	free(index);
-	sp_relist(dir, old, sum, delta);
 }
 
 /* Block @k sealed again after its bytes were patched in place. */

@@ -427,7 +427,6 @@ static void craft_index(const char *dir, enum craft c)
 	struct dls_index_entry_disk e[2];
 	struct dls_header_disk h;
 	uint8_t page[DLS_HEADER_SIZE], *index;
-	uint64_t sum, old;
 	char path[1024];
 	int fd;
 
@@ -470,17 +469,9 @@ static void craft_index(const char *dir, enum craft c)
 		h.raw_bytes -= 8;
 	}
 	memcpy(index, e, sizeof(e));
-	h.index_checksum = XXH3_64bits(index, h.index_length);
-	memcpy(page, &h, sizeof(h));
-	memcpy(&old, page + DLS_HEADER_CHECKSUM_OFFSET, sizeof(old));
-	sum = XXH3_64bits(page, DLS_HEADER_CHECKSUM_OFFSET);
-	memcpy(page + DLS_HEADER_CHECKSUM_OFFSET, &sum, sizeof(sum));
-	T_EQ(pwrite(fd, index, h.index_length, (off_t)h.index_offset),
-	     (ssize_t)h.index_length);
-	T_EQ(pwrite(fd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	sp_write_sealed(dir, fd, &h, page, index, c == C_CUT ? -8 : 0);
 	close(fd);
 	free(index);
-	sp_relist(dir, old, sum, c == C_CUT ? -8 : 0);
 	if (c == C_CUT)
 		relist_raw_bytes(dir, -8);
 }
