@@ -29,7 +29,8 @@
  *
  * The seed is printed on failure; SLUICE_SIM_SEED=N reruns it, and
  * SIM_HOSTILE_CASE=K runs only case K.  About 40 s (ASan 60 s); under
- * TSan (threaded.txt's "sim") three modes a case, of the ten.
+ * TSan (threaded.txt's "sim") one mode a case of the ten, the next case
+ * the next mode (about 60 s).
  */
 #include <errno.h>
 #include <fcntl.h>
