@@ -348,8 +348,8 @@ static void report_bad_locked(struct loader_core *c, const struct slot *s,
 				     c->shard_block_base[shard]),
 		(unsigned long long)at,
 		(unsigned long long)(blk->first_record + s->rec_in_block[r]),
-		s->ranges.failed
-			? "read failed or record checksum mismatch (corrupt record)"
+		s->ranges.rec_bad[r] == RANGE_BAD_READ
+			? "read failed: file truncated"
 			: "record checksum mismatch (corrupt record)");
 }
 
@@ -422,6 +422,7 @@ static int range_lost(const struct slot *s, uint64_t off)
 	return s->ranges.reads[lo].error != 0;
 }
 
+/* Range record @r: 0, or why it is bad (enum range_bad). */
 static int record_bad(const struct loader_core *c, const struct slot *s,
 		      uint32_t r)
 {
@@ -437,14 +438,15 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 		/* an empty value was not read */
 		if (!c->ranges.resident[f] && s->ranges.failed && len[f] &&
 		    range_lost(s, src[f]))
-			return 1;
+			return RANGE_BAD_READ;
 	}
 	if (!c->cfg.verify)
 		return 0;
 	blk = loader_block(c, s->ranges.rec_block[r], &shard);
 	return record_checksum(sc->nfields, ptr, len) !=
 	       c->ranges.record_sums[shard][blk->first_record +
-					    s->rec_in_block[r]];
+					    s->rec_in_block[r]]
+		? RANGE_BAD_SUM : 0;
 }
 
 /*
@@ -454,10 +456,12 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
  */
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r)
 {
-	if (!record_bad(c, s, r))
+	int bad = record_bad(c, s, r);
+
+	if (!bad)
 		return 0;
 	core_lock(c);
-	s->ranges.rec_bad[r] = 1;
+	s->ranges.rec_bad[r] = (uint8_t)bad;
 	report_bad_locked(c, s, r);
 	if (!s->error)
 		s->error = -SLUICE_ECORRUPT;
@@ -532,7 +536,8 @@ void ranges_check_staged(struct loader_core *c, struct range_read *rr,
 	if (!read_ok) {
 		core_lock(c);
 		for (uint32_t k = rr->piece_lo; k < rr->piece_hi; k++)
-			s->ranges.rec_bad[s->ranges.order[k] / sc->nfields] = 1;
+			s->ranges.rec_bad[s->ranges.order[k] / sc->nfields] =
+				RANGE_BAD_READ;
 		pthread_mutex_unlock(&c->mu);
 		return;
 	}
@@ -550,9 +555,11 @@ void ranges_check_staged(struct loader_core *c, struct range_read *rr,
 		ptr[c->ranges.main_field] = staged +
 			(s->ranges.rec_src[s->ranges.order[k]] - rr->buf_off);
 		blk = loader_block(c, s->ranges.rec_block[r], &shard);
-		s->ranges.rec_bad[r] = record_checksum(sc->nfields, ptr, len) !=
+		s->ranges.rec_bad[r] =
+			record_checksum(sc->nfields, ptr, len) !=
 			c->ranges.record_sums[shard][blk->first_record +
-						    s->rec_in_block[r]];
+						    s->rec_in_block[r]]
+			? RANGE_BAD_SUM : 0;
 	}
 	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
 }

@@ -47,6 +47,13 @@ struct range_piece {
 /* A slot's record-range reads (ranges.c), arrays allocated only when
  * the loader uses them.  The records whose rec_entry is RANGE_ENTRY are
  * read by range into buf (io pool), verified, then gathered. */
+/* Why a record read by range is bad (slot_ranges.rec_bad). */
+enum range_bad {
+	RANGE_BAD_SUM = 1,      /* its record checksum does not match */
+	RANGE_BAD_READ,         /* a read of it failed: the file ends before
+				   its index says */
+};
+
 struct slot_ranges {
 	uint32_t nranged;       /* such records [mu] */
 	uint64_t *rec_block;    /* their global block */
@@ -54,7 +61,7 @@ struct slot_ranges {
 				   buf */
 	uint32_t *order;        /* the pieces read, r * nfields + f, in the
 				   reads' order (build_reads) */
-	uint8_t *rec_bad;       /* 1: failed its checksum or read */
+	uint8_t *rec_bad;       /* 0, or why it is bad: RANGE_BAD_* */
 	struct range_read *reads;
 	uint32_t nreads;
 	uint32_t reads_pending; /* reads not back yet [mu] */
