@@ -23,43 +23,55 @@
 #include "dlpack_shard.h"
 #include "t.h"
 
-/* In @dir's dataset.json, the shard checksum @old becomes @new and the
- * dataset's stored_bytes change by @stored_delta (the file rewritten). */
-static inline void sp_relist(const char *dir, uint64_t old, uint64_t new,
-			     int64_t stored_delta)
+/* In @dir's dataset.json, the shard checksum @old becomes @new (unless
+ * they are equal) and the number after "@name": changes by @delta (the
+ * file rewritten). */
+static inline void sp_manifest_edit(const char *dir, uint64_t old,
+				    uint64_t new, const char *name,
+				    int64_t delta)
 {
-	static const char key[] = "\"stored_bytes\":";
-	char path[1024], want[17], text[8192], out[8300], *at, *end;
-	unsigned long long stored;
+	char path[1024], want[17], key[64], text[8192], out[8300], *at, *end;
+	unsigned long long v;
 	FILE *f;
 	size_t n;
 
 	T_ASSERT((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
 				  DLS_MANIFEST_NAME) < sizeof(path));
-	snprintf(want, sizeof(want), "%016llx", (unsigned long long)old);
+	T_ASSERT((size_t)snprintf(key, sizeof(key), "\"%s\":", name) <
+		 sizeof(key));
 	f = fopen(path, "r");
 	T_ASSERT(f != NULL);
 	n = fread(text, 1, sizeof(text) - 1, f);
 	fclose(f);
 	T_ASSERT(n > 0 && n < sizeof(text) - 1);
 	text[n] = '\0';
-	at = strstr(text, want);
-	T_ASSERT(at != NULL);
-	snprintf(want, sizeof(want), "%016llx", (unsigned long long)new);
-	memcpy(at, want, 16);
+	if (old != new) {
+		snprintf(want, sizeof(want), "%016llx", (unsigned long long)old);
+		at = strstr(text, want);
+		T_ASSERT(at != NULL);
+		snprintf(want, sizeof(want), "%016llx", (unsigned long long)new);
+		memcpy(at, want, 16);
+	}
 	at = strstr(text, key);
 	T_ASSERT(at != NULL);
-	at += sizeof(key) - 1;
-	stored = strtoull(at, &end, 10);
+	at += strlen(key);
+	v = strtoull(at, &end, 10);
 	T_ASSERT(end > at);
 	n = (size_t)snprintf(out, sizeof(out), "%.*s%llu%s", (int)(at - text),
-			     text, stored + (unsigned long long)stored_delta,
-			     end);
+			     text, v + (unsigned long long)delta, end);
 	T_ASSERT(n < sizeof(out));
 	f = fopen(path, "w");
 	T_ASSERT(f != NULL);
 	T_EQ(fwrite(out, 1, n, f), n);
 	T_EQ(fclose(f), 0);
+}
+
+/* The shard checksum @old becomes @new and the dataset's stored_bytes
+ * change by @stored_delta. */
+static inline void sp_relist(const char *dir, uint64_t old, uint64_t new,
+			     int64_t stored_delta)
+{
+	sp_manifest_edit(dir, old, new, "stored_bytes", stored_delta);
 }
 
 /* @dir's first shard (the writer's name for it). */

@@ -392,35 +392,6 @@ static void craft_tables(const char *dir, enum craft c)
 	free(stored);
 }
 
-/* The manifest's raw_bytes by @delta (a block cut, craft_index). */
-static void relist_raw_bytes(const char *dir, int64_t delta)
-{
-	static const char key[] = "\"raw_bytes\":";
-	char path[512], text[8192], out[8300], *at, *end;
-	unsigned long long raw;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, DLS_MANIFEST_NAME);
-	f = fopen(path, "r");
-	T_ASSERT(f != NULL);
-	n = fread(text, 1, sizeof(text) - 1, f);
-	fclose(f);
-	T_ASSERT(n > 0 && n < sizeof(text) - 1);
-	text[n] = '\0';
-	at = strstr(text, key);
-	T_ASSERT(at != NULL);
-	at += sizeof(key) - 1;
-	raw = strtoull(at, &end, 10);
-	n = (size_t)snprintf(out, sizeof(out), "%.*s%llu%s", (int)(at - text),
-			     text, raw + (unsigned long long)delta, end);
-	T_ASSERT(n < sizeof(out));
-	f = fopen(path, "w");
-	T_ASSERT(f != NULL);
-	T_EQ(fwrite(out, 1, n, f), n);
-	T_EQ(fclose(f), 0);
-}
-
 /* Shard 0's header and index edited for craft @c, sealed again (index,
  * header, manifest). */
 static void craft_index(const char *dir, enum craft c)
@@ -474,7 +445,7 @@ static void craft_index(const char *dir, enum craft c)
 	close(fd);
 	free(index);
 	if (c == C_CUT)
-		relist_raw_bytes(dir, -8);
+		sp_manifest_edit(dir, 0, 0, "raw_bytes", -8);
 }
 
 /*
