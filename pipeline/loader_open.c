@@ -372,6 +372,7 @@ static int open_core(struct loader_core *c,
 		r = cache_init(c, (uint32_t)entries);
 	if (!r)
 		c->cache.all = cache_holds_dataset(c);
+	ranges_whole_note(c);
 	views_init(c);
 	direct_init(c);
 	gather_init(c);

@@ -124,6 +124,8 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 c->ranges.device_lost);
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
+	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
+			 c->ranges.whole_note);
 	if (c->chunks.chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 c->gather.lost_to_chunks

@@ -113,6 +113,8 @@ struct loader_ranges {
 				       verify is on) */
 	uint32_t record_sums_shards; /* entries of record_sums */
 	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
+	char whole_note[288];       /* a full shuffle reads blocks whole,
+				       which and why (ranges_whole_note) */
 	uint32_t max_reads;         /* batch_size * fields */
 	struct range_piece *pieces; /* the planner's scratch */
 	_Atomic uint64_t reads, records;
@@ -128,6 +130,7 @@ struct block_view;
 int block_tables_check(const struct loader_core *c, uint64_t g,
 		       const uint8_t *raw, const struct block_view *v);
 void ranges_device_init(struct loader_core *c);
+void ranges_whole_note(struct loader_core *c);
 /* Where field @f of record @i of block @g lies in its file; its length in
  * @len. */
 uint64_t record_field_at(const struct loader_core *c, uint64_t g,

@@ -784,6 +784,27 @@ int main(void)
 	T_EQ(ra.rc, SLUICE_EOF);
 	T_EQ(ra.n, NREC);
 	T_EQ(ra.st.range_records, 0);
+	/* the cache holds them all: each is read once, nothing to say */
+	T_ASSERT(strstr(ra.st.fallbacks, "whole block") == NULL);
+	/* it does not: a block is read for nearly every record, and the
+	 * stats say so, and why */
+	cfg.memory_bytes = 256 << 10;
+	stream(mixed, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_CONTAINS(ra.st.fallbacks, "full shuffle reads a whole block for each record of 50 of 50 blocks (zstd");
+	T_CONTAINS(ra.st.fallbacks, "about 19 records a block");
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_CONTAINS(ra.st.fallbacks, "blocks (range_reads off)");
+	/* records read by range: nothing to say */
+	cfg.range_reads = SLUICE_RANGE_READS_AUTO;
+	cfg.memory_bytes = 0;
+	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_ASSERT(ra.st.range_records >= NREC);
+	T_ASSERT(strstr(ra.st.fallbacks, "whole block") == NULL);
 	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
 	cfg.range_reads = SLUICE_RANGE_READS_ON;
 	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
