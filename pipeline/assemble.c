@@ -267,6 +267,7 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 		return;
 	}
 	if (s->place == PLACE_CHUNKS) {
+		chunk_begin_locked(c, s);
 		io_ring_wake(c->ring);  /* to claim its chunks (chunks.c) */
 		return;
 	}
@@ -478,6 +479,8 @@ void run_assemble(struct loader_core *c, struct job j)
 	if (next_chunk) {
 		io_ring_wake(c->ring);  /* the I/O thread claims it */
 	} else if (last) {
+		if (s->chunk.chunked && !s->error)
+			chunk_compact(c, s);
 #ifdef SLUICE_TESTING
 		if (assemble_test_finish_hook)
 			assemble_test_finish_hook(c);

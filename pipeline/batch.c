@@ -134,10 +134,17 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
 	       c->tensors_per_batch * sizeof(s->tensors[0]));
-	if (c->chunks.chunked)
+	if (c->chunks.chunked) {
 		s->chunk.rows = malloc(b * sizeof(*s->chunk.rows));
+		if (s->chunk.rows && c->nvariable && !c->cfg.pad_length)
+			s->chunk.items = malloc((size_t)b * c->nvariable *
+						sizeof(*s->chunk.items));
+	}
 	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries ||
-	    (c->chunks.chunked && !s->chunk.rows) || slot_gather_init(c, s))
+	    (c->chunks.chunked && !s->chunk.rows) ||
+	    (c->chunks.chunked && c->nvariable && !c->cfg.pad_length &&
+	     !s->chunk.items) ||
+	    slot_gather_init(c, s))
 		return -ENOMEM;
 	return slot_ranges_init(c, s);
 }
@@ -153,6 +160,7 @@ void slot_free(struct slot *s)
 	free(s->rec_in_block);
 	free(s->entries);
 	free(s->chunk.rows);
+	free(s->chunk.items);
 	slot_ranges_free(s);
 	free(s->gather.runs);
 	slot_own_host_free(s);

@@ -4,18 +4,25 @@
  * Under full shuffle a batch's records live in as many blocks as it has
  * records; pinning them all at once (as the planner does for other
  * batches) needs batch_size blocks of io memory: a gigabyte for batch 256
- * of 4 MiB blocks.  When every field is fixed-shape a record's row in
- * the batch is known before its block is read, so such a batch takes its
- * batch memory first (in batch order, as budget.c requires), sorts its
- * rows by block, and walks them in chunks: the next c->need blocks are
- * pinned all at once, read and decoded; the assembly copies their rows
- * into place (runs.c, in block order); the blocks are unpinned and the
- * next chunk goes.  io memory then holds a chunk's blocks per batch in
- * flight, not a batch's.  The price: a block is read again for every
- * batch that needs it once it has left the cache, so chunks are only
- * used when a batch's blocks do not fit the budget (loader_open.c asks
- * budget_open() first); raw data of format v3 has record-range reads
- * (ranges.c) instead.
+ * of 4 MiB blocks.  A record's row in the batch is known before its block
+ * is read, so such a batch takes its batch memory first (in batch order,
+ * as budget.c requires), sorts its rows by block, and walks them in
+ * chunks: the next c->need blocks are pinned all at once, read and
+ * decoded; the assembly copies their rows into place (runs.c, in block
+ * order); the blocks are unpinned and the next chunk goes.  io memory
+ * then holds a chunk's blocks per batch in flight, not a batch's.  The
+ * price: a block is read again for every batch that needs it once it has
+ * left the cache, so chunks are only used when a batch's blocks do not
+ * fit the budget (loader_open.c asks budget_open() first); raw data of
+ * format v3 has record-range reads (ranges.c) instead.
+ *
+ * A variable field's values are not known before their blocks are read
+ * (in zstd blocks, not even their lengths), so each takes room for its
+ * bound (its shard's max_value_bytes, at most its block's raw bytes):
+ * the batch memory is granted for every value at its bound, each chunk
+ * copies its values to their bound's place and notes their lengths, and
+ * the last one moves them down into place (chunk_compact).  With
+ * pad_length the rows are fixed-shape already.
  *
  * A chunk's blocks are claimed all or none, and a claimed chunk needs
  * nothing else to finish (its batch has its memory), so chunks never wait
@@ -26,6 +33,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "loader.h"
 
@@ -37,7 +45,7 @@
 void chunks_init(struct loader_core *c)
 {
 	c->chunks.possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
-			     !c->ranges.on && !c->has_variable &&
+			     !c->ranges.on &&
 			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
 			     c->ds->schema.nfields > 0;
 }
@@ -60,28 +68,62 @@ static int cmp_u64(const void *a, const void *b)
 #define ROW_BITS 24     /* batch_size <= 1 << 24 (loader_config.c) */
 #define ROW_MASK ((1ull << ROW_BITS) - 1)
 
+/* The items a value of variable field @f in block @g may hold: its
+ * shard's max_value_bytes, never more than the block's raw bytes. */
+static uint64_t value_bound_items(const struct loader_core *c, uint64_t g,
+				  uint32_t f)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, g, &shard);
+	uint64_t most = c->ds->shards[shard].max_value_bytes[f];
+
+	if (most > blk->raw_size)
+		most = blk->raw_size;
+	return most / c->ds->schema.fields[f].unit_bytes;
+}
+
+/* The global block of the slot's record @r (its rows are sorted). */
+static uint64_t row_block(const struct slot *s, uint32_t r)
+{
+	return s->chunk.rows[r] >> ROW_BITS;
+}
+
+/* The batch dimension of every tensor; a variable field's values (without
+ * pad_length) hold every record's at its bound. */
+static void size_tensors(struct loader_core *c, struct slot *s,
+			 uint32_t count)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		struct tensor_desc *values = &s->tensors[t++];
+		uint64_t items = 0;
+
+		values->shape[0] = count;
+		if (!sc->fields[f].variable)
+			continue;
+		s->tensors[t++].shape[0] = c->cfg.pad_length ? count
+							     : count + 1;
+		if (c->cfg.pad_length)
+			continue;
+		/* batch_size x blocks of at most 2^34 bytes: no overflow */
+		for (uint32_t p = 0; p < count; p++)
+			items += value_bound_items(c, row_block(s, p), f);
+		values->shape[0] = (int64_t)items;
+	}
+}
+
 /*
  * Plan @s, holding @count records of batch c->plan_batch: its rows are
- * known (fixed-shape fields), so it asks for its batch memory now;
- * chunks_claim_locked() pins its blocks once it has it.  Its rows are
- * sorted by block, so that each chunk takes all of a block's rows and a
- * block is read once per batch while it is cached.
+ * known, and the room its variable values may take, so it asks for its
+ * batch memory now; chunks_claim_locked() pins its blocks once it has it.
+ * Its rows are sorted by block, so that each chunk takes all of a block's
+ * rows and a block is read once per batch while it is cached.
  * @return: 0, or -ENOSPC when one batch is larger than the batch memory.
  */
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 {
-	for (uint32_t k = 0; k < c->tensors_per_batch; k++)
-		s->tensors[k].shape[0] = count;
-	s->host_bytes = slot_place_tensors(c, s);
-	if (s->host_bytes > c->batch_pool.size) {
-		loader_fail_locked(c, -ENOSPC,
-			"batch %llu of epoch %llu needs %llu bytes, more than the %llu bytes of batch memory memory_bytes allows: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
-			(unsigned long long)c->plan_batch,
-			(unsigned long long)c->plan_epoch,
-			(unsigned long long)s->host_bytes,
-			(unsigned long long)c->batch_pool.size);
-		return -ENOSPC;
-	}
 	for (uint32_t r = 0; r < count; r++) {
 		uint64_t g = loader_block_of(c, s->indices[r]);
 
@@ -90,6 +132,20 @@ int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count)
 		s->chunk.rows[r] = g << ROW_BITS | r;
 	}
 	qsort(s->chunk.rows, count, sizeof(*s->chunk.rows), cmp_u64);
+	size_tensors(c, s, count);
+	s->host_bytes = slot_place_tensors(c, s);
+	if (s->host_bytes > c->batch_pool.size) {
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu needs %llu bytes%s, more than the %llu bytes of batch memory memory_bytes allows: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			(unsigned long long)c->plan_batch,
+			(unsigned long long)c->plan_epoch,
+			(unsigned long long)s->host_bytes,
+			c->has_variable && !c->cfg.pad_length
+				? " with every value at its shard's max_value_bytes (a batch assembled a chunk of blocks at a time holds each value's bound)"
+				: "",
+			(unsigned long long)c->batch_pool.size);
+		return -ENOSPC;
+	}
 	s->count = count;
 	s->delivered = count;
 	s->truncated = 0;
@@ -183,6 +239,95 @@ void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
 	}
 }
 
+/*
+ * The batch has its memory, before its first chunk: each variable
+ * field's offsets put every value at its bound's place (runs.c copies
+ * there; chunk_compact() moves them down once all are in).
+ */
+void chunk_begin_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0;
+
+	if (c->cfg.pad_length)
+		return;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		int64_t *index;
+		uint64_t at = 0;
+
+		t++;
+		if (!sc->fields[f].variable)
+			continue;
+		index = (int64_t *)(void *)(s->host + s->tensors[t++].offset);
+		/* in row order, which chunk_compact() relies on */
+		for (uint32_t r = 0; r < s->count; r++) {
+			index[r] = (int64_t)at;
+			at += value_bound_items(c, loader_block_of(c,
+							s->indices[r]), f);
+		}
+	}
+}
+
+/*
+ * The values of the chunk's rows, now that their blocks are decoded:
+ * each within its bound (block_view_init() refused any larger, and the
+ * copy relies on it: a larger one would run into the next value's room,
+ * so it is checked once more here, as measure_batch_locked() does), its
+ * items noted for chunk_compact(), or with pad_length its length
+ * written, as assemble.c's write_variable_index() does for whole batches.
+ * @return: 0 or -SLUICE_ECORRUPT.
+ */
+static int note_values_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0, k = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		const struct shard_field *fd = &sc->fields[f];
+		int64_t *index;
+
+		t++;
+		if (!fd->variable)
+			continue;
+		index = (int64_t *)(void *)(s->host + s->tensors[t++].offset);
+		for (uint32_t p = s->chunk.lo; p < s->chunk.hi; p++) {
+			uint32_t r = chunk_row(s, p);
+			uint64_t g = row_block(s, p), len;
+			const uint8_t *v;
+
+			slot_record_field(c, s, r, f, &v, &len);
+			len /= fd->unit_bytes;
+			if (len > value_bound_items(c, g, f)) {
+				uint32_t shard;
+				const struct shard_block *blk =
+					loader_block(c, g, &shard);
+
+				loader_fail_locked(c, -SLUICE_ECORRUPT,
+					"%s: block %llu: offset %llu: record %llu field %s: %llu items, more than the %llu its header's max_value_bytes and block size allow",
+					c->ds->shards[shard].path,
+					(unsigned long long)(g -
+						c->shard_block_base[shard]),
+					(unsigned long long)blk->offset,
+					(unsigned long long)s->indices[r],
+					fd->f.name, (unsigned long long)len,
+					(unsigned long long)value_bound_items(
+						c, g, f));
+				return -SLUICE_ECORRUPT;
+			}
+			if (!c->cfg.pad_length) {
+				s->chunk.items[(uint64_t)r * c->nvariable + k] =
+					len;
+				continue;
+			}
+			index[r] = (int64_t)len;
+			if (len > c->cfg.pad_length)
+				s->truncated += len - c->cfg.pad_length;
+		}
+		k++;
+	}
+	return 0;
+}
+
 /* The chunk's blocks are decoded (or failed): copy its records into
  * their rows, in parallel parts; a failed block fails the batch. */
 void chunk_ready_locked(struct loader_core *c, struct slot *s)
@@ -195,6 +340,8 @@ void chunk_ready_locked(struct loader_core *c, struct slot *s)
 		if (e->state == ENTRY_FAILED && !s->error)
 			s->error = e->error;
 	}
+	if (!s->error && c->has_variable)
+		s->error = note_values_locked(c, s);
 	if (s->error) {
 		s->parts_left = 1;
 		jobs_push_locked(c, (struct job){ JOB_ASSEMBLE, s->id, 0, 0 });
@@ -229,4 +376,43 @@ int chunk_done_locked(struct loader_core *c, struct slot *s)
 uint32_t chunk_row(const struct slot *s, uint32_t p)
 {
 	return (uint32_t)(s->chunk.rows[p] & ROW_MASK);
+}
+
+/*
+ * Every chunk is in: move each variable field's values down from their
+ * bounds' places, in row order (each lands at or before where it is, and
+ * before the next one's), and write the true offsets and item count.
+ * The batch keeps the memory of the bounds, and its copy to the device
+ * moves only the tensors' bytes.
+ */
+void chunk_compact(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0, k = 0;
+
+	if (!c->has_variable || c->cfg.pad_length)
+		return;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		struct tensor_desc *values = &s->tensors[t++];
+		uint64_t unit = sc->fields[f].unit_bytes, at = 0;
+		uint8_t *base = s->host + values->offset;
+		int64_t *index;
+
+		if (!sc->fields[f].variable)
+			continue;
+		index = (int64_t *)(void *)(s->host + s->tensors[t++].offset);
+		for (uint32_t r = 0; r < s->count; r++) {
+			uint64_t n = s->chunk.items[(uint64_t)r *
+						    c->nvariable + k];
+
+			memmove(base + at * unit, base + index[r] * unit,
+				n * unit);
+			index[r] = (int64_t)at;
+			at += n;
+		}
+		index[s->count] = (int64_t)at;
+		values->shape[0] = (int64_t)at;
+		values->bytes = tensor_bytes(values);
+		k++;
+	}
 }

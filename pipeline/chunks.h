@@ -15,6 +15,9 @@ struct slot;
  * pinned in entries. */
 struct slot_chunk {
 	uint64_t *rows;         /* allocated only when the loader uses it */
+	uint64_t *items;        /* [r * variable fields + k]: row r's items
+				   of the k-th variable field, as its chunk
+				   found them (without pad_length) */
 	int chunked;
 	int busy;               /* a chunk is claimed, not yet copied [mu] */
 	uint32_t lo, hi;        /* [mu] */
@@ -33,7 +36,9 @@ void chunks_init(struct loader_core *c);
 uint64_t chunk_blocks(const struct loader_core *c);
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
 void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
+void chunk_begin_locked(struct loader_core *c, struct slot *s);
 void chunk_ready_locked(struct loader_core *c, struct slot *s);
+void chunk_compact(struct loader_core *c, struct slot *s);
 /* The batch row at sorted position @p: the record runs.c walks there. */
 uint32_t chunk_row(const struct slot *s, uint32_t p);
 int chunk_done_locked(struct loader_core *c, struct slot *s);

@@ -140,6 +140,7 @@ struct loader_core {
 	uint64_t *shard_block_base; /* global id of each shard's block 0 */
 	int has_zstd;
 	int has_variable;           /* a field of variable shape */
+	uint32_t nvariable;         /* such fields */
 	uint32_t tensors_per_batch;
 	struct tensor_desc tensor_layout[LOADER_MAX_TENSORS];
 

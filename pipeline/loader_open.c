@@ -74,8 +74,10 @@ static int build_geometry(struct loader_core *c)
 	c->shard_block_base[ds->nshards] = g;
 	c->block_first[g] = ds->record_count;
 	for (uint32_t f = 0; f < ds->schema.nfields; f++)
-		if (ds->schema.fields[f].variable)
+		if (ds->schema.fields[f].variable) {
 			c->has_variable = 1;
+			c->nvariable++;
+		}
 	return 0;
 }
 
