@@ -82,10 +82,10 @@ static uint64_t value_bound_items(const struct loader_core *c, uint64_t g,
 	return most / c->ds->schema.fields[f].unit_bytes;
 }
 
-/* The global block of the slot's record @r (its rows are sorted). */
-static uint64_t row_block(const struct slot *s, uint32_t r)
+/* The global block of the record at sorted position @p. */
+static uint64_t row_block(const struct slot *s, uint32_t p)
 {
-	return s->chunk.rows[r] >> ROW_BITS;
+	return s->chunk.rows[p] >> ROW_BITS;
 }
 
 /* The batch dimension of every tensor; a variable field's values (without
