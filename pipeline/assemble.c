@@ -82,6 +82,26 @@ static uint64_t block_value_bound(const struct loader_core *c, uint64_t block,
 	return c->ds->shards[c->block_shard[block]].max_value_bytes[f];
 }
 
+/* Fail the loader: record @index's value of field @f, in block @g, is
+ * @len bytes, over the @bound its shard's header (and block) allow.
+ * block_view_init() refuses such a block; batch memory is sized on the
+ * bound, so the copies check again.  @return: -SLUICE_ECORRUPT. */
+int value_over_bound_locked(struct loader_core *c, uint64_t g, uint64_t index,
+			    uint32_t f, uint64_t len, uint64_t bound)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, g, &shard);
+
+	loader_fail_locked(c, -SLUICE_ECORRUPT,
+		"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, more than the %llu its shard's max_value_bytes allows",
+		c->ds->shards[shard].path,
+		(unsigned long long)(g - c->shard_block_base[shard]),
+		(unsigned long long)blk->offset, (unsigned long long)index,
+		c->ds->schema.fields[f].f.name, (unsigned long long)len,
+		(unsigned long long)bound);
+	return -SLUICE_ECORRUPT;
+}
+
 /*
  * Size the batch: every tensor's batch dimension, or the items its
  * variable values hold, then its bytes.  A batch that could never fit the
@@ -111,23 +131,10 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 
 			/* ranges.c's were checked at open, as here */
 			slot_record_field(c, s, r, f, &p, &len);
-			if (len > block_value_bound(c, g, f)) {
-				uint32_t shard;
-				const struct shard_block *blk =
-					loader_block(c, g, &shard);
-
-				loader_fail_locked(c, -SLUICE_ECORRUPT,
-					"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, more than the header's max_value_bytes %llu",
-					c->ds->shards[shard].path,
-					(unsigned long long)(g -
-						c->shard_block_base[shard]),
-					(unsigned long long)blk->offset,
-					(unsigned long long)s->indices[r],
-					fd->f.name, (unsigned long long)len,
-					(unsigned long long)block_value_bound(
-						c, g, f));
-				return -SLUICE_ECORRUPT;
-			}
+			if (len > block_value_bound(c, g, f))
+				return value_over_bound_locked(c, g,
+					s->indices[r], f, len,
+					block_value_bound(c, g, f));
 			if (len > big_len) {
 				big_len = len;
 				big_r = r;

@@ -68,18 +68,23 @@ static int cmp_u64(const void *a, const void *b)
 #define ROW_BITS 24     /* batch_size <= 1 << 24 (loader_config.c) */
 #define ROW_MASK ((1ull << ROW_BITS) - 1)
 
-/* The items a value of variable field @f in block @g may hold: its
+/* The bytes a value of variable field @f in block @g may hold: its
  * shard's max_value_bytes, never more than the block's raw bytes. */
-static uint64_t value_bound_items(const struct loader_core *c, uint64_t g,
-				  uint32_t f)
+static uint64_t value_bound(const struct loader_core *c, uint64_t g,
+			    uint32_t f)
 {
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, g, &shard);
 	uint64_t most = c->ds->shards[shard].max_value_bytes[f];
 
-	if (most > blk->raw_size)
-		most = blk->raw_size;
-	return most / c->ds->schema.fields[f].unit_bytes;
+	return most < blk->raw_size ? most : blk->raw_size;
+}
+
+/* The same in the field's items. */
+static uint64_t value_bound_items(const struct loader_core *c, uint64_t g,
+				  uint32_t f)
+{
+	return value_bound(c, g, f) / c->ds->schema.fields[f].unit_bytes;
 }
 
 /* The global block of the record at sorted position @p. */
@@ -270,11 +275,10 @@ void chunk_begin_locked(struct loader_core *c, struct slot *s)
 
 /*
  * The values of the chunk's rows, now that their blocks are decoded:
- * each within its bound (block_view_init() refused any larger, and the
- * copy relies on it: a larger one would run into the next value's room,
- * so it is checked once more here, as measure_batch_locked() does), its
- * items noted for chunk_compact(), or with pad_length its length
- * written, as assemble.c's write_variable_index() does for whole batches.
+ * each within its bound (a larger one would run into the next value's
+ * room: value_over_bound_locked()), its items noted for chunk_compact(),
+ * or with pad_length its length written, as assemble.c's
+ * write_variable_index() does for whole batches.
  * @return: 0 or -SLUICE_ECORRUPT.
  */
 static int note_values_locked(struct loader_core *c, struct slot *s)
@@ -296,24 +300,11 @@ static int note_values_locked(struct loader_core *c, struct slot *s)
 			const uint8_t *v;
 
 			slot_record_field(c, s, r, f, &v, &len);
+			if (len > value_bound(c, g, f))
+				return value_over_bound_locked(c, g,
+					s->indices[r], f, len,
+					value_bound(c, g, f));
 			len /= fd->unit_bytes;
-			if (len > value_bound_items(c, g, f)) {
-				uint32_t shard;
-				const struct shard_block *blk =
-					loader_block(c, g, &shard);
-
-				loader_fail_locked(c, -SLUICE_ECORRUPT,
-					"%s: block %llu: offset %llu: record %llu field %s: %llu items, more than the %llu its header's max_value_bytes and block size allow",
-					c->ds->shards[shard].path,
-					(unsigned long long)(g -
-						c->shard_block_base[shard]),
-					(unsigned long long)blk->offset,
-					(unsigned long long)s->indices[r],
-					fd->f.name, (unsigned long long)len,
-					(unsigned long long)value_bound_items(
-						c, g, f));
-				return -SLUICE_ECORRUPT;
-			}
 			if (!c->cfg.pad_length) {
 				s->chunk.items[(uint64_t)r * c->nvariable + k] =
 					len;
