@@ -39,26 +39,32 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* The most records a batch holds: batch_size, or this rank's part of an
+ * epoch when that is smaller (an elastic resume only shortens the part).
+ * Memory is sized for this many: the default budget refused 3 records of
+ * 16 KiB at batch_size 1024 for the 16.8 MB that 1024 would take, and a
+ * full shuffle of 3 records (10 MB) asked 5.4 GB for 256 records' ranges
+ * in flight.  The sampler is open. */
+uint32_t batch_records_max(const struct loader_core *c)
+{
+	return c->sampler.per_rank < c->cfg.batch_size
+		? (uint32_t)c->sampler.per_rank : c->cfg.batch_size;
+}
+
 /*
  * Compute the tensors of a batch (names, dtypes, shapes but the batch
  * dimension) into c->tensor_layout, and in *@fixed_bytes what a full
  * batch takes besides its variable values (fixed and padded fields,
- * offsets or lengths, alignment).  A full batch is batch_size records,
- * or this rank's part of an epoch when that is smaller: no batch holds
- * more (an elastic resume only shortens the part), and the default
- * budget refused 3 records of 16 KiB at batch_size 1024 for the 16.8 MB
- * that 1024 would take.  The sampler is open.  @return: 0 or -EOVERFLOW.
+ * offsets or lengths, alignment), for batch_records_max() records.
+ * @return: 0 or -EOVERFLOW.
  */
 int slot_layout(struct loader_core *c, uint64_t *fixed_bytes)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	const DLDataType i64 = { kDLInt, 64, 1 };
-	uint64_t b = c->cfg.batch_size, pad = c->cfg.pad_length, total = 0;
+	uint64_t b = batch_records_max(c), pad = c->cfg.pad_length, total = 0;
 	struct tensor_desc t[LOADER_MAX_TENSORS];
 	uint32_t n = 0;
-
-	if (c->sampler.per_rank < b)
-		b = c->sampler.per_rank;
 
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		const struct shard_field *fd = &sc->fields[f];

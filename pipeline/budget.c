@@ -91,11 +91,10 @@ static int cmp_u64(const void *a, const void *b)
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
 	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
-	uint64_t raw_top_one;       /* the batch_size largest raw sizes,
-				       summed: no batch holds more */
-	uint64_t raw_top_two;       /* the 2 x batch_size largest raw
-				       sizes, summed: no two batches hold
-				       more */
+	uint64_t raw_top_one;       /* the batch_records_max() largest raw
+				       sizes, summed: no batch holds more */
+	uint64_t raw_top_two;       /* twice as many: no two batches of
+				       one epoch hold more */
 	uint64_t max_block;         /* global block with io_max */
 };
 
@@ -147,12 +146,13 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	z->io_median = io[(n - 1) / 2];
 	for (uint64_t k = 0; k < c->need && k < n; k++)
 		z->io_top_need = add_sat(z->io_top_need, io[n - 1 - k]);
-	/* A batch's records come from at most batch_size blocks, and its
-	 * records of one block hold at most that block's raw bytes. */
+	/* A batch's records come from at most batch_records_max() blocks,
+	 * and its records of one block hold at most that block's raw
+	 * bytes. */
 	qsort(raw, n, sizeof(*raw), cmp_u64);
-	for (uint64_t k = 0; k < 2ull * c->cfg.batch_size && k < n; k++) {
+	for (uint64_t k = 0; k < 2ull * batch_records_max(c) && k < n; k++) {
 		z->raw_top_two = add_sat(z->raw_top_two, raw[n - 1 - k]);
-		if (k < c->cfg.batch_size)
+		if (k < batch_records_max(c))
 			z->raw_top_one = z->raw_top_two;
 	}
 	for (uint64_t k = 0; k < n; k++) {
@@ -240,6 +240,34 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
 	return big;
 }
 
+/*
+ * The most @n batches' (1 or 2) variable values take past batch_fixed:
+ * every record at its largest values, but never more than the largest
+ * blocks of as many records hold (one outlier record costs its own size,
+ * not batch_size times it).  Two batches of one epoch hold distinct
+ * records; the last of an epoch and the first of the next may hold the
+ * same ones, which is what two batches are in a dataset of at most two
+ * (3 records, one of 10 MB, held across epochs, went over the budget when
+ * the two were bounded by its blocks once).  In a larger dataset the
+ * largest records meeting at an epoch's boundary is left to the consumer's
+ * mapped batches (batch_memory.c): bounding every pair by it took 40% more
+ * memory for a dataset of rare values of MiBs.
+ */
+static uint64_t batches_extra_max(const struct loader_core *c,
+				  const struct block_sizes *z, uint64_t n)
+{
+	uint64_t b = batch_records_max(c), largest = largest_record_extra(c);
+	uint64_t one = mul_sat(largest, b), two = mul_sat(largest, 2 * b);
+
+	if (one > z->raw_top_one)
+		one = z->raw_top_one;
+	if (two > z->raw_top_two)
+		two = z->raw_top_two;
+	if (n == 1)
+		return one;
+	return c->ds->record_count > 2 * b ? two : mul_sat(2, one);
+}
+
 /* The batch memory a budget wants: prefetch_depth + 1 typical batches
  * (@batch_fixed: a batch's bytes besides variable values), and room for
  * the two largest. */
@@ -247,7 +275,6 @@ static uint64_t batch_want_bytes(const struct loader_core *c,
 				 const struct block_sizes *z,
 				 uint64_t batch_fixed)
 {
-	uint64_t b = c->cfg.batch_size, records = c->ds->record_count;
 	uint64_t per_batch, extra, want;
 
 	/* The median record's variable bytes: its raw size less the fixed
@@ -255,7 +282,7 @@ static uint64_t batch_want_bytes(const struct loader_core *c,
 	per_batch = batch_fixed;
 	if (!c->cfg.pad_length && z->record_median > fixed_record_bytes(c))
 		per_batch = add_sat(per_batch,
-				    mul_sat(b < records ? b : records,
+				    mul_sat(batch_records_max(c),
 					    z->record_median -
 						    fixed_record_bytes(c)));
 	/* prefetch_depth batches and the one the consumer holds.  With
@@ -268,33 +295,22 @@ static uint64_t batch_want_bytes(const struct loader_core *c,
 	 * record at its largest values (a batch of 8 images of up to 300 KB
 	 * sized from the median image was refused; with room for one, a run
 	 * of 40 such images held one batch at a time went over the budget
-	 * 20 times), but never more than the 2 x batch_size largest blocks
-	 * hold (one outlier record costs its own size, not batch_size times
-	 * it). */
-	extra = mul_sat(largest_record_extra(c),
-			2 * b < records ? 2 * b : records);
-	if (extra && extra > z->raw_top_two)
-		extra = z->raw_top_two;
+	 * 20 times): batches_extra_max(). */
+	extra = batches_extra_max(c, z, 2);
 	want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull : 1ull),
 			       per_batch),
 		       extra);
 	return add_sat(want, IO_ALIGN) & ~(uint64_t)(IO_ALIGN - 1);
 }
 
-/* The most @n batches (1 or 2) can take: every record at its largest
- * values, but never more than the n x batch_size largest blocks hold. */
+/* The most @n batches (1 or 2) can take. */
 static uint64_t batches_max_bytes(const struct loader_core *c,
 				  const struct block_sizes *z,
 				  uint64_t batch_fixed, uint64_t n)
 {
-	uint64_t b = n * c->cfg.batch_size, records = c->ds->record_count;
-	uint64_t extra = mul_sat(largest_record_extra(c),
-				 b < records ? b : records);
-	uint64_t top = n == 1 ? z->raw_top_one : z->raw_top_two;
-
-	if (extra > top)
-		extra = top;
-	return align_up(add_sat(mul_sat(n, batch_fixed), extra), IO_ALIGN);
+	return align_up(add_sat(mul_sat(n, batch_fixed),
+				batches_extra_max(c, z, n)),
+			IO_ALIGN);
 }
 
 /* A batch does not fit beside the io memory: -E2BIG under window shuffle,
@@ -521,9 +537,7 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 			 (unsigned long long)c->io_bytes,
 			 (unsigned long long)c->need,
 			 (unsigned long long)z->io_max,
-			 c->cfg.batch_size < c->sampler.per_rank
-				 ? c->cfg.batch_size
-				 : (uint32_t)c->sampler.per_rank,
+			 batch_records_max(c),
 			 (unsigned long long)batch_fixed);
 		return batch_refused(c);
 	}

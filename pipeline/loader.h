@@ -372,6 +372,7 @@ static inline uint64_t tensor_bytes(const struct tensor_desc *t)
 
 /* batch.c */
 int slot_layout(struct loader_core *c, uint64_t *fixed_bytes);
+uint32_t batch_records_max(const struct loader_core *c);
 uint64_t slot_place_tensors(const struct loader_core *c, struct slot *s);
 int slot_init(struct loader_core *c, struct slot *s, uint32_t id);
 void slot_free(struct slot *s);

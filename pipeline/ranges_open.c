@@ -326,7 +326,7 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			c->ranges.io_want += env;
 	}
 	if (__builtin_mul_overflow(c->ranges.io_want,
-				   (uint64_t)c->cfg.batch_size *
+				   (uint64_t)batch_records_max(c) *
 					   c->cfg.prefetch_depth,
 				   &c->ranges.io_want))
 		c->ranges.io_want = UINT64_MAX;
@@ -356,7 +356,7 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 		for (uint32_t f = 0; f < sc->nfields; f++)
 			if (c->ranges.resident[f])
 				tail += align_up(sc->fields[f].record_bytes *
-						 c->cfg.batch_size, 8) + 8;
+						 batch_records_max(c), 8) + 8;
 		c->ranges.stage_want = stage_ranges_want(c);
 		if (__builtin_add_overflow(c->ranges.io_want,
 					   c->ranges.stage_want +

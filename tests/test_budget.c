@@ -8,7 +8,8 @@
  * costs nothing; each shard's own max_value_bytes bounds its values;
  * batches released after close give their memory to no one; a release
  * racing next() is waited for, not taken for hoarding; holding the
- * previous batch never pushes the next over the budget; the first-fit
+ * previous batch never pushes the next over the budget, across epochs
+ * too; a batch's memory is sized for the records it can hold; the first-fit
  * pool agrees with a map of its units; the default budget's share is of
  * the control group's memory limit when it is below RAM.
  */
@@ -887,6 +888,68 @@ static void check_variable_images(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/*
+ * Three records, one of 10 MiB, batch 256: every batch is the whole
+ * dataset, so the batch a consumer holds at an epoch's end and the next
+ * epoch's first both hold the 10 MiB value.  The default budget has room
+ * for both (bounded by the blocks once, it went over the budget), and a
+ * full shuffle sizes its range reads for the 3 records a batch holds,
+ * not 256 (it asked 5.4 GB, capped at 3.2, for 10 MB of data).
+ */
+static void check_tiny_dataset_epochs(const char *dir)
+{
+	static uint8_t big[10 << 20];
+	const uint64_t sizes[3] = { 20, sizeof(big), 30 };
+	struct sluice_field f[2];
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	int64_t label = 0;
+
+	f[0] = t_field("v", (DLDataType){ kDLUInt, 8, 1 }, -1);
+	f[1] = t_field("cls", (DLDataType){ kDLInt, 64, 1 }, 1);
+	sluice_writer_config_init(&wc);
+	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
+	for (int i = 0; i < 3; i++) {
+		const void *vals[2] = { big, &label };
+		uint64_t lens[2] = { sizes[i], sizeof(label) };
+
+		T_OK(sluice_writer_add(w, vals, lens));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+	     mode++) {
+		struct sluice_stats st = { .size = sizeof(st) };
+		sluice_loader *ld = must_open(ds, mode, 256, 0);
+		sluice_batch *prev = NULL, *b;
+		uint64_t got = 0;
+		int epochs = 0, r;
+
+		while (epochs < 3) {
+			r = sluice_loader_next(ld, &b);
+			if (r == SLUICE_EOF) {
+				epochs++;
+				continue;
+			}
+			T_OK(r);
+			got += sluice_batch_size(b);
+			sluice_batch_release(prev);     /* held until now */
+			prev = b;
+		}
+		sluice_batch_release(prev);
+		T_EQ(got, 9);
+		T_OK(sluice_loader_stats(ld, &st));
+		if (st.batches_over_budget)
+			T_FAIL_AT("shuffle %d: %llu batches over the default budget across epochs",
+				  mode,
+				  (unsigned long long)st.batches_over_budget);
+		T_ASSERT(st.memory_bytes < 256 * MIB);
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
 /* An explicit cache_bytes is honoured beside an explicit memory_bytes
  * (the io memory holds it, not half the budget), and refused at open
  * with a message when it cannot fit beside one batch. */
@@ -1466,6 +1529,8 @@ int main(void)
 	check_shard_bound(dir);
 	snprintf(path, sizeof(path), "%s/images", dir);
 	check_variable_images(path);
+	snprintf(path, sizeof(path), "%s/tiny", dir);
+	check_tiny_dataset_epochs(path);
 	snprintf(path, sizeof(path), "%s/cached", dir);
 	check_explicit_cache(path);
 	snprintf(path, sizeof(path), "%s/memory", dir);
