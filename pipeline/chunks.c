@@ -44,8 +44,7 @@
 
 void chunks_init(struct loader_core *c)
 {
-	c->chunks.possible = c->cfg.shuffle == SLUICE_SHUFFLE_FULL &&
-			     !c->ranges.on &&
+	c->chunks.possible = !c->ranges.on &&
 			     c->cfg.on_error != SLUICE_ON_ERROR_SKIP &&
 			     c->ds->schema.nfields > 0;
 }
@@ -85,6 +84,61 @@ static uint64_t value_bound_items(const struct loader_core *c, uint64_t g,
 				  uint32_t f)
 {
 	return value_bound(c, g, f) / c->ds->schema.fields[f].unit_bytes;
+}
+
+struct block_bound {
+	uint64_t bound, records;
+};
+
+static int by_bound_down(const void *a, const void *b)
+{
+	uint64_t x = ((const struct block_bound *)a)->bound;
+	uint64_t y = ((const struct block_bound *)b)->bound;
+
+	return x > y ? -1 : x < y;
+}
+
+/*
+ * The most a batch's variable values take at their bounds, as such a
+ * batch is granted (size_tensors): for each field, the batch_records_max()
+ * records of the blocks whose bound is largest, so that budget_open() can
+ * refuse at open what a batch could be refused later.  0 with
+ * pad_length.  @return: 0, or -ENOMEM.
+ */
+int chunk_values_max(const struct loader_core *c, uint64_t *bytes)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	struct block_bound *bb;
+
+	*bytes = 0;
+	if (!c->has_variable || c->cfg.pad_length || c->nblocks == 0)
+		return 0;
+	bb = malloc(c->nblocks * sizeof(*bb));
+	if (!bb)
+		return -ENOMEM;
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t left = batch_records_max(c), unit;
+
+		if (!sc->fields[f].variable)
+			continue;
+		unit = sc->fields[f].unit_bytes;
+		for (uint64_t g = 0; g < c->nblocks; g++) {
+			uint32_t shard;
+
+			bb[g].bound = value_bound_items(c, g, f) * unit;
+			bb[g].records = loader_block(c, g, &shard)->record_count;
+		}
+		qsort(bb, c->nblocks, sizeof(*bb), by_bound_down);
+		for (uint64_t g = 0; g < c->nblocks && left; g++) {
+			uint64_t n = bb[g].records < left ? bb[g].records
+							  : left;
+
+			*bytes += n * bb[g].bound;  /* below 2^24 x 2^34 */
+			left -= n;
+		}
+	}
+	free(bb);
+	return 0;
 }
 
 /* The global block of the record at sorted position @p. */

@@ -268,7 +268,8 @@ static int open_sampler(struct loader_core *c,
  * (budget_open's -E2BIG): halve the window until they do, and say so
  * (stats.fallbacks).  The window is part of the order: a run resumed
  * with another memory_bytes, or on a machine whose cap differs, has
- * another order.  @return: budget_open's.
+ * another order.  Where no window fits, the one asked for is kept (the
+ * caller may gather batches by chunks instead).  @return: budget_open's.
  */
 static int shrink_window(struct loader_core *c,
 			 const struct sampler_stream_spec *specs,
@@ -291,6 +292,19 @@ static int shrink_window(struct loader_core *c,
 		read_ahead_open(c);
 		*entries = cache_entries(c, c->need);
 		r = budget_open(c, entries, batch_fixed, err, errlen);
+	}
+	if (r == -E2BIG) {
+		int r2;
+
+		c->cfg.window_blocks = c->window_asked;
+		c->window_asked = 0;
+		sampler_destroy(&c->sampler);
+		r2 = open_sampler(c, specs, nspecs, err, errlen);
+		if (r2)
+			return r2;
+		c->need = cache_needed(c, c->cfg.batch_size);
+		read_ahead_open(c);
+		*entries = cache_entries(c, c->need);
 	}
 	return r;
 }
@@ -357,17 +371,19 @@ static int open_core(struct loader_core *c,
 	if (!c->slots || !c->fifo)
 		return -ENOMEM;
 	r = budget_open(c, &entries, batch_fixed, err, errlen);
-	if (r == -ENOSPC && c->chunks.possible && need > chunk_blocks(c)) {
-		/* A batch's blocks do not fit at once: gather it a chunk of
-		 * blocks at a time (chunks.c). */
-		c->chunks.chunked = 1;
-		c->need = need = chunk_blocks(c);
-		entries = cache_entries(c, need);
-		r = budget_open(c, &entries, batch_fixed, err, errlen);
-	}
 	if (r == -E2BIG)
 		r = shrink_window(c, specs, nspecs, batch_fixed, &entries,
 				  err, errlen);
+	if ((r == -ENOSPC || r == -E2BIG) && c->chunks.possible &&
+	    c->need > 1) {
+		/* A batch's blocks do not fit at once (nor in a smaller
+		 * window): gather it a chunk of blocks at a time (chunks.c). */
+		c->chunks.chunked = 1;
+		if (c->need > chunk_blocks(c))
+			c->need = chunk_blocks(c);
+		entries = cache_entries(c, c->need);
+		r = budget_open(c, &entries, batch_fixed, err, errlen);
+	}
 	if (r == -E2BIG)
 		r = -ENOSPC;
 	if (!r)

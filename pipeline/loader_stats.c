@@ -129,8 +129,8 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	if (c->chunks.chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 c->gather.lost_to_chunks
-				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device"
-				 : "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time");
+				 ? "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time on the CPU, not gathered on the device, a block read again for each batch it serves"
+				 : "a batch's blocks do not fit memory_bytes at once: batches assembled a chunk of blocks at a time, a block read again for each batch it serves");
 	all.size = (uint32_t)n;
 	if (out->size > n)   /* a newer caller: fields we do not know */
 		memset((char *)out + n, 0, out->size - n);

@@ -556,6 +556,14 @@ uint64_t sampler_rank_record(const struct sampler *s, uint64_t i)
 	return rank_record(s, i, &memo);
 }
 
+int sampler_repeats(const struct sampler *s)
+{
+	for (uint32_t k = 0; k < s->nstreams; k++)
+		if (s->streams[k].samples > s->streams[k].records)
+			return 1;
+	return 0;
+}
+
 uint32_t sampler_batch_count(const struct sampler *s, uint64_t k)
 {
 	uint64_t left;

@@ -159,6 +159,10 @@ uint32_t sampler_batch(const struct sampler *s, uint64_t k, uint64_t *out);
 /* Record at position @i (< per_rank) of this rank's part. */
 uint64_t sampler_rank_record(const struct sampler *s, uint64_t i);
 
+/* Does an epoch take some record more than once (a mixture's stream
+ * with more samples than records)?  Then a batch may too. */
+int sampler_repeats(const struct sampler *s);
+
 /*
  * The permutation a position last went through (a window's, or a
  * stream's repeat's) and that window's place, so neighbouring positions

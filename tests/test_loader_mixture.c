@@ -254,6 +254,79 @@ static void check_refusals(sluice_dataset **ds, sluice_dataset *other,
 	}
 }
 
+/* 10 records of fx's schema, the first with a value of 64 KiB, the
+ * others of 8 bytes. */
+static void write_one_large(const char *dir)
+{
+	static uint8_t v[64 << 10];
+	struct sluice_field f[2];
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	int32_t x[4] = { 1, 2, 3, 4 };
+
+	f[0] = t_field("x", (DLDataType){ kDLInt, 32, 1 }, 4);
+	f[1] = t_field("v", (DLDataType){ kDLUInt, 8, 1 }, -1);
+	sluice_writer_config_init(&wc);
+	T_OK(sluice_writer_open(dir, f, 2, &wc, &w));
+	for (int i = 0; i < 10; i++) {
+		const void *vals[2] = { x, v };
+		uint64_t lens[2] = { sizeof(x), i ? 8 : sizeof(v) };
+
+		T_OK(sluice_writer_add(w, vals, lens));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+}
+
+/*
+ * A stream of 10 records taken 1000 times an epoch beside another of 10,
+ * in one batch of them all: the batch holds the 64 KiB value about 100
+ * times, which the blocks it comes from (640 KiB less) do not bound.
+ * The default budget holds it (it was refused: "needs 6585856 bytes,
+ * more than the 532480 bytes of batch memory").
+ */
+static void check_repeats_in_a_batch(const char *dir)
+{
+	char a[600], b[600];
+	sluice_dataset *ds[2];
+	struct sluice_stream streams[2];
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	sluice_batch *batch;
+	char msg[512];
+	uint64_t got = 0;
+	int r;
+
+	snprintf(a, sizeof(a), "%s/rep-a", dir);
+	snprintf(b, sizeof(b), "%s/rep-b", dir);
+	write_one_large(a);
+	fx_write_range(b, 64, 10, 65536, 0, 0);
+	T_OK(sluice_dataset_open(a, &ds[0]));
+	T_OK(sluice_dataset_open(b, &ds[1]));
+	streams[0] = (struct sluice_stream){ ds[0], 0, 1000 };
+	streams[1] = (struct sluice_stream){ ds[1], 1, 0 };
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 4096;
+	cfg.device = SLUICE_DEVICE_HOST;
+	r = sluice_loader_open_streams(streams, 2, &cfg, &ld);
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("open_streams: %s: %s", sluice_strerror(r), msg);
+	}
+	while ((r = sluice_loader_next(ld, &batch)) == 0) {
+		got += sluice_batch_size(batch);
+		sluice_batch_release(batch);
+	}
+	if (r != SLUICE_EOF) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("next: %s: %s", sluice_strerror(r), msg);
+	}
+	T_EQ(got, 1010);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds[0]);
+	sluice_dataset_close(ds[1]);
+}
+
 int main(void)
 {
 	char *dir = fx_tmpdir();
@@ -295,6 +368,7 @@ int main(void)
 		check_ranks_and_resume(ds, mode);
 	}
 	check_refusals(ds, other, empty);
+	check_repeats_in_a_batch(dir);
 	for (int i = 0; i < 3; i++)
 		sluice_dataset_close(ds[i]);
 	sluice_dataset_close(other);

@@ -187,7 +187,9 @@ def test_direct_io_auto_reads_cached_shards_buffered(dataset):
 def test_memory_budget(dataset):
     """A small budget still delivers every record once; a hoarding
     consumer past it gets its batches (host memory outside the budget,
-    counted); one too small for a batch names memory_bytes."""
+    counted); a batch whose blocks do not fit beside it is gathered a
+    chunk of blocks at a time; a budget too small for a batch names
+    memory_bytes."""
     with sluice.Loader(dataset, batch_size=10, shuffle="none",
                        device="cpu", memory_bytes=64 << 10) as ld:
         kept = list(ld)
@@ -202,9 +204,18 @@ def test_memory_budget(dataset):
         assert stats["bytes_verified_device"] == 0  # on the host
         assert stats["read_ahead_blocks"] >= 2  # two per decode thread
         del kept
+    # One batch of all 400 records fits, their blocks beside it do not:
+    # gathered a chunk of blocks at a time, said once.
+    with pytest.warns(RuntimeWarning, match="a chunk of blocks at a time"):
+        ld = sluice.Loader(dataset, batch_size=5000, device="cpu",
+                           memory_bytes=64 << 10)
+    with ld:
+        seen = [i for b in ld for i in check_batch(b)]
+        assert sorted(seen) == list(range(400))
+        assert ld.stats()["batches_over_budget"] == 0
     with pytest.raises(sluice.SluiceError, match="memory_bytes"):
         sluice.Loader(dataset, batch_size=5000, device="cpu",
-                      memory_bytes=64 << 10)
+                      memory_bytes=8 << 10)
 
 
 @pytest.mark.parametrize("range_reads", ["auto", "on", "off"])
