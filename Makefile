@@ -234,6 +234,10 @@ $(BUILD)/epoch_scale $(BUILD)/open_memory: $(BUILD)/%: bench/scale/%.c $(STATIC)
 $(BUILD)/budget_probe: bench/budget_probe.c $(STATIC)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
+# Loader runs for bench/state_sweep.py (resume, ranks, epochs, mixtures).
+$(BUILD)/state_probe: bench/state_probe.c $(STATIC)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
