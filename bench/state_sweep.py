@@ -184,7 +184,8 @@ def make_dataset(rng, base, nstreams):
                                            3000 if any(":-1" in f for f in fields)
                                            else 6000)))
     stats["datasets"] += nstreams
-    return {"parts": out, "desc": " + ".join(d["desc"] for d in out),
+    return {"big": fields[0].startswith("f0:float32:") and len(fields) == 1,
+            "parts": out, "desc": " + ".join(d["desc"] for d in out),
             "n": sum(d["n"] for d in out), "var": out[0]["var"],
             "paths": [d["path"] for d in out]}
 
@@ -352,6 +353,12 @@ def random_cfg(rng, ds):
         # a budget that holds fewer blocks than the dataset: views,
         # direct decodes, range reads and chunks instead of the cache
         cfg["memory"] = rng.choice((1 << 20, 3 << 20, 8 << 20, 24 << 20))
+    if ds.get("big") and rng.random() < 0.6:
+        # more blocks than the budget: chunks under full shuffle
+        cfg["memory"] = rng.choice((2 << 20, 4 << 20, 8 << 20))
+        cfg["cache"] = None
+        if rng.random() < 0.5:
+            cfg["ranges"] = "off"
     if rng.random() < 0.25:
         cfg["device"] = "sim"
     sim_hold(cfg)
@@ -627,6 +634,58 @@ def shape(rng, cfg, prev):
     return c
 
 
+class Chain:
+    """The elastic resume of sampler.h and sampler_split.c, as a model: a
+    job of W ranks splits the sequence it is given into W parts of P
+    positions (drop_last: floor(len / W), else ceil, the last parts
+    wrapping to the start); rank r delivers positions [rP, rP + c) of it;
+    what no rank consumed (positions past the end are padding, not
+    consumed), in order, is the next job's sequence."""
+
+    def __init__(self, seq):
+        self.seq = seq
+        self.cur = list(range(len(seq)))    # epoch positions
+        self.job = None
+        self.used = {}                      # rank -> positions delivered
+
+    def _apply(self):
+        if not self.job:
+            return
+        W, P = self.job["world"], self.P
+        gone = set()
+        for r, c in self.used.items():
+            for i in range(c):
+                if r * P + i < len(self.cur):
+                    gone.add(r * P + i)
+        self.cur = [p for i, p in enumerate(self.cur) if i not in gone]
+
+    def new_job(self, jc):
+        self._apply()
+        self.job = jc
+        self.used = {}
+        n, W, B = len(self.cur), jc["world"], jc["batch"]
+        self.P = n // W if jc["drop"] else -(-n // W)
+        self.nb = self.P // B if jc["drop"] else -(-self.P // B)
+
+    def check(self, per_rank, done, j):
+        n, W, B, P = len(self.cur), self.job["world"], self.job["batch"], \
+            self.P
+        for r in range(W):
+            flat = [i for b in per_rank.get(r, []) for i in b]
+            start = done * B
+            want = [self.seq[self.cur[(r * P + start + i) % n]]
+                    for i in range(len(flat))] if n else []
+            if flat != want:
+                at = next((i for i in range(len(flat)) if flat[i] != want[i]),
+                          len(flat))
+                raise Finding("elastic job %d rank %d: not the model's "
+                              "(sampler_split.c) from its position %d: got "
+                              "%s, want %s (len %d, P %d)" %
+                              (j, r, start + at, flat[at:at + 4],
+                               want[at:at + 4], n, P))
+            self.used[r] = start + len(flat)
+
+
 def elastic(rng, ds, cfg, memo, ctx):
     e0 = rng.choice((0, 0, 1, 2))
     jobs = [dict(cfg)]
@@ -639,6 +698,7 @@ def elastic(rng, ds, cfg, memo, ctx):
         else:
             jobs.append(shape(rng, cfg, jobs[-1]))
     seq = sequence(ds, cfg, e0, ctx, memo)
+    model = Chain(seq)
     delivered = []
     state = None
     touched = []
@@ -663,6 +723,9 @@ def elastic(rng, ds, cfg, memo, ctx):
                               "%s" % (k, nb, e0, state))
         W = jc["world"]
         per, eofs = epochs_of(run, W)
+        if not same:
+            model.new_job(jc)
+        model.check(per.get(e0, {}), done, j)
         counts = {r: len(per.get(e0, {}).get(r, [])) for r in range(W)}
         if len(set(counts.values())) > 1:
             raise Finding("elastic job %d: ranks not in lockstep: %s" %
