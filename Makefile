@@ -231,11 +231,11 @@ $(BUILD)/epoch_scale $(BUILD)/open_memory: $(BUILD)/%: bench/scale/%.c $(STATIC)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
 # One loader run for bench/budget_sweep.py (defaults, every epoch checked).
-$(BUILD)/budget_probe: bench/budget_probe.c $(STATIC)
+$(BUILD)/budget_probe: bench/budget_probe.c bench/probe_util.h $(STATIC)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
 # Loader runs for bench/state_sweep.py (resume, ranks, epochs, mixtures).
-$(BUILD)/state_probe: bench/state_probe.c $(STATIC)
+$(BUILD)/state_probe: bench/state_probe.c bench/probe_util.h $(STATIC)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< $(STATIC) $(LIBS) -o $@
 
 install: all

@@ -19,31 +19,7 @@
 #include <string.h>
 
 #include "sluice.h"
-
-/* @s as a JSON string body: quotes, backslashes and controls escaped. */
-static void json_str(const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", (unsigned)*s);
-		else
-			putchar(*s);
-	}
-}
-
-static int parse_shuffle(const char *s, enum sluice_shuffle *out)
-{
-	static const char *const names[] = { "none", "block", "window", "full" };
-
-	for (int i = 0; i < 4; i++)
-		if (!strcmp(s, names[i])) {
-			*out = (enum sluice_shuffle)i;
-			return 0;
-		}
-	return -1;
-}
+#include "probe_util.h"
 
 static int refused(const sluice_loader *ld, const char *at, int rc)
 {

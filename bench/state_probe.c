@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "probe_util.h"
 #include "sluice_tools.h"
 
 #define MAX_DS 8
@@ -141,18 +142,6 @@ static int ref_add(struct ref *rf, const sluice_dataset *ds, uint64_t base,
 	return 0;
 }
 
-static int parse_shuffle(const char *s, enum sluice_shuffle *out)
-{
-	static const char *const names[] = { "none", "block", "window", "full" };
-
-	for (int i = 0; i < 4; i++)
-		if (!strcmp(s, names[i])) {
-			*out = (enum sluice_shuffle)i;
-			return 0;
-		}
-	return -1;
-}
-
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -239,18 +228,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 #undef K
 	}
 	return o->nds > 0 ? 0 : -1;
-}
-
-static void json_str(const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", (unsigned)*s);
-		else
-			putchar(*s);
-	}
 }
 
 static void refused(const sluice_loader *ld, int rank, const char *at, int rc)

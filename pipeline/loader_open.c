@@ -262,6 +262,25 @@ static int open_sampler(struct loader_core *c,
 	return 0;
 }
 
+/* The sampler over windows of @window blocks, and what a batch then
+ * needs: its blocks and the read-ahead's. */
+static int set_window(struct loader_core *c, uint32_t window,
+		      const struct sampler_stream_spec *specs, uint32_t nspecs,
+		      uint64_t *entries, char *err, size_t errlen)
+{
+	int r;
+
+	c->cfg.window_blocks = window;
+	sampler_destroy(&c->sampler);
+	r = open_sampler(c, specs, nspecs, err, errlen);
+	if (r)
+		return r;
+	c->need = cache_needed(c, c->cfg.batch_size);
+	read_ahead_open(c);
+	*entries = cache_entries(c, c->need);
+	return 0;
+}
+
 /*
  * The default budget's cap binds and a window batch's blocks do not fit
  * the io memory it leaves, or a batch does not fit beside them
@@ -283,28 +302,19 @@ static int shrink_window(struct loader_core *c,
 		return r;
 	c->window_asked = c->cfg.window_blocks;
 	while (r == -E2BIG && c->cfg.window_blocks > 1) {
-		c->cfg.window_blocks /= 2;
-		sampler_destroy(&c->sampler);
-		r = open_sampler(c, specs, nspecs, err, errlen);
+		r = set_window(c, c->cfg.window_blocks / 2, specs, nspecs,
+			       entries, err, errlen);
 		if (r)
 			return r;
-		c->need = cache_needed(c, c->cfg.batch_size);
-		read_ahead_open(c);
-		*entries = cache_entries(c, c->need);
 		r = budget_open(c, entries, batch_fixed, err, errlen);
 	}
 	if (r == -E2BIG) {
-		int r2;
+		int r2 = set_window(c, c->window_asked, specs, nspecs,
+				    entries, err, errlen);
 
-		c->cfg.window_blocks = c->window_asked;
 		c->window_asked = 0;
-		sampler_destroy(&c->sampler);
-		r2 = open_sampler(c, specs, nspecs, err, errlen);
 		if (r2)
 			return r2;
-		c->need = cache_needed(c, c->cfg.batch_size);
-		read_ahead_open(c);
-		*entries = cache_entries(c, c->need);
 	}
 	return r;
 }
