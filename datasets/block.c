@@ -183,9 +183,12 @@ int block_decode(ZSTD_DCtx *dctx, const struct shard_block *blk,
 	}
 	if (blk->codec != DLS_CODEC_ZSTD)
 		return -SLUICE_ECORRUPT;
+	/* the first frame holds at most the block's raw size (v4: one of
+	 * several, then a seek table), as the staged decode checks it
+	 * (pipeline/fetch.c); the frames then fill exactly that */
 	content = ZSTD_getFrameContentSize(stored, blk->stored_size);
 	if (content == ZSTD_CONTENTSIZE_ERROR ||
-	    content == ZSTD_CONTENTSIZE_UNKNOWN || content != blk->raw_size)
+	    content == ZSTD_CONTENTSIZE_UNKNOWN || content > blk->raw_size)
 		return -SLUICE_ECORRUPT;
 	if (scratch_cap < blk->raw_size)
 		return -EINVAL;

@@ -1,8 +1,11 @@
 /*
- * block_layout.c - where each record's bytes lie in a raw block, read
+ * block_layout.c - where each record's bytes lie in a block, read
  * without its values: the sections' starts and the variable fields'
  * offsets tables, so that a reader can fetch one record's bytes alone
- * (the loader's record-range reads of variable-size fields).
+ * (the loader's record-range reads of variable-size fields).  A raw
+ * block's are read where they lie; a zstd block's (format v4) through
+ * the frames that hold them (block_frames.c), each table a frame of its
+ * own.
  *
  * A section after a variable field starts where that field's values end
  * (offsets[n] past its table), so the tables are read in field order, one
@@ -12,17 +15,39 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "shard_internal.h"
+
+/* Where a block's decoded bytes are read from: @fd, through @frames
+ * when it is a zstd block's (NULL: raw). */
+struct block_source {
+	int fd;
+	const struct shard_block *blk;
+	const struct block_frames *frames;
+	ZSTD_DCtx *dctx;
+};
+
+/* Decoded bytes [@off, @off + @len) of the source's block into @out. */
+static int read_decoded(const struct block_source *src, void *out,
+			uint64_t len, uint64_t off)
+{
+	if (src->frames)
+		return block_frames_read_range(src->fd, src->dctx, src->blk,
+					       src->frames, off, len, out);
+	return pread_full(src->fd, out, (size_t)len, src->blk->offset + off);
+}
 
 /* Block @blk's layout from @fd into @sec (nfields entries) and the tables
  * @offs[f] (n + 1 entries, variable fields).  @return: 0, -SLUICE_ECORRUPT
  * (a layout block_view_init() would refuse, or the file cut short), or
  * -errno. */
-static int read_block_layout(int fd, const struct shard_schema *s,
-			     const uint64_t *max_value_bytes,
-			     const struct shard_block *blk, uint64_t *sec,
+static int read_block_layout(const struct block_source *src,
+			     const struct shard_schema *s,
+			     const uint64_t *max_value_bytes, uint64_t *sec,
 			     uint64_t *const *offs)
 {
+	const struct shard_block *blk = src->blk;
 	uint32_t n = blk->record_count;
 	uint64_t off = 0, len;
 
@@ -48,8 +73,8 @@ static int read_block_layout(int fd, const struct shard_schema *s,
 			return -SLUICE_ECORRUPT;
 		/* without a table to fill, its last entry only: where the
 		 * values end (the reader checks the rest, block_view_init) */
-		r = o ? pread_full(fd, o, (size_t)table, blk->offset + off)
-		      : pread_full(fd, &end, 8, blk->offset + off + table - 8);
+		r = o ? read_decoded(src, o, table, off)
+		      : read_decoded(src, &end, 8, off + table - 8);
 		if (r < 0)
 			return r;
 		if (o && o[0] != 0)
@@ -72,15 +97,23 @@ static int read_block_layout(int fd, const struct shard_schema *s,
 }
 
 int shard_read_layout(const struct shard_schema *s,
-		      const struct shard_file *sf, uint64_t *sec,
+		      const struct shard_file *sf,
+		      const struct block_frames *frames, uint64_t *sec,
 		      uint64_t *const *offs, char *err, size_t errlen)
 {
 	uint64_t *tab[DLS_MAX_FIELDS] = { 0 };
-	int fd, r = 0;
+	struct block_source src = { 0 };
+	int r = 0;
 
-	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
-	if (fd < 0)
-		return fd;
+	src.fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
+	if (src.fd < 0)
+		return src.fd;
+	src.dctx = ZSTD_createDCtx();
+	if (!src.dctx) {
+		close(src.fd);
+		errf(err, errlen, "%s: out of memory", sf->path);
+		return -ENOMEM;
+	}
 	for (uint64_t b = 0; b < sf->block_count; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
 		uint64_t *bsec = sec + b * s->nfields;
@@ -88,11 +121,13 @@ int shard_read_layout(const struct shard_schema *s,
 		for (uint32_t f = 0; offs && f < s->nfields; f++)
 			if (s->fields[f].variable)
 				tab[f] = offs[f] + blk->first_record + b;
-		r = blk->codec == DLS_CODEC_RAW
-			? read_block_layout(fd, s, sf->max_value_bytes, blk,
+		src.blk = blk;
+		src.frames = frames && frames[b].n ? &frames[b] : NULL;
+		r = blk->codec == DLS_CODEC_RAW || src.frames
+			? read_block_layout(&src, s, sf->max_value_bytes,
 					    bsec, tab)
 			: -SLUICE_ECORRUPT;
-		if (r == -SLUICE_ECORRUPT) {
+		if (r == -SLUICE_ECORRUPT || r == -SLUICE_EZSTD) {
 			bsec[0] = UINT64_MAX;   /* read whole */
 			r = 0;
 		} else if (r < 0) {
@@ -103,6 +138,7 @@ int shard_read_layout(const struct shard_schema *s,
 			break;
 		}
 	}
-	close(fd);
+	ZSTD_freeDCtx(src.dctx);
+	close(src.fd);
 	return r;
 }

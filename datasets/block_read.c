@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_findDecompressedSize */
 #include <zstd.h>
 
 #include "shard_internal.h"
@@ -42,6 +43,27 @@ static int fail(const struct shard_file *sf, uint64_t b, int r, const char *what
 	return r;
 }
 
+/* A v4 zstd block of several frames ends with a seek table that tells
+ * them as they are: the loader reads records through it alone
+ * (block_frames.c).  One frame alone is a block as v3 wrote them. */
+static int check_frames(const struct shard_file *sf,
+			const struct shard_block *blk, const uint8_t *stored)
+{
+	struct block_frames fr;
+	uint64_t need;
+	int r;
+
+	if (sf->version <= DLS_VERSION_SINGLE_FRAME ||
+	    ZSTD_findFrameCompressedSize(stored, blk->stored_size) ==
+		    blk->stored_size)
+		return 0;
+	r = block_frames_parse(blk, stored, blk->stored_size, &fr, &need);
+	if (r == 0)
+		r = block_frames_check(stored, &fr);
+	block_frames_free(&fr);
+	return r;
+}
+
 int block_read(struct block_reader *br, int fd, const struct shard_schema *s,
 	       const struct shard_file *sf, uint64_t b, struct block_view *view,
 	       char *err, size_t errlen)
@@ -66,11 +88,16 @@ int block_read(struct block_reader *br, int fd, const struct shard_schema *s,
 		return fail(sf, b, -SLUICE_ECORRUPT, "checksum mismatch", err,
 			    errlen);
 	if (blk->codec == DLS_CODEC_ZSTD) {
-		/* raw_size sizes an allocation only once the frame agrees. */
-		if (ZSTD_getFrameContentSize(br->stored, blk->stored_size) !=
+		/* raw_size sizes an allocation only once the frames agree. */
+		if (ZSTD_findDecompressedSize(br->stored, blk->stored_size) !=
 		    blk->raw_size)
 			return fail(sf, b, -SLUICE_ECORRUPT, "zstd frame size "
 				    "does not match the index", err, errlen);
+		r = check_frames(sf, blk, br->stored);
+		if (r < 0)
+			return fail(sf, b, r, r == -ENOMEM ? "out of memory"
+				    : "bad seek table (the frames a record is "
+				      "read from alone)", err, errlen);
 		if (ensure(&br->raw, &br->raw_cap, blk->raw_size) < 0)
 			return fail(sf, b, -ENOMEM, "out of memory", err,
 				    errlen);
@@ -108,10 +135,11 @@ void block_reader_free(struct block_reader *br)
 
 int shard_read_field(const struct shard_schema *s,
 		     const struct shard_file *sf, uint32_t f,
-		     const uint64_t *sec, uint8_t *out, char *err,
-		     size_t errlen)
+		     const struct block_frames *frames, const uint64_t *sec,
+		     uint8_t *out, char *err, size_t errlen)
 {
 	uint64_t rb = s->fields[f].record_bytes;
+	ZSTD_DCtx *dctx = NULL;
 	int fd, r = 0;
 
 	fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
@@ -119,22 +147,33 @@ int shard_read_field(const struct shard_schema *s,
 		return fd;
 	for (uint64_t b = 0; b < sf->block_count && r == 0; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
+		const struct block_frames *fr = frames && frames[b].n
+			? &frames[b] : NULL;
 		const uint64_t *bsec = sec ? sec + b * s->nfields : NULL;
-		uint64_t off;
+		uint64_t off, len = blk->record_count * rb;
+		uint8_t *to = out + blk->first_record * rb;
 
-		if (blk->codec != DLS_CODEC_RAW ||
+		if ((blk->codec != DLS_CODEC_RAW && !fr) ||
 		    (bsec && bsec[0] == UINT64_MAX))
 			continue;
-		off = blk->offset +
-		      (bsec ? bsec[f] : block_field_offset(s, blk->record_count,
-							   f));
-		r = pread_full(fd, out + blk->first_record * rb,
-			       (size_t)(blk->record_count * rb), off);
+		off = bsec ? bsec[f] : block_field_offset(s, blk->record_count,
+							  f);
+		if (!fr) {
+			r = pread_full(fd, to, (size_t)len, blk->offset + off);
+		} else {
+			if (!dctx)
+				dctx = ZSTD_createDCtx();
+			r = dctx ? block_frames_read_range(fd, dctx, blk, fr,
+							   off, len, to)
+				 : -ENOMEM;
+		}
 		if (r < 0)
 			fail(sf, b, r, r == -SLUICE_ECORRUPT ? "file truncated"
-							     : sluice_strerror(r),
+				       : r == -SLUICE_EZSTD ? "zstd decode failed"
+				       : sluice_strerror(r),
 			     err, errlen);
 	}
+	ZSTD_freeDCtx(dctx);
 	close(fd);
 	return r;
 }

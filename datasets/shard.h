@@ -51,38 +51,44 @@ uint64_t block_layout_size(const struct shard_schema *s, uint32_t n,
 uint64_t block_field_offset(const struct shard_schema *s, uint32_t n,
 			    uint32_t field);
 
+struct block_frames;
 /*
  * shard_read_field - fixed field @f of every record in @sf's raw blocks,
- * record after record, into @out (record_count * record_bytes bytes;
- * records of zstd blocks are left as they are).  Read with pread, not
- * verified: the record checksums cover these bytes.  @sec: the blocks'
- * section starts from shard_read_layout() (blocks it marked are left as
- * they are too); NULL when every field is fixed-shape (computed).  On
- * failure writes "PATH: block B: offset O: what".
- * @return: 0, -errno, -SLUICE_ECORRUPT (short file).
+ * and its zstd blocks that have frames (@frames: shard_read_frames'; NULL:
+ * none), record after record, into @out (record_count * record_bytes
+ * bytes; records of other blocks are left as they are).  Read with
+ * pread, not verified: the record checksums cover these bytes.  @sec:
+ * the blocks' section starts from shard_read_layout() (blocks it marked
+ * are left as they are too); NULL when every field is fixed-shape
+ * (computed).  On failure writes "PATH: block B: offset O: what".
+ * @return: 0, -errno, -SLUICE_ECORRUPT (short file, or a frame not of
+ * its size), -SLUICE_EZSTD.
  */
 int shard_read_field(const struct shard_schema *s,
 		     const struct shard_file *sf, uint32_t f,
-		     const uint64_t *sec, uint8_t *out, char *err,
-		     size_t errlen);
+		     const struct block_frames *frames, const uint64_t *sec,
+		     uint8_t *out, char *err, size_t errlen);
 
 /*
- * shard_read_layout - where each record's bytes lie in @sf's raw blocks,
- * without reading their variable values (block_layout.c): for block b,
- * @sec[b * nfields + f] is where field f's bytes start in the block (a
- * variable field's values: after its offsets table), and the block's
- * offsets table of variable field f (n + 1 entries) goes to @offs[f] +
- * first_record + b (the caller sizes each record_count + block_count;
- * NULL for fixed fields; @offs NULL: the sections only, each variable
- * field's last offset read and its table left to the block's reader).
- * Checked as block_view_init() checks a decoded block (as far as it is
- * read); a zstd block, or one whose layout is bad or cut short, gets
- * @sec[b * nfields] = UINT64_MAX: to be read whole, which reports it.
- * On failure writes "PATH: block B: offset O: what".
- * @return: 0, -errno (open, read).
+ * shard_read_layout - where each record's bytes lie in @sf's raw blocks
+ * and its zstd blocks that have frames (@frames, as for
+ * shard_read_field), without reading their variable values
+ * (block_layout.c): for block b, @sec[b * nfields + f] is where field
+ * f's bytes start in the decoded block (a variable field's values: after
+ * its offsets table), and the block's offsets table of variable field f
+ * (n + 1 entries) goes to @offs[f] + first_record + b (the caller sizes
+ * each record_count + block_count; NULL for fixed fields; @offs NULL: the
+ * sections only, each variable field's last offset read and its table
+ * left to the block's reader).  Checked as block_view_init() checks a
+ * decoded block (as far as it is read); another block, or one whose
+ * layout is bad, cut short or not decoded, gets @sec[b * nfields] =
+ * UINT64_MAX: to be read whole, which reports it.  On failure writes
+ * "PATH: block B: offset O: what".
+ * @return: 0, -errno (open, read), -ENOMEM.
  */
 int shard_read_layout(const struct shard_schema *s,
-		      const struct shard_file *sf, uint64_t *sec,
+		      const struct shard_file *sf,
+		      const struct block_frames *frames, uint64_t *sec,
 		      uint64_t *const *offs, char *err, size_t errlen);
 
 /*
@@ -95,6 +101,69 @@ int shard_read_layout(const struct shard_schema *s,
 int block_view_init(const struct shard_schema *s,
 		    const uint64_t *max_value_bytes, const void *raw,
 		    uint64_t raw_size, uint32_t n, struct block_view *out);
+
+/*
+ * A zstd block's frames (format v4, block_frames.c): frame k's stored
+ * bytes are [at[k], at[k + 1]) from the block's start and decode to its
+ * bytes [raw[k], raw[k + 1]); the seek table follows the last frame.
+ */
+struct block_frames {
+	uint32_t n;
+	uint64_t *at;           /* n + 1 entries, owned */
+	uint64_t *raw;          /* n + 1 entries, in at's allocation */
+};
+
+typedef struct ZSTD_CCtx_s ZSTD_CCtx;
+/* The writer: compress block @raw (@raw_size bytes laid out as @v) into
+ * frames cut at record boundaries and a seek table, into *@out (grown to
+ * *@cap as needed); its length in *@stored_size.  @return: 0, -ENOMEM,
+ * -SLUICE_EZSTD. */
+int block_frames_compress(ZSTD_CCtx *cctx, int level,
+			  const struct shard_schema *s,
+			  const struct block_view *v, const uint8_t *raw,
+			  uint64_t raw_size, uint8_t **out, uint64_t *cap,
+			  uint64_t *stored_size);
+/* Parse zstd block @blk's seek table from @tail, the last @len bytes of
+ * its stored bytes, into @fr (free with block_frames_free), checking that
+ * its frames fill the block's stored and raw sizes.  @return: 0;
+ * -EAGAIN when the table is longer than @len (*@need: its length);
+ * -SLUICE_ECORRUPT (no table, or a bad one); -ENOMEM. */
+int block_frames_parse(const struct shard_block *blk, const uint8_t *tail,
+		       uint64_t len, struct block_frames *fr, uint64_t *need);
+/* The same, read from @fd (a pread of the block's last page, or of its
+ * table).  @return: as block_frames_parse, -EAGAIN aside; -errno. */
+int block_frames_load(int fd, const struct shard_block *blk,
+		      struct block_frames *fr);
+void block_frames_free(struct block_frames *fr);
+/* Each frame of @stored (a block's stored bytes) is one zstd frame of
+ * its table's sizes.  @return: 0 or -SLUICE_ECORRUPT. */
+int block_frames_check(const uint8_t *stored, const struct block_frames *fr);
+/* The frame holding decoded byte @off (< raw[n]). */
+uint32_t block_frame_of(const struct block_frames *fr, uint64_t off);
+/* Decode frames @k0..@k1 from @stored (their bytes, from at[k0]) into
+ * @out (raw[k1 + 1] - raw[k0] bytes).  @return: 0, -SLUICE_EZSTD, or
+ * -SLUICE_ECORRUPT (a frame not of its table's size). */
+int block_frames_decode(ZSTD_DCtx *dctx, const struct block_frames *fr,
+			uint32_t k0, uint32_t k1, const uint8_t *stored,
+			uint8_t *out);
+/* Decoded bytes [@off, @off + @len) of block @blk, read from @fd through
+ * its frames @fr, into @out.  @return: 0, -errno, -SLUICE_ECORRUPT,
+ * -SLUICE_EZSTD, -ENOMEM. */
+int block_frames_read_range(int fd, ZSTD_DCtx *dctx,
+			    const struct shard_block *blk,
+			    const struct block_frames *fr, uint64_t off,
+			    uint64_t len, uint8_t *out);
+
+/*
+ * shard_read_frames - the seek tables of @sf's zstd blocks (format v4)
+ * into @out (block_count entries, zeroed by the caller; a block without
+ * one, or with a bad one, is left with n 0: read whole, which reports
+ * it); the bytes they take are added to *@bytes.  v1 to v3 shards have
+ * none.  On failure writes "PATH: block B: offset O: what".
+ * @return: 0, -errno (open, read), -ENOMEM.
+ */
+int shard_read_frames(const struct shard_file *sf, struct block_frames *out,
+		      uint64_t *bytes, char *err, size_t errlen);
 
 /* block_verify - the XXH3-64 of @blk's stored bytes against its index
  * entry.  @return: 0 or -SLUICE_ECORRUPT. */

@@ -151,7 +151,7 @@ static int parse_record_sums(const char *path, const struct dls_header_disk *h,
 
 	if (h->reserved0)
 		FAIL(-SLUICE_ECORRUPT, HDR_OFF(reserved0), "reserved bytes set");
-	if (h->version < DLS_VERSION) {
+	if (h->version <= DLS_VERSION_NO_RECORD_SUMS) {
 		if (h->record_sums_offset || h->record_sums_length ||
 		    h->record_sums_checksum)
 			FAIL(-SLUICE_ECORRUPT, HDR_OFF(record_sums_offset),

@@ -31,11 +31,11 @@ static int worth_compressing(uint64_t comp, uint64_t raw)
 	return comp * 100u < raw * 97u;
 }
 
-/* Each record's checksum, over the block's raw layout (dlpack_shard.h). */
-static int record_sums(const struct shard_schema *schema, struct wslot *s)
+/* Each record's checksum, over the block's raw layout @v
+ * (dlpack_shard.h). */
+static int record_sums(const struct shard_schema *schema,
+		       const struct block_view *v, struct wslot *s)
 {
-	struct block_view v;
-
 	if (s->records > s->sums_cap) {
 		free(s->sums);
 		s->sums = malloc(s->records * sizeof(*s->sums));
@@ -43,43 +43,37 @@ static int record_sums(const struct shard_schema *schema, struct wslot *s)
 		if (!s->sums)
 			return -ENOMEM;
 	}
-	/* The writer laid the block out itself (no bound on its values: it
-	 * grows as records come): a failure is a bug. */
-	if (block_view_init(schema, NULL, s->raw, s->raw_size, s->records,
-			    &v) < 0)
-		return -EINVAL;
 	for (uint32_t i = 0; i < s->records; i++)
-		s->sums[i] = record_checksum_view(schema, &v, i);
+		s->sums[i] = record_checksum_view(schema, v, i);
 	return 0;
 }
 
 static void compress_slot(ZSTD_CCtx *cctx, int level,
 			  const struct shard_schema *schema, struct wslot *s)
 {
-	s->error = record_sums(schema, s);
+	struct block_view v;
+	uint64_t got;
+
+	/* The writer laid the block out itself (no bound on its values: it
+	 * grows as records come): a failure is a bug. */
+	if (block_view_init(schema, NULL, s->raw, s->raw_size, s->records,
+			    &v) < 0) {
+		s->error = -EINVAL;
+		return;
+	}
+	s->error = record_sums(schema, &v, s);
 	if (s->error)
 		return;
 	s->codec = DLS_CODEC_RAW;
 	s->stored = s->raw;
 	s->stored_size = s->raw_size;
 	if (level > 0) {
-		size_t bound = ZSTD_compressBound(s->raw_size), got;
-
-		if (bound > s->comp_cap) {
-			free(s->comp);
-			s->comp = malloc(bound);
-			s->comp_cap = s->comp ? bound : 0;
-			if (!s->comp) {
-				s->error = -ENOMEM;
-				return;
-			}
-		}
-		got = ZSTD_compressCCtx(cctx, s->comp, bound, s->raw,
-					s->raw_size, level);
-		if (ZSTD_isError(got)) {
-			s->error = -SLUICE_EZSTD;
+		/* frames a record can be read from alone (block_frames.c) */
+		s->error = block_frames_compress(cctx, level, schema, &v,
+						 s->raw, s->raw_size, &s->comp,
+						 &s->comp_cap, &got);
+		if (s->error)
 			return;
-		}
 		if (worth_compressing(got, s->raw_size)) {
 			s->codec = DLS_CODEC_ZSTD;
 			s->stored = s->comp;

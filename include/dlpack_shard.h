@@ -1,5 +1,5 @@
 /*
- * dlpack_shard.h - the dlpack-shard on-disk format, version 3.
+ * dlpack_shard.h - the dlpack-shard on-disk format, version 4.
  *
  * A dataset is a directory of shard files (NAME-00000.dls ...) plus a
  * dataset.json manifest written last.  Everything on disk is little-endian.
@@ -15,7 +15,7 @@
  *                        right after the index, ending the file (v1 and
  *                        v2: the index ends the file)
  *
- * A block holds a run of whole records, stored raw or as one zstd frame.
+ * A block holds a run of whole records, stored raw or as zstd frames.
  * Decoded, a block of n records is field-major; each section starts at a
  * multiple of 8 bytes from the block start (zero padding between):
  *   fixed field:    n * field_bytes, record after record
@@ -48,10 +48,26 @@
  * where a fixed field's bytes are its record_bytes in its section and a
  * variable field's are its value (offsets[i] .. offsets[i + 1]).  Every
  * record has one, whatever its block's codec (a zstd block's records
- * cannot be read by range, but verify checks theirs too).  The section's
+ * are read by range from v4 on, through its frames).  The section's
  * own XXH3-64 is in the header, which the header checksum covers.  v1
  * and v2 shards (no section, those header bytes zero) are still read:
  * their blocks are read whole.
+ *
+ * Version 4 cuts a zstd block into frames that a reader can decode
+ * alone: its stored bytes are one zstd frame (as in v3: read whole), or
+ * several, each decoding to consecutive bytes of the decoded block, then
+ * a seek table, zstd's
+ * seekable format (contrib/seekable_format in zstd's sources): a
+ * skippable frame (magic 0x184D2A5E, u32 length) of one entry per frame
+ * {u32 stored bytes, u32 decoded bytes} and a 9-byte footer {u32 frame
+ * count, u8 descriptor (bits 2-6 zero; bit 7: entries of 12 bytes, with
+ * a checksum a reader may ignore), u32 0x8F92EAB1}.  The frames and the
+ * table fill the block's stored size and the frames its raw size.  The
+ * writer ends a frame at each section's start and at the first record
+ * boundary past 16 KiB of a section, so a record of 16 KiB or more is
+ * one frame's bytes (block_frames.c).  Decoded whole, the frames
+ * concatenate (the skippable frame decodes to nothing), as a one-shot
+ * zstd decoder reads them.  v3 zstd blocks are one frame and no table.
  */
 #ifndef DLPACK_SHARD_H
 #define DLPACK_SHARD_H
@@ -60,11 +76,12 @@
 
 #define DLS_MAGIC "DLSHARD\x01"  /* 8 bytes, no terminator on disk */
 #define DLS_MAGIC_LEN 8
-#define DLS_VERSION 3u
+#define DLS_VERSION 4u
+#define DLS_VERSION_SINGLE_FRAME 3u /* still read: a zstd block one frame */
 #define DLS_VERSION_NO_RECORD_SUMS 2u /* still read: no record checksums */
 #define DLS_VERSION_UNBOUND 1u  /* still read: no dataset identity */
-/* dataset.json's own format version for a bound dataset (shards of v2 or
- * v3: the manifest did not change with v3); unbound: 1. */
+/* dataset.json's own format version for a bound dataset (shards of v2 to
+ * v4: the manifest did not change with v3 or v4); unbound: 1. */
 #define DLS_MANIFEST_VERSION 2u
 #define DLS_DATASET_ID_LEN 16u
 #define DLS_HEADER_SIZE 4096u

@@ -254,6 +254,8 @@ void *decode_worker_main(void *arg)
 			fetch_part(c, j, buffer, &pending, dctx, hash);
 		else if (j.kind == JOB_RANGES)
 			ranges_verify_part(c, j);
+		else if (j.kind == JOB_RANGES_DECODE)
+			ranges_decode_part(c, j, dctx);
 		else
 			run_assemble(c, j);
 		core_lock(c);

@@ -248,9 +248,9 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 			continue;
 		cpu0 = thread_cpu_ns();
 		t0 = now_ns();
-		/* the first frame says the block's raw size, as for
-		 * block_decode; the frames then fill exactly that */
-		if (from == 0 && ZSTD_getFrameContentSize(staging, len) !=
+		/* the first frame holds at most the block's raw size (v4:
+		 * one of several); the frames then fill exactly that */
+		if (from == 0 && ZSTD_getFrameContentSize(staging, len) >
 					 blk->raw_size)
 			*decode_err = -SLUICE_ECORRUPT;
 		while (!*decode_err && in.pos < in.size) {

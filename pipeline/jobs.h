@@ -9,8 +9,8 @@
 
 struct loader_core;
 
-enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_STREAM,
-		JOB_FETCH };
+enum job_kind { JOB_DECODE, JOB_ASSEMBLE, JOB_RANGES, JOB_RANGES_DECODE,
+		JOB_STREAM, JOB_FETCH };
 
 struct job {
 	int kind;

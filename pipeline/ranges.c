@@ -53,8 +53,12 @@ int slot_ranges_init(struct loader_core *c, struct slot *s)
 				 sizeof(*s->ranges.order));
 	s->ranges.rec_bad = malloc(b);
 	s->ranges.reads = calloc(c->ranges.max_reads, sizeof(*s->ranges.reads));
+	if (c->ranges.framed)
+		s->ranges.spans = calloc(c->ranges.max_reads,
+					 sizeof(*s->ranges.spans));
 	if (!s->ranges.rec_block || !s->ranges.rec_src || !s->ranges.order ||
-	    !s->ranges.rec_bad || !s->ranges.reads)
+	    !s->ranges.rec_bad || !s->ranges.reads ||
+	    (c->ranges.framed && !s->ranges.spans))
 		return -ENOMEM;
 	return 0;
 }
@@ -66,6 +70,7 @@ void slot_ranges_free(struct slot *s)
 	free(s->ranges.order);
 	free(s->ranges.rec_bad);
 	free(s->ranges.reads);
+	free(s->ranges.spans);
 }
 
 static int by_file_offset(const void *pa, const void *pb)
@@ -88,25 +93,42 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 	for (uint32_t r = 0; r < s->count; r++) {
 		if (s->rec_entry[r] != RANGE_ENTRY)
 			continue;
+		uint64_t g = s->ranges.rec_block[r];
+		uint32_t shard;
+		const struct shard_block *blk = loader_block(c, g, &shard);
+		const struct block_frames *fr = range_frames(c, g);
+
 		for (uint32_t f = 0; f < sc->nfields; f++) {
+			struct range_piece *p = &c->ranges.pieces[n];
 			uint64_t off, len;
 
 			if (c->ranges.resident[f])
 				continue;
-			off = record_field_at(c, s->ranges.rec_block[r],
-					      s->rec_in_block[r], f, &len);
+			off = record_field_in_block(c, g, s->rec_in_block[r],
+						    f, &len);
 			if (len == 0) {
 				/* an empty value: nothing to read */
 				s->ranges.rec_src[(uint64_t)r * sc->nfields +
 						  f] = 0;
 				continue;
 			}
-			c->ranges.pieces[n++] = (struct range_piece){
-				.file = c->block_shard[s->ranges.rec_block[r]],
+			*p = (struct range_piece){
+				.file = shard,
 				.slot_index = r * sc->nfields + f,
-				.offset = off,
+				.offset = blk->offset + off,
 				.len = len,
+				.block = UINT64_MAX,
 			};
+			if (fr) {
+				/* its frames' stored bytes */
+				p->block = g;
+				p->in_block = off;
+				p->k0 = block_frame_of(fr, off);
+				p->k1 = block_frame_of(fr, off + len - 1);
+				p->offset = blk->offset + fr->at[p->k0];
+				p->len = fr->at[p->k1 + 1] - fr->at[p->k0];
+			}
+			n++;
 		}
 	}
 	return n;
@@ -114,8 +136,10 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 
 /*
  * Coalesce the sorted pieces into reads (s->ranges.reads, buffer offsets from
- * 0) and point each record's fields at their bytes.  @return: the bytes
- * the reads take.
+ * 0) and point each record's fields at their bytes.  A framed block's
+ * pieces whose frames overlap are one span, read by one read and decoded
+ * once, after the reads' bytes.  @return: the bytes the reads and the
+ * spans take.
  */
 static uint64_t build_reads(struct loader_core *c, struct slot *s,
 			    uint32_t npieces)
@@ -123,16 +147,22 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
 	uint64_t total = 0;
 	struct range_read *cur = NULL;
+	struct range_span *span = NULL;
 
 	s->ranges.nreads = 0;
+	s->ranges.nspans = 0;
 	for (uint32_t k = 0; k < npieces; k++) {
 		const struct range_piece *p = &c->ranges.pieces[k];
 		uint64_t start = p->offset & ~(a - 1);
 		uint64_t end = align_up(p->offset + p->len, a);
+		/* its frames overlap the span's: read and decoded with them */
+		int joins = span && p->block == span->block &&
+			    p->k0 <= span->k1;
 
-		if (cur && cur->rd.file == p->file &&
-		    start <= cur->rd.offset + cur->rd.length + RANGE_GAP &&
-		    end - cur->rd.offset <= c->ranges.read_max) {
+		if (joins ||
+		    (cur && cur->rd.file == p->file &&
+		     start <= cur->rd.offset + cur->rd.length + RANGE_GAP &&
+		     end - cur->rd.offset <= c->ranges.read_max)) {
 			if (end > cur->rd.offset + cur->rd.length)
 				cur->rd.length = end - cur->rd.offset;
 		} else {
@@ -151,11 +181,40 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 		s->ranges.order[k] = p->slot_index;
 		if (p->offset + p->len - cur->rd.offset > cur->rd.min_length)
 			cur->rd.min_length = p->offset + p->len - cur->rd.offset;
-		s->ranges.rec_src[p->slot_index] = cur->buf_off +
-						   (p->offset - cur->rd.offset);
+		if (p->block == UINT64_MAX) {
+			s->ranges.rec_src[p->slot_index] =
+				cur->buf_off + (p->offset - cur->rd.offset);
+			continue;
+		}
+		if (!joins) {
+			span = &s->ranges.spans[s->ranges.nspans++];
+			*span = (struct range_span){
+				.block = p->block, .k0 = p->k0, .k1 = p->k1,
+				.read = (uint32_t)(cur - s->ranges.reads),
+				.piece_lo = k,
+				.stored_at = cur->buf_off +
+					     (p->offset - cur->rd.offset),
+			};
+		} else if (p->k1 > span->k1) {
+			span->k1 = p->k1;
+		}
+		span->piece_hi = k + 1;
+		/* from the span's first decoded byte, until it has a place */
+		s->ranges.rec_src[p->slot_index] =
+			p->in_block - c->ranges.frames[p->block].raw[span->k0];
 	}
 	if (cur)
 		total += cur->rd.length;
+	for (uint32_t k = 0; k < s->ranges.nspans; k++) {
+		struct range_span *sp = &s->ranges.spans[k];
+		const struct block_frames *fr = &c->ranges.frames[sp->block];
+
+		total = align_up(total, 8);
+		sp->decoded_at = total;
+		total += fr->raw[sp->k1 + 1] - fr->raw[sp->k0];
+		for (uint32_t q = sp->piece_lo; q < sp->piece_hi; q++)
+			s->ranges.rec_src[s->ranges.order[q]] += sp->decoded_at;
+	}
 	return total;
 }
 
@@ -350,8 +409,12 @@ static void report_bad_locked(struct loader_core *c, const struct slot *s,
 		(unsigned long long)(blk->first_record + s->rec_in_block[r]),
 		s->ranges.rec_bad[r] == RANGE_BAD_READ
 			? "read failed: file truncated"
+		: s->ranges.rec_bad[r] == RANGE_BAD_FRAME
+			? "a zstd frame of it does not decode to its seek table's size (corrupt block)"
 			: "record checksum mismatch (corrupt record)");
 }
+
+static void ranges_landed_locked(struct loader_core *c, struct slot *s);
 
 void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 {
@@ -380,6 +443,29 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 	}
 	if (--s->ranges.reads_pending > 0)
 		return;
+	if (s->ranges.nspans) {
+		/* the framed blocks' frames first: each span a few frames,
+		 * enough of them per part to amortise the hand-off */
+		parts = s->ranges.nspans / 8;
+		if (parts > c->nworkers)
+			parts = c->nworkers;
+		if (parts == 0)
+			parts = 1;
+		s->ranges.spans_parts_left = parts;
+		for (uint32_t p = 0; p < parts; p++)
+			jobs_push_locked(c, (struct job){ JOB_RANGES_DECODE,
+							  s->id, p, parts });
+		return;
+	}
+	ranges_landed_locked(c, s);
+}
+
+/* Every range of @s is in its buffer (and decoded): check the records,
+ * in the copy or in parts before it. */
+static void ranges_landed_locked(struct loader_core *c, struct slot *s)
+{
+	uint32_t parts;
+
 	/* checked in their staging buffers (ranges_check_staged) */
 	if (c->ranges.device) {
 		s->ranges.verify_in_copy = 0;
@@ -404,6 +490,57 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 	s->ranges.parts_left = parts;
 	for (uint32_t p = 0; p < parts; p++)
 		jobs_push_locked(c, (struct job){ JOB_RANGES, s->id, p, parts });
+}
+
+/* Mark the records with a piece in span @sp bad (@why), under the lock:
+ * a record's pieces may lie in spans other parts decode. */
+static void span_bad(struct loader_core *c, struct slot *s,
+		     const struct range_span *sp, enum range_bad why)
+{
+	uint32_t nf = c->ds->schema.nfields;
+
+	core_lock(c);
+	for (uint32_t k = sp->piece_lo; k < sp->piece_hi; k++)
+		s->ranges.rec_bad[s->ranges.order[k] / nf] = (uint8_t)why;
+	s->ranges.failed = 1;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/*
+ * A decode worker decodes part @j.part of the slot's spans: each span's
+ * frames from their stored bytes to their place after the reads' bytes,
+ * while the read's bytes are still in the cache.  A span whose read
+ * failed, or whose frames do not decode to their seek table's sizes,
+ * marks its records bad; the checks after report them.
+ */
+void ranges_decode_part(struct loader_core *c, struct job j,
+			ZSTD_DCtx *dctx)
+{
+	struct slot *s = c->slots[j.id];
+	uint32_t lo = (uint32_t)((uint64_t)s->ranges.nspans * j.part / j.parts);
+	uint32_t hi = (uint32_t)((uint64_t)s->ranges.nspans * (j.part + 1) /
+				 j.parts);
+	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
+
+	for (uint32_t k = lo; k < hi; k++) {
+		const struct range_span *sp = &s->ranges.spans[k];
+		const struct block_frames *fr = &c->ranges.frames[sp->block];
+
+		if (s->ranges.reads[sp->read].error) {
+			span_bad(c, s, sp, RANGE_BAD_READ);
+			continue;
+		}
+		if (!dctx || block_frames_decode(dctx, fr, sp->k0, sp->k1,
+					s->ranges.buf + sp->stored_at,
+					s->ranges.buf + sp->decoded_at) < 0)
+			span_bad(c, s, sp, RANGE_BAD_FRAME);
+	}
+	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu0);
+	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
+	core_lock(c);
+	if (--s->ranges.spans_parts_left == 0)
+		ranges_landed_locked(c, s);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* Did the read holding ranges.buf offset @off fail? */
@@ -432,12 +569,16 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 	uint64_t len[DLS_MAX_FIELDS];
 	uint32_t shard;
 	const struct shard_block *blk;
+	/* a framed block's record was marked as its frames were decoded */
+	int framed = range_frames(c, s->ranges.rec_block[r]) != NULL;
 
+	if (s->ranges.rec_bad[r])
+		return s->ranges.rec_bad[r];
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		range_field(c, s, r, f, &ptr[f], &len[f]);
 		/* an empty value was not read */
-		if (!c->ranges.resident[f] && s->ranges.failed && len[f] &&
-		    range_lost(s, src[f]))
+		if (!framed && !c->ranges.resident[f] && s->ranges.failed &&
+		    len[f] && range_lost(s, src[f]))
 			return RANGE_BAD_READ;
 	}
 	if (!c->cfg.verify)

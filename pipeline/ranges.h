@@ -37,11 +37,26 @@ struct range_read {
 };
 
 /* One field of one record, to be read (ranges.c; allocated for the
- * planner at open, ranges_open.c). */
+ * planner at open, ranges_open.c).  A framed block's piece reads the
+ * frames that hold it. */
 struct range_piece {
 	uint32_t file;
 	uint32_t slot_index;    /* r * nfields + f */
-	uint64_t offset, len;
+	uint64_t offset, len;   /* in the file: the bytes to read */
+	uint64_t block;         /* framed: its block; else UINT64_MAX */
+	uint64_t in_block;      /* framed: where it lies decoded */
+	uint32_t k0, k1;        /* framed: its frames */
+};
+
+/* Frames of one block that a batch's pieces need, read as one range and
+ * decoded after the reads' bytes in the slot's buffer (ranges.c). */
+struct range_span {
+	uint64_t block;
+	uint32_t k0, k1;        /* frames k0..k1 */
+	uint32_t read;          /* the read that holds them */
+	uint32_t piece_lo, piece_hi; /* its pieces: ranges.order[lo, hi) */
+	uint64_t stored_at;     /* in buf: their stored bytes */
+	uint64_t decoded_at;    /* in buf: what they decode to */
 };
 
 /* A slot's record-range reads (ranges.c), arrays allocated only when
@@ -52,6 +67,8 @@ enum range_bad {
 	RANGE_BAD_SUM = 1,      /* its record checksum does not match */
 	RANGE_BAD_READ,         /* a read of it failed: the file ends before
 				   its index says */
+	RANGE_BAD_FRAME,        /* a frame of it does not decode to its
+				   seek table's size */
 };
 
 struct slot_ranges {
@@ -64,6 +81,9 @@ struct slot_ranges {
 	uint8_t *rec_bad;       /* 0, or why it is bad: RANGE_BAD_* */
 	struct range_read *reads;
 	uint32_t nreads;
+	struct range_span *spans;   /* framed blocks' frames to decode */
+	uint32_t nspans;
+	uint32_t spans_parts_left;  /* decode parts running [mu] */
 	uint32_t reads_pending; /* reads not back yet [mu] */
 	uint32_t parts_left;    /* verify parts running [mu] */
 	int failed;             /* a read failed: look records up [mu] */
@@ -108,12 +128,19 @@ struct loader_ranges {
 				       is read whole */
 	uint64_t *offs[DLS_MAX_FIELDS]; /* variable field f: block g's
 				       offsets at block_first[g] + g */
+	/* zstd blocks of format v4: their frames (load_frames; n 0: none,
+	 * read whole), NULL when no shard is v4 */
+	struct block_frames *frames;
+	uint64_t nframes;           /* its entries */
+	uint64_t framed;            /* blocks with frames */
+	uint64_t frames_unpaid;     /* with frames, read whole all the same
+				       (frames_pay) */
 	uint64_t **record_sums;     /* per shard, loaded at open; NULL: none
 				       (its blocks are read whole when
 				       verify is on) */
 	uint32_t record_sums_shards; /* entries of record_sums */
 	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
-	char whole_note[288];       /* a full shuffle reads blocks whole,
+	char whole_note[400];       /* a full shuffle reads blocks whole,
 				       which and why (ranges_whole_note) */
 	uint32_t max_reads;         /* batch_size * fields */
 	struct range_piece *pieces; /* the planner's scratch */
@@ -131,10 +158,16 @@ int block_tables_check(const struct loader_core *c, uint64_t g,
 		       const uint8_t *raw, const struct block_view *v);
 void ranges_device_init(struct loader_core *c);
 void ranges_whole_note(struct loader_core *c);
-/* Where field @f of record @i of block @g lies in its file; its length in
- * @len. */
+/* Where field @f of record @i of block @g lies in its file (a framed
+ * block's: the frame holding its first byte); its length in @len. */
 uint64_t record_field_at(const struct loader_core *c, uint64_t g,
 			 uint32_t i, uint32_t f, uint64_t *len);
+/* The same, in its decoded block. */
+uint64_t record_field_in_block(const struct loader_core *c, uint64_t g,
+			       uint32_t i, uint32_t f, uint64_t *len);
+struct block_frames;
+const struct block_frames *range_frames(const struct loader_core *c,
+					 uint64_t g);
 
 /* ranges.c */
 int slot_ranges_init(struct loader_core *c, struct slot *s);
@@ -143,6 +176,9 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		       unsigned *nsubmit);
 void range_read_done_locked(struct loader_core *c, struct io_read *rd);
 void ranges_verify_part(struct loader_core *c, struct job j);
+typedef struct ZSTD_DCtx_s ZSTD_DCtx;
+void ranges_decode_part(struct loader_core *c, struct job j,
+			ZSTD_DCtx *dctx);
 void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,

@@ -1,9 +1,10 @@
 /*
  * ranges_open.c - what record-range reads (ranges.c) know from open:
- * which blocks are read by range, where each record's fields lie in its
- * file (the variable fields' offsets tables and the sections' starts,
- * read by load_layout), the record checksums, the small fields kept in
- * memory, and the io memory a batch's ranges take.
+ * which blocks are read by range, the zstd blocks' frames (load_frames),
+ * where each record's fields lie in its block (the variable fields'
+ * offsets tables and the sections' starts, read by load_layout), the
+ * record checksums, the small fields kept in memory, and the io memory a
+ * batch's ranges take.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,8 +18,87 @@
 #define RANGE_RESIDENT_BLOCKS_MAX (1u << 16) /* a pread per block each */
 
 /*
- * Datasets with variable fields: read every raw block's layout (the
- * sections' starts, the variable fields' offsets tables) when it fits
+ * A record read by range costs its frames, about a frame a field read
+ * (the writer's frames hold 16 KiB or more): that pays where it is well
+ * under the block a whole read costs, and not for small records in small
+ * blocks, whose frames are their block's sections.
+ */
+static int frames_pay(const struct loader_core *c,
+		      const struct block_frames *fr)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t fields = 0, raw = fr->raw[fr->n];
+
+	/* those not kept in memory from open (load_resident_fields) */
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		fields += sc->fields[f].variable ||
+			  sc->fields[f].record_bytes > RANGE_RESIDENT_FIELD_MAX;
+	if (fields == 0)
+		fields = 1;
+	return raw / fr->n * fields * 2 <= raw;
+}
+
+/*
+ * zstd blocks of format v4: their seek tables (block_frames.c), so that a
+ * record is read and decoded from the frames that hold it, within
+ * SLUICE_RANGE_SUMS_MAX (16 bytes a frame).  @return: 0 or a negative
+ * code; c->ranges.frames stays NULL when no block has frames.
+ */
+static int load_frames(struct loader_core *c, char *err, size_t errlen)
+{
+	const struct dataset *ds = c->ds;
+	uint64_t bytes = 0;
+	int any = 0;
+
+	for (uint32_t s = 0; s < ds->nshards; s++)
+		any |= ds->shards[s].version > DLS_VERSION_SINGLE_FRAME;
+	if (!any || c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
+		return 0;
+	c->ranges.frames = calloc((size_t)c->nblocks,
+				  sizeof(*c->ranges.frames));
+	if (!c->ranges.frames)
+		return -ENOMEM;
+	c->ranges.nframes = c->nblocks;
+	for (uint32_t s = 0; s < ds->nshards; s++) {
+		struct block_frames *fr = c->ranges.frames +
+					  c->shard_block_base[s];
+		int r = shard_read_frames(&ds->shards[s], fr, &bytes, err,
+					  errlen);
+
+		if (r < 0)
+			return r;
+		if (bytes > SLUICE_RANGE_SUMS_MAX) {
+			/* the rest are read whole */
+			for (uint64_t b = 0; b < ds->shards[s].block_count; b++)
+				block_frames_free(&fr[b]);
+			break;
+		}
+	}
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		if (!c->ranges.frames[g].n)
+			continue;
+		if (frames_pay(c, &c->ranges.frames[g])) {
+			c->ranges.framed++;
+		} else {
+			block_frames_free(&c->ranges.frames[g]);
+			c->ranges.frames_unpaid++;
+		}
+	}
+	return 0;
+}
+
+/* Block @g's frames (format v4 zstd), or NULL: its bytes lie in the file
+ * as they are (raw). */
+const struct block_frames *range_frames(const struct loader_core *c,
+					 uint64_t g)
+{
+	return c->ranges.frames && c->ranges.frames[g].n
+		? &c->ranges.frames[g] : NULL;
+}
+
+/*
+ * Datasets with variable fields: read every raw or framed block's layout
+ * (the sections' starts, the variable fields' offsets tables) when it fits
  * SLUICE_RANGE_SUMS_MAX and the blocks are few enough to read quickly.
  * @return: 1 when loaded, 0 when the dataset is read by block, or a
  * negative code.
@@ -58,6 +138,8 @@ static int load_layout(struct loader_core *c, char *err, size_t errlen)
 				tab[f] = c->ranges.offs[f] +
 					 ds->shard_first[s] + base;
 		r = shard_read_layout(sc, &ds->shards[s],
+				      c->ranges.frames ? c->ranges.frames + base
+						       : NULL,
 				      c->ranges.sec + base * nf, tab, err,
 				      errlen);
 		if (r < 0)
@@ -66,10 +148,10 @@ static int load_layout(struct loader_core *c, char *err, size_t errlen)
 	return 1;
 }
 
-/* Where field @f of record @i of block @g lies in its file, and how long
- * it is. */
-uint64_t record_field_at(const struct loader_core *c, uint64_t g,
-			 uint32_t i, uint32_t f, uint64_t *len)
+/* Where field @f of record @i of block @g lies in its decoded block, and
+ * how long it is. */
+uint64_t record_field_in_block(const struct loader_core *c, uint64_t g,
+			       uint32_t i, uint32_t f, uint64_t *len)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t shard;
@@ -80,7 +162,7 @@ uint64_t record_field_at(const struct loader_core *c, uint64_t g,
 		/* Field-major sections; the index's raw size covers them
 		 * all (shard_parse). */
 		*len = rb;
-		return blk->offset + block_field_offset(sc, blk->record_count, f) +
+		return block_field_offset(sc, blk->record_count, f) +
 		       (uint64_t)i * rb;
 	}
 	if (sc->fields[f].variable) {
@@ -88,11 +170,25 @@ uint64_t record_field_at(const struct loader_core *c, uint64_t g,
 				    g + i;
 
 		*len = o[1] - o[0];
-		return blk->offset + c->ranges.sec[g * sc->nfields + f] + o[0];
+		return c->ranges.sec[g * sc->nfields + f] + o[0];
 	}
 	*len = rb;
-	return blk->offset + c->ranges.sec[g * sc->nfields + f] +
-	       (uint64_t)i * rb;
+	return c->ranges.sec[g * sc->nfields + f] + (uint64_t)i * rb;
+}
+
+/* Where field @f of record @i of block @g lies in its file (a framed
+ * block's: the frame that holds its first byte), and how long it is. */
+uint64_t record_field_at(const struct loader_core *c, uint64_t g,
+			 uint32_t i, uint32_t f, uint64_t *len)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, g, &shard);
+	const struct block_frames *fr = range_frames(c, g);
+	uint64_t at = record_field_in_block(c, g, i, f, len);
+
+	if (fr)
+		at = fr->at[block_frame_of(fr, at)];
+	return blk->offset + at;
 }
 
 /* Load the shards' record checksums, in shard order, within the cap. */
@@ -170,7 +266,12 @@ static int load_resident_fields(struct loader_core *c, char *err,
 				? c->ranges.sec + c->shard_block_base[s] *
 							 sc->nfields
 				: NULL;
-			int r = shard_read_field(sc, &ds->shards[s], f, sec,
+			int r = shard_read_field(sc, &ds->shards[s], f,
+						 c->ranges.frames
+							 ? c->ranges.frames +
+							   c->shard_block_base[s]
+							 : NULL,
+						 sec,
 						 c->ranges.resident[f] +
 							 ds->shard_first[s] * rb,
 						 err, errlen);
@@ -196,6 +297,31 @@ static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
 		n += c->block_first[g + 1] - c->block_first[g];
 	}
 	return n ? sum / n : 0;
+}
+
+/* The framed blocks' mean frame, decoded, and their stored bytes per
+ * thousand decoded, rounded up. */
+static void framed_sizes(const struct loader_core *c, uint64_t *raw,
+			 uint64_t *stored_permille)
+{
+	uint64_t frames = 0, raw_sum = 0, stored_sum = 0;
+
+	*raw = 0;
+	*stored_permille = 1000;
+	for (uint64_t g = 0; g < c->nblocks && c->ranges.framed; g++) {
+		const struct block_frames *fr = range_frames(c, g);
+
+		if (!fr)
+			continue;
+		frames += fr->n;
+		raw_sum += fr->raw[fr->n];
+		stored_sum += fr->at[fr->n];
+	}
+	if (frames == 0 || raw_sum == 0)
+		return;
+	*raw = raw_sum / frames;
+	/* stored < 2^34 a block, blocks < 2^16: no overflow */
+	*stored_permille = (stored_sum * 1000 + raw_sum - 1) / raw_sum;
 }
 
 /* Blocks whose layout is read at open for their fetches: a pread per
@@ -227,7 +353,7 @@ static int fetch_layout_open(struct loader_core *c, char *err,
 	if (!c->ranges.sec)
 		return -ENOMEM;
 	for (uint32_t s = 0; s < ds->nshards; s++) {
-		int r = shard_read_layout(&ds->schema, &ds->shards[s],
+		int r = shard_read_layout(&ds->schema, &ds->shards[s], NULL,
 					  c->ranges.sec +
 						  c->shard_block_base[s] * nf,
 					  NULL, err, errlen);
@@ -265,6 +391,7 @@ int block_tables_check(const struct loader_core *c, uint64_t g,
 int ranges_open(struct loader_core *c, char *err, size_t errlen)
 {
 	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t frame_raw, stored_permille;
 	int want, any = 0, r;
 
 	switch (c->cfg.range_reads) {
@@ -284,6 +411,9 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 	}
 	if (!want || sc->nfields == 0 || c->nblocks == 0)
 		return fetch_layout_open(c, err, errlen);
+	r = load_frames(c, err, errlen);
+	if (r < 0)
+		return r;
 	if (c->has_variable) {
 		r = load_layout(c, err, errlen);
 		if (r <= 0)
@@ -305,7 +435,7 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			c->ranges.all = 0;
 	}
 	if (!any) {
-		/* v1/v2 shards, zstd blocks */
+		/* v1/v2 shards, zstd blocks without frames */
 		c->ranges.on = c->ranges.all = 0;
 		return 0;
 	}
@@ -315,13 +445,22 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 	/* Each batch in flight reads at most a page more than each of its
 	 * ranges on both sides: a variable field's, of its average value
 	 * (what the blocks read by range hold), and room for its largest
-	 * value once. */
+	 * value once.  A framed block's range is its frames, read and then
+	 * decoded beside them. */
+	framed_sizes(c, &frame_raw, &stored_permille);
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		/* record_bytes < 2^34 (a block's limit): no overflow */
-		uint64_t env = align_up(sc->fields[f].record_bytes, 4096) + 4096;
+		uint64_t value = sc->fields[f].variable ? variable_mean(c, f)
+			: sc->fields[f].record_bytes;
+		uint64_t env = align_up(value, 4096) + 4096, span;
 
-		if (sc->fields[f].variable)
-			env = align_up(variable_mean(c, f), 4096) + 4096;
+		if (c->ranges.framed) {
+			span = value > frame_raw ? value : frame_raw;
+			span = align_up(span, 8) +
+			       align_up(span * stored_permille / 1000, 4096) +
+			       4096;
+			env = span > env ? span : env;
+		}
 		if (!c->ranges.resident[f])
 			c->ranges.io_want += env;
 	}
@@ -337,6 +476,9 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 				     k < c->ds->nshards; k++)
 			if (c->ds->shards[k].max_value_bytes[f] > big)
 				big = c->ds->shards[k].max_value_bytes[f];
+		/* framed: what its frames decode to, and the frames */
+		if (c->ranges.framed && big)
+			big += big * stored_permille / 1000 + frame_raw;
 		if (__builtin_add_overflow(c->ranges.io_want, big,
 					   &c->ranges.io_want))
 			c->ranges.io_want = UINT64_MAX;
@@ -385,6 +527,10 @@ void ranges_close(struct loader_core *c)
 	free(c->ranges.record_sums);
 	free(c->ranges.pieces);
 	free(c->ranges.sec);
+	for (uint64_t g = 0; c->ranges.frames && g < c->ranges.nframes; g++)
+		block_frames_free(&c->ranges.frames[g]);
+	free(c->ranges.frames);
+	c->ranges.frames = NULL;
 	for (uint32_t f = 0; f < DLS_MAX_FIELDS; f++) {
 		free(c->ranges.offs[f]);
 		c->ranges.offs[f] = NULL;
@@ -394,8 +540,9 @@ void ranges_close(struct loader_core *c)
 	c->ranges.pieces = NULL;
 }
 
-/* Block @g is read by range: raw, its layout known (load_layout), and its
- * records' checksums at hand unless verify is off. */
+/* Block @g is read by range: raw or in frames (v4 zstd), its layout
+ * known (load_layout), and its records' checksums at hand unless verify
+ * is off. */
 int range_block(const struct loader_core *c, uint64_t g)
 {
 	uint32_t shard;
@@ -404,7 +551,7 @@ int range_block(const struct loader_core *c, uint64_t g)
 	if (!c->ranges.on)
 		return 0;
 	blk = loader_block(c, g, &shard);
-	return blk->codec == DLS_CODEC_RAW &&
+	return (blk->codec == DLS_CODEC_RAW || range_frames(c, g)) &&
 	       (!c->ranges.sec ||
 		c->ranges.sec[g * c->ds->schema.nfields] != UINT64_MAX) &&
 	       (!c->cfg.verify || c->ranges.record_sums[shard]);
@@ -440,8 +587,14 @@ void ranges_whole_note(struct loader_core *c)
 		return;
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_OFF)
 		why = "range_reads off";
+	else if (zstd && !c->ranges.frames)
+		why = c->nblocks > RANGE_RESIDENT_BLOCKS_MAX
+			? "zstd blocks too many to read their frames at open"
+			: "zstd blocks of format v3 or older, one frame each: shards written by this dlpack-shard are read record by record";
+	else if (zstd && c->ranges.frames_unpaid)
+		why = "zstd blocks whose frames are most of their block: small records in small blocks, which a larger --block-size makes worth reading by frame";
 	else if (zstd)
-		why = "zstd: shards written with --compression none are read record by record";
+		why = "zstd blocks without a sound seek table, or too many frames to keep";
 	else if (!c->ranges.on)
 		why = "too many blocks or records to index their variable fields at open";
 	else
@@ -475,7 +628,8 @@ static uint64_t field_value_max(const struct loader_core *c, uint32_t f)
  */
 int ranges_device_suits(const struct loader_core *c)
 {
-	if (!c->ranges.on)
+	/* frames are decoded on the host, into the batch's io memory */
+	if (!c->ranges.on || c->ranges.framed)
 		return 0;
 	for (uint32_t f = 0; f < c->ds->schema.nfields; f++) {
 		if (c->ranges.resident[f])

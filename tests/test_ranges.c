@@ -7,13 +7,19 @@
  * is caught (file and offset named) or skipped; short reads and -EAGAIN are
  * invisible, -EIO fails, a file cut short fails or skips its records; v2
  * shards still stream; a bad checksum section is refused by the parser,
- * verify and the loader.
+ * verify and the loader.  zstd blocks (format v4) are read by range
+ * through the frames that hold each record: a damaged frame is caught or
+ * skipped, a bad seek table makes its block read whole; v3's one-frame
+ * zstd blocks are read whole, and the stats say so.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
+#include <zstd.h>
+
 #include "format_util.h"
+#include "shard_patch.h"
 #include "ring.h"
 #include "shard.h"
 #include "assemble_test.h"
@@ -31,6 +37,7 @@ static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
 }
 
 static const uint64_t field_bytes[3] = { A_BYTES, 8, 80 };
+static uint64_t g_block_size = 8192;   /* ~25 records per block */
 
 static void write_ds_from(const char *dir, uint32_t nfields, int level,
 			  uint64_t first);
@@ -55,7 +62,7 @@ static void write_ds_from(const char *dir, uint32_t nfields, int level,
 	tu_field(&f[1], "b", "int64", 0, 0, 0);
 	tu_field(&f[2], "c", "float32", 1, 20, 0);
 	sluice_writer_config_init(&wc);
-	wc.block_size = 8192;          /* ~25 records per block */
+	wc.block_size = g_block_size;
 	wc.records_per_shard = 200;    /* 5 shards */
 	wc.compression_level = level;
 	wc.threads = 2;
@@ -758,15 +765,220 @@ static void check_one_block_pool(void)
 	T_EQ(atomic_load(&pool_over), 0);
 }
 
+/* @dir's stream by full shuffle into @r, every block read by range
+ * that can be (the cache would hold them all). */
+static void stream_frames(const char *dir, enum sluice_on_error on_error,
+			  struct run *r)
+{
+	struct sluice_loader_config cfg;
+
+	full_cfg(&cfg, 50);
+	cfg.range_reads = SLUICE_RANGE_READS_ON;
+	cfg.on_error = on_error;
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, r, NULL);
+}
+
+/* Block 0 of @dir's first shard, its frames in @fr (its stored bytes
+ * returned, with its index entry in @e). */
+static uint8_t *block0_frames(const char *dir, struct dls_index_entry_disk *e,
+			      struct block_frames *fr)
+{
+	uint8_t *stored = sp_block(dir, 0, e);
+	struct shard_block blk = {
+		.offset = e->offset, .stored_size = e->stored_size,
+		.raw_size = e->raw_size, .codec = e->codec,
+	};
+	uint64_t need;
+
+	T_EQ(e->codec, DLS_CODEC_ZSTD);
+	T_OK(block_frames_parse(&blk, stored, e->stored_size, fr, &need));
+	T_OK(block_frames_check(stored, fr));
+	return stored;
+}
+
+/* One entry of block 0's seek table: its @which (0 stored, 1 decoded)
+ * size of frame @k moves by @delta. */
+static void table_add(uint8_t *stored, uint64_t len, const struct block_frames *fr,
+		      uint32_t k, int which, int32_t delta)
+{
+	uint8_t *entry = stored + len - 9 - (uint64_t)fr->n * 8 + k * 8 +
+			 which * 4;
+	uint32_t v;
+
+	memcpy(&v, entry, 4);
+	v += (uint32_t)delta;
+	memcpy(entry, &v, 4);
+}
+
+/* Every zstd block of @dir's shards rewritten as v3 wrote them, one frame
+ * and no seek table, and the shards made format v3 (the manifest left
+ * behind: open them by glob). */
+static void make_v3(const char *dir)
+{
+	sluice_dataset *ds = NULL;
+	const struct dataset *d;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	d = dataset_table(ds);
+	for (uint32_t s = 0; s < d->nshards; s++) {
+		const struct shard_file *sf = &d->shards[s];
+		size_t n;
+		uint8_t *img = tu_slurp(sf->path, &n);
+		struct dls_header_disk h;
+
+		memcpy(&h, img, sizeof(h));
+		for (uint64_t b = 0; b < sf->block_count; b++) {
+			struct dls_index_entry_disk e;
+			uint8_t *at = img + h.index_offset + b * sizeof(e);
+			uint8_t *raw, *one;
+			size_t got, cap;
+
+			memcpy(&e, at, sizeof(e));
+			if (e.codec != DLS_CODEC_ZSTD)
+				continue;
+			raw = malloc(e.raw_size);
+			cap = ZSTD_compressBound(e.raw_size);
+			one = malloc(cap);
+			T_ASSERT(raw && one);
+			T_EQ(ZSTD_decompress(raw, e.raw_size, img + e.offset,
+					     e.stored_size), e.raw_size);
+			got = ZSTD_compress(one, cap, raw, e.raw_size, 3);
+			T_ASSERT(!ZSTD_isError(got) && got <= e.stored_size);
+			memset(img + e.offset, 0, e.stored_size);
+			memcpy(img + e.offset, one, got);
+			e.stored_size = got;
+			e.checksum = XXH3_64bits(one, got);
+			memcpy(at, &e, sizeof(e));
+			free(raw);
+			free(one);
+		}
+		h.version = DLS_VERSION_SINGLE_FRAME;
+		h.index_checksum = XXH3_64bits(img + h.index_offset,
+					       h.index_length);
+		rehash_header(img, &h);
+		tu_spit(sf->path, img, n);
+		free(img);
+	}
+	sluice_dataset_close(ds);
+}
+
+static void check_zstd(void)
+{
+	struct sluice_loader_config cfg;
+	struct dls_index_entry_disk e;
+	struct block_frames fr;
+	char dir[1100], glob[1200], shard[1200];
+	struct lines l = { "", 0 };
+	uint8_t *stored;
+
+	/* a block a shard (200 records): "a" in frames of 16 KiB, "c" in
+	 * one; read by range, equal to block reads */
+	g_block_size = 256 << 10;
+	TU_FMT(dir, "%s/zstd", root);
+	write_ds(dir, 3, 3);
+	stream_frames(dir, SLUICE_ON_ERROR_FAIL, &ra);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	for (uint32_t i = 0; i < NREC; i++)
+		T_EQ(ra.seen[i], 1);
+	T_ASSERT(ra.st.range_records >= NREC);
+	T_EQ(ra.st.blocks_read, 0);
+	full_cfg(&cfg, 50);
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &rb, NULL);
+	T_EQ(rb.rc, SLUICE_EOF);
+	T_EQ(rb.n, ra.n);
+	T_MEMEQ(rb.order, ra.order, ra.n * sizeof(ra.order[0]));
+	cfg.range_reads = SLUICE_RANGE_READS_ON;
+	cfg.verify = 0;
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &rb, NULL);
+	T_EQ(rb.rc, SLUICE_EOF);
+	T_EQ(rb.n, NREC);
+	T_EQ(rb.st.blocks_read, 0);
+
+	/* a byte of block 0's first frame ("a" of its first records)
+	 * flipped, the block resealed: its records are caught, then
+	 * skipped */
+	stored = block0_frames(dir, &e, &fr);
+	T_ASSERT(fr.n > 2);
+	stored[fr.at[0] + (fr.at[1] - fr.at[0]) / 2] ^= 0x21;
+	sp_rewrite_block(dir, 0, stored, e.stored_size, e.stored_size);
+	sp_shard0(dir, shard, sizeof(shard));
+	stream_frames(dir, SLUICE_ON_ERROR_FAIL, &ra);
+	T_EQ(ra.rc, -SLUICE_ECORRUPT);
+	T_CONTAINS(ra.err, shard);
+	T_CONTAINS(ra.err, ": record ");
+	T_ASSERT(strstr(ra.err, "record checksum mismatch") ||
+		 strstr(ra.err, "does not decode to its seek table's size"));
+	stream_frames(dir, SLUICE_ON_ERROR_SKIP, &ra);
+	T_EQ(ra.rc, SLUICE_EOF);
+	/* the frame's records: its bytes over A_BYTES, rounded up */
+	T_EQ(ra.st.records_skipped,
+	     (fr.raw[1] - fr.raw[0] + A_BYTES - 1) / A_BYTES);
+	for (uint32_t i = 0; i < NREC; i++)
+		T_EQ(ra.seen[i], i >= ra.st.records_skipped);
+	free(stored);
+	block_frames_free(&fr);
+
+	/* the seek table moves a byte from frame 0 to frame 1: they no
+	 * longer decode to its sizes (verify says so too) */
+	TU_FMT(dir, "%s/zstd-table", root);
+	write_ds(dir, 3, 3);
+	stored = block0_frames(dir, &e, &fr);
+	table_add(stored, e.stored_size, &fr, 0, 1, 1);
+	table_add(stored, e.stored_size, &fr, 1, 1, -1);
+	sp_rewrite_block(dir, 0, stored, e.stored_size, e.stored_size);
+	stream_frames(dir, SLUICE_ON_ERROR_FAIL, &ra);
+	T_EQ(ra.rc, -SLUICE_ECORRUPT);
+	T_CONTAINS(ra.err, "does not decode to its seek table's size");
+	T_EQ(dataset_verify(dir, collect, &l), 1);
+	T_CONTAINS(l.text, "block 0: offset 4096: bad seek table");
+	free(stored);
+	block_frames_free(&fr);
+
+	/* a table whose frames do not fill the block: read whole, right */
+	TU_FMT(dir, "%s/zstd-fill", root);
+	write_ds(dir, 3, 3);
+	stored = block0_frames(dir, &e, &fr);
+	table_add(stored, e.stored_size, &fr, 0, 0, 1);
+	sp_rewrite_block(dir, 0, stored, e.stored_size, e.stored_size);
+	stream_frames(dir, SLUICE_ON_ERROR_FAIL, &ra);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_EQ(ra.st.blocks_read, 1);
+	free(stored);
+	block_frames_free(&fr);
+
+	/* small records in small blocks: frames that do not pay, and v3's
+	 * zstd blocks, one frame each: read whole, and said */
+	g_block_size = 8192;
+	TU_FMT(dir, "%s/zstd-small", root);
+	write_ds(dir, 3, 3);
+	full_cfg(&cfg, 50);
+	cfg.memory_bytes = 256 << 10;
+	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_EQ(ra.st.range_records, 0);
+	T_CONTAINS(ra.st.fallbacks, "(zstd blocks whose frames are most of their block");
+	make_v3(dir);
+	TU_FMT(glob, "%s/*.dls", dir);
+	stream(glob, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	T_EQ(ra.st.range_records, 0);
+	T_CONTAINS(ra.st.fallbacks, "full shuffle reads a whole block for each record of 50 of 50 blocks (zstd blocks of format v3");
+	T_CONTAINS(ra.st.fallbacks, "about 19 records a block");
+}
+
 int main(void)
 {
-	char one[1100], three[1100], mixed[1100];
+	char one[1100], three[1100];
 	struct sluice_loader_config cfg;
 
 	snprintf(root, sizeof(root), "%s", tu_scratch("ranges"));
 	TU_FMT(one, "%s/one", root);
 	TU_FMT(three, "%s/three", root);
-	TU_FMT(mixed, "%s/zstd", root);
 	write_ds(one, 1, 0);
 	write_ds(three, 3, 0);
 	check_one_block_pool();
@@ -777,23 +989,10 @@ int main(void)
 	check_tensor_outlives_dataset(three);
 	check_mixture(three);
 
-	/* zstd blocks are read whole; range_reads=on in window mode */
-	write_ds(mixed, 3, 3);
+	/* range_reads=on in window mode; the reasons a full shuffle reads
+	 * whole blocks */
 	full_cfg(&cfg, 50);
-	stream(mixed, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
-	T_EQ(ra.rc, SLUICE_EOF);
-	T_EQ(ra.n, NREC);
-	T_EQ(ra.st.range_records, 0);
-	/* the cache holds them all: each is read once, nothing to say */
-	T_ASSERT(strstr(ra.st.fallbacks, "whole block") == NULL);
-	/* it does not: a block is read for nearly every record, and the
-	 * stats say so, and why */
 	cfg.memory_bytes = 256 << 10;
-	stream(mixed, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
-	T_EQ(ra.rc, SLUICE_EOF);
-	T_EQ(ra.n, NREC);
-	T_CONTAINS(ra.st.fallbacks, "full shuffle reads a whole block for each record of 50 of 50 blocks (zstd");
-	T_CONTAINS(ra.st.fallbacks, "about 19 records a block");
 	cfg.range_reads = SLUICE_RANGE_READS_OFF;
 	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
 	T_EQ(ra.rc, SLUICE_EOF);
@@ -824,5 +1023,6 @@ int main(void)
 	check_record_only_damage();
 	check_v2(three);
 	check_bad_section(three);
+	check_zstd();
 	return 0;
 }

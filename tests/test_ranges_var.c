@@ -7,7 +7,8 @@
  * one kept in memory; about the records' bytes are read, not their
  * blocks'; a flipped value byte is caught (file and offset named) or
  * skipped; a block whose offsets table is bad is read whole, which
- * reports it.
+ * reports it.  zstd blocks (format v4: frames a record is decoded from
+ * alone) are read by range the same way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,7 @@ static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
 }
 
 static uint64_t g_big;  /* w's base length: small, or ~16 KiB records */
+static int g_level;     /* the writer's: 0 raw, else zstd */
 
 static void write_var(const char *dir, uint64_t big, uint64_t block_size)
 {
@@ -55,7 +57,7 @@ static void write_var(const char *dir, uint64_t big, uint64_t block_size)
 	sluice_writer_config_init(&wc);
 	wc.block_size = block_size;
 	wc.records_per_shard = 250;     /* 3 shards */
-	wc.compression_level = 0;       /* raw: read by range */
+	wc.compression_level = g_level;
 	wc.threads = 2;
 	for (int k = 0; k < 4; k++)
 		T_ASSERT((buf[k] = malloc(big + 4096)) != NULL);
@@ -448,5 +450,14 @@ int main(void)
 	check_read_once(big);
 	check_corrupt();
 	check_nothing_to_read();
+	/* zstd: the values' frames are read and decoded */
+	g_level = 3;
+	TU_FMT(small, "%s/zsmall", root);
+	TU_FMT(big, "%s/zbig", root);
+	write_var(small, 200, 8192);
+	check_equal(small);
+	write_var(big, 16384, 256 << 10);
+	check_equal(big);
+	check_read_once(big);
 	return 0;
 }
