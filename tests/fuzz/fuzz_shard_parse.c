@@ -6,7 +6,9 @@
  * decoded (small zstd frames only) and viewed, and every field of every
  * record is touched, so that ASan sees any out-of-bounds access.  A
  * format v3 image's record checksums (the section the parser bounds) are
- * compared with each record's, as verify does.
+ * compared with each record's, as verify does.  A zstd block's seek
+ * table (format v4) is parsed and checked, and its frames decoded one
+ * run at a time, as the loader's range reads take them.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +21,24 @@
 #define FUZZ_MAX_RAW (1u << 20)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* @stored's frames (a zstd block's, @blk), each decoded alone into
+ * @scratch (raw_size bytes) where the table says. */
+static void touch_frames(const struct shard_block *blk, const uint8_t *stored,
+			 ZSTD_DCtx *dctx, uint8_t *scratch)
+{
+	struct block_frames fr;
+	uint64_t need;
+
+	if (block_frames_parse(blk, stored, blk->stored_size, &fr, &need))
+		return;
+	(void)block_frames_check(stored, &fr);
+	for (uint32_t k = 0; k < fr.n; k++)
+		(void)block_frames_decode(dctx, &fr, k, k, stored + fr.at[k],
+					  scratch + fr.raw[k]);
+	(void)block_frame_of(&fr, blk->raw_size / 2);
+	block_frames_free(&fr);
+}
 
 static void touch_block(const struct shard_schema *s,
 			const struct shard_file *sf,
@@ -42,6 +62,8 @@ static void touch_block(const struct shard_schema *s,
 		if (!scratch)
 			goto out;
 	}
+	if (scratch)
+		touch_frames(blk, stored, dctx, scratch);
 	/* Both with and without the checksum, so the fuzzer gets past it. */
 	(void)block_decode(dctx, blk, stored, 1, scratch,
 			   scratch ? blk->raw_size : 0, &raw);
