@@ -222,7 +222,7 @@ void *decode_worker_main(void *arg)
 		if (nranges) {
 			pthread_mutex_unlock(&c->mu);
 			fetch_ranges(c, ranges, nranges, range_buffer,
-				     &pending);
+				     &pending, dctx);
 			core_lock(c);
 			continue;
 		}

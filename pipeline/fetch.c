@@ -459,7 +459,8 @@ static void ranges_done(struct loader_core *c, struct io_read **rds,
 }
 
 void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
-		  uint32_t buffer, struct fetch_pending *pending)
+		  uint32_t buffer, struct fetch_pending *pending,
+		  ZSTD_DCtx *dctx)
 {
 	uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), cpu_check = 0;
 	uint8_t *staging = buffer == FETCH_NO_BUFFER
@@ -485,6 +486,11 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
 		rd->result = got < 0 ? got
 			   : (uint64_t)got >= rd->min_length ? got
 							     : -ENODATA;
+		/* zstd frames: decoded while the cache holds them (not
+		 * staged: ranges_device_suits) */
+		if (!staging)
+			cpu_check += ranges_decode_read(c,
+				(struct range_read *)(void *)rd, dctx);
 		if (staging) {
 			uint64_t cpu1 = thread_cpu_ns();
 
@@ -494,7 +500,8 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
 			span += rd->length;
 		}
 	}
-	/* the checks are verify's CPU (ranges_check_staged) */
+	/* the checks are verify's CPU (ranges_check_staged), the decodes
+	 * decompress's (ranges_decode_read) */
 	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0 - cpu_check);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
 	if (!staging) {

@@ -91,11 +91,13 @@ void fetch_range_queue_locked(struct loader_core *c, struct io_read *rd);
 unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 				 uint32_t *buffer);
 /* A worker's: read @rds[0, @n) and hand each to range_read_done_locked,
- * as the ring would: into io memory (after settling @pending), or
+ * as the ring would: into io memory (after settling @pending), each
+ * read's zstd frames decoded there with @dctx (ranges_decode_read), or
  * through staging buffer @buffer, checked there (ranges_check_staged)
  * and uploaded as one span, while @pending's upload runs; this upload
  * becomes @pending, and the reads complete when it is settled. */
 void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
-		  uint32_t buffer, struct fetch_pending *pending);
+		  uint32_t buffer, struct fetch_pending *pending,
+		  ZSTD_DCtx *dctx);
 
 #endif /* SLUICE_PIPELINE_FETCH_H */

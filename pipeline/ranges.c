@@ -176,6 +176,7 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 			cur->slot = s;
 			cur->buf_off = total;
 			cur->piece_lo = k;
+			cur->span_lo = cur->span_hi = s->ranges.nspans;
 		}
 		cur->piece_hi = k + 1;
 		s->ranges.order[k] = p->slot_index;
@@ -195,6 +196,7 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 				.stored_at = cur->buf_off +
 					     (p->offset - cur->rd.offset),
 			};
+			cur->span_hi = s->ranges.nspans;
 		} else if (p->k1 > span->k1) {
 			span->k1 = p->k1;
 		}
@@ -420,7 +422,7 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct range_read *rr = (struct range_read *)(void *)rd;
 	struct slot *s = rr->slot;
-	uint32_t parts;
+	uint32_t parts, undecoded;
 
 	if (rd->result >= 0) {
 		loader_span(c, SLUICE_STAGE_READ, rr->submit_ns, now_ns(),
@@ -443,10 +445,15 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 	}
 	if (--s->ranges.reads_pending > 0)
 		return;
-	if (s->ranges.nspans) {
-		/* the framed blocks' frames first: each span a few frames,
-		 * enough of them per part to amortise the hand-off */
-		parts = s->ranges.nspans / 8;
+	undecoded = 0;
+	for (uint32_t k = 0; k < s->ranges.nreads; k++)
+		if (!s->ranges.reads[k].decoded)
+			undecoded += s->ranges.reads[k].span_hi -
+				     s->ranges.reads[k].span_lo;
+	if (undecoded) {
+		/* the framed blocks' frames the ring read: each span a few
+		 * frames, enough of them per part to amortise the hand-off */
+		parts = undecoded / 8;
 		if (parts > c->nworkers)
 			parts = c->nworkers;
 		if (parts == 0)
@@ -506,12 +513,51 @@ static void span_bad(struct loader_core *c, struct slot *s,
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* Decode span @sp of @s where its read left it, or mark its records bad:
+ * its read failed, or its frames do not decode to their table's sizes. */
+static void span_decode(struct loader_core *c, struct slot *s,
+			const struct range_span *sp, ZSTD_DCtx *dctx)
+{
+	const struct block_frames *fr = &c->ranges.frames[sp->block];
+
+	if (s->ranges.reads[sp->read].error ||
+	    s->ranges.reads[sp->read].rd.result < 0)
+		span_bad(c, s, sp, RANGE_BAD_READ);
+	else if (!dctx || block_frames_decode(dctx, fr, sp->k0, sp->k1,
+					      s->ranges.buf + sp->stored_at,
+					      s->ranges.buf + sp->decoded_at) < 0)
+		span_bad(c, s, sp, RANGE_BAD_FRAME);
+}
+
 /*
- * A decode worker decodes part @j.part of the slot's spans: each span's
- * frames from their stored bytes to their place after the reads' bytes,
- * while the read's bytes are still in the cache.  A span whose read
- * failed, or whose frames do not decode to their seek table's sizes,
- * marks its records bad; the checks after report them.
+ * The worker that read @rr decodes its spans at once, while their bytes
+ * are in its cache (fetch_ranges, unlocked; the lock it takes next orders
+ * this before the batch goes on).  @return: the CPU time it took.
+ */
+uint64_t ranges_decode_read(struct loader_core *c, struct range_read *rr,
+			    ZSTD_DCtx *dctx)
+{
+	struct slot *s = rr->slot;
+	uint64_t cpu0, t0;
+
+	if (rr->span_lo == rr->span_hi)
+		return 0;
+	cpu0 = thread_cpu_ns();
+	t0 = now_ns();
+	for (uint32_t k = rr->span_lo; k < rr->span_hi; k++)
+		span_decode(c, s, &s->ranges.spans[k], dctx);
+	rr->decoded = 1;
+	cpu0 = thread_cpu_ns() - cpu0;
+	atomic_fetch_add(&c->cpu_decompress_ns, cpu0);
+	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
+	return cpu0;
+}
+
+/*
+ * A decode worker decodes part @j.part of the slot's spans that their
+ * reads' workers did not (ring reads): each span's frames from their
+ * stored bytes to their place after the reads' bytes.  Bad spans mark
+ * their records; the checks after report them.
  */
 void ranges_decode_part(struct loader_core *c, struct job j,
 			ZSTD_DCtx *dctx)
@@ -524,16 +570,9 @@ void ranges_decode_part(struct loader_core *c, struct job j,
 
 	for (uint32_t k = lo; k < hi; k++) {
 		const struct range_span *sp = &s->ranges.spans[k];
-		const struct block_frames *fr = &c->ranges.frames[sp->block];
 
-		if (s->ranges.reads[sp->read].error) {
-			span_bad(c, s, sp, RANGE_BAD_READ);
-			continue;
-		}
-		if (!dctx || block_frames_decode(dctx, fr, sp->k0, sp->k1,
-					s->ranges.buf + sp->stored_at,
-					s->ranges.buf + sp->decoded_at) < 0)
-			span_bad(c, s, sp, RANGE_BAD_FRAME);
+		if (!s->ranges.reads[sp->read].decoded)
+			span_decode(c, s, sp, dctx);
 	}
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu0);
 	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);

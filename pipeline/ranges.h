@@ -32,8 +32,11 @@ struct range_read {
 	struct slot *slot;
 	uint64_t buf_off;       /* where it lands in the slot's ranges.buf */
 	uint32_t piece_lo, piece_hi; /* its pieces: ranges.order[lo, hi) */
+	uint32_t span_lo, span_hi;   /* the spans it holds: ranges.spans */
 	uint64_t submit_ns;
 	int error;              /* negative when the read failed */
+	int decoded;            /* its spans were decoded by the worker
+				   that read it (ranges_decode_read) */
 };
 
 /* One field of one record, to be read (ranges.c; allocated for the
@@ -179,6 +182,8 @@ void ranges_verify_part(struct loader_core *c, struct job j);
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 void ranges_decode_part(struct loader_core *c, struct job j,
 			ZSTD_DCtx *dctx);
+uint64_t ranges_decode_read(struct loader_core *c, struct range_read *rr,
+			    ZSTD_DCtx *dctx);
 void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
