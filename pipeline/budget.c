@@ -328,17 +328,19 @@ static int batch_refused(const struct loader_core *c)
 }
 
 /*
- * An explicit memory_bytes (and no cache_bytes) holds every block beside
- * the batch memory it wants: budget_open() will give the cache that
- * surplus, and each block is read once.
+ * An explicit memory_bytes (and no cache_bytes), or else the default
+ * budget's cap, holds every block beside the batch memory it wants:
+ * budget_open() will give the cache that surplus (the default's, where
+ * c->budget_takes_dataset), and each block is read once.
  */
 int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
 {
-	uint64_t budget = c->cfg.memory_bytes & ~(uint64_t)(IO_ALIGN - 1);
+	uint64_t budget = (c->cfg.memory_bytes ? c->cfg.memory_bytes
+					       : default_budget()) &
+			  ~(uint64_t)(IO_ALIGN - 1);
 	struct block_sizes z;
 
-	if (!c->cfg.memory_bytes || c->cfg.cache_bytes || !c->nblocks ||
-	    measure_blocks(c, &z))
+	if (c->cfg.cache_bytes || !c->nblocks || measure_blocks(c, &z))
 		return 0;
 	return add_sat(batch_want_bytes(c, &z, batch_fixed),
 		       align_up(z.io_sum, IO_ALIGN)) <= budget;
@@ -362,6 +364,8 @@ static uint64_t io_want_bytes(const struct loader_core *c,
 		want = z->io_top_need;
 	if (c->cfg.cache_bytes > want)
 		want = c->cfg.cache_bytes;
+	if (c->budget_takes_dataset)
+		want = z->io_sum;
 	if (want > z->io_sum)
 		want = z->io_sum;       /* the whole dataset fits */
 	want = add_sat(want, c->ranges.io_want);

@@ -224,6 +224,12 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 	case 0:
 		unpin_all(c, s);     /* no io memory yet: wait */
 		return 0;
+	case -EAGAIN:
+		/* its blocks split the free memory: as above, once */
+		unpin_all(c, s);
+		cache_evict_all(c);
+		c->plan_compacted = 1;
+		return plan_one_locked(c, nsubmit);
 	case -ENOSPC:
 		unpin_all(c, s);
 		return -ENOSPC;

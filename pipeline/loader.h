@@ -161,6 +161,9 @@ struct loader_core {
 				       halved to fit (cfg has the one used) */
 	uint64_t budget_wanted;     /* 0, or what the default budget
 				       wanted past its cap (budget.c) */
+	int budget_takes_dataset;   /* the default budget holds every
+				       block (a full shuffle whose blocks
+				       fit its cap: loader_open.c) */
 	uint64_t io_batch_max;      /* most io memory one batch's blocks
 				       take: the need largest blocks' */
 

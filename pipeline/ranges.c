@@ -282,7 +282,9 @@ static void copy_resident(struct loader_core *c, struct slot *s)
  * by range, rec_block set): plan their reads into io memory and append
  * them to c->submit.  @return: 1 when planned (or none to read), 0 when
  * the io memory is not free yet (the caller undoes its plan and waits),
- * -ENOSPC when it never will be (the loader failed).
+ * -EAGAIN when nothing is in flight to free it (the caller compacts the
+ * io memory and plans again), -ENOSPC when it never will be (the loader
+ * failed).
  */
 int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		       unsigned *nsubmit)
@@ -314,6 +316,13 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		return 1;
 	}
 	if (cache_alloc_io(c, len, &s->ranges.off)) {
+		/* the batch's own blocks, pinned before, may split the free
+		 * memory: the caller drops every cached block and plans it
+		 * once more (first fit: its blocks go first, the ranges after
+		 * them) */
+		if (c->inflight == 0 && c->ahead.inflight == 0 &&
+		    !c->plan_compacted)
+			return -EAGAIN;
 		if (c->inflight == 0 && c->ahead.inflight == 0) {
 			loader_fail_locked(c, -ENOSPC,
 				"batch %llu of epoch %llu: its %u records read by range take %llu bytes of io memory, more than the %llu bytes memory_bytes leaves beside the cached blocks it needs: raise memory_bytes (sluice --memory, Python memory_bytes=)",

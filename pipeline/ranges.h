@@ -143,6 +143,8 @@ struct loader_ranges {
 				       verify is on) */
 	uint32_t record_sums_shards; /* entries of record_sums */
 	uint64_t record_sums_bytes; /* what they take (RANGE_SUMS_MAX) */
+	const char *off_why;        /* why range_reads auto is off after
+				       all (ranges_open), or NULL */
 	char whole_note[400];       /* a full shuffle reads blocks whole,
 				       which and why (ranges_whole_note) */
 	uint32_t max_reads;         /* batch_size * fields */
@@ -151,7 +153,8 @@ struct loader_ranges {
 };
 
 /* ranges_open.c */
-int ranges_open(struct loader_core *c, char *err, size_t errlen);
+int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
+		size_t errlen);
 void ranges_close(struct loader_core *c);
 int range_block(const struct loader_core *c, uint64_t g);
 int ranges_device_suits(const struct loader_core *c);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "loader.h"
 
@@ -388,10 +389,11 @@ int block_tables_check(const struct loader_core *c, uint64_t g,
 	return 0;
 }
 
-int ranges_open(struct loader_core *c, char *err, size_t errlen)
+int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
+		size_t errlen)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	uint64_t frame_raw, stored_permille;
+	uint64_t frame_raw, stored_permille, batch_want;
 	int want, any = 0, r;
 
 	switch (c->cfg.range_reads) {
@@ -465,8 +467,11 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 			c->ranges.io_want += env;
 	}
 	if (__builtin_mul_overflow(c->ranges.io_want,
-				   (uint64_t)batch_records_max(c) *
-					   c->cfg.prefetch_depth,
+				   (uint64_t)batch_records_max(c),
+				   &batch_want))
+		batch_want = UINT64_MAX;
+	if (__builtin_mul_overflow(batch_want,
+				   (uint64_t)c->cfg.prefetch_depth,
 				   &c->ranges.io_want))
 		c->ranges.io_want = UINT64_MAX;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
@@ -482,6 +487,22 @@ int ranges_open(struct loader_core *c, char *err, size_t errlen)
 		if (__builtin_add_overflow(c->ranges.io_want, big,
 					   &c->ranges.io_want))
 			c->ranges.io_want = UINT64_MAX;
+		if (__builtin_add_overflow(batch_want, big, &batch_want))
+			batch_want = UINT64_MAX;
+	}
+	/* An explicit memory_bytes that cannot hold one batch's ranges
+	 * beside its batch memory: whole blocks, gathered by chunks within
+	 * it, rather than a refusal at the first batch (6,000 zstd values
+	 * of up to 64 KiB in 64 KiB blocks, batch 256, memory_bytes 4 MiB:
+	 * its ranges take 12 MB). */
+	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
+	    c->cfg.memory_bytes &&
+	    (batch_want > c->cfg.memory_bytes ||
+	     batch_fixed > c->cfg.memory_bytes - batch_want)) {
+		ranges_close(c);
+		memset(&c->ranges, 0, sizeof(c->ranges));
+		c->ranges.off_why = "memory_bytes holds no batch of record ranges";
+		return fetch_layout_open(c, err, errlen);
 	}
 	/* Where the ranges may go to a device (ranges_device_init): the
 	 * staging buffers beside them (stage_ranges_want), if there is one
@@ -587,6 +608,8 @@ void ranges_whole_note(struct loader_core *c)
 		return;
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_OFF)
 		why = "range_reads off";
+	else if (c->ranges.off_why)
+		why = c->ranges.off_why;
 	else if (zstd && !c->ranges.frames)
 		why = c->nblocks > RANGE_RESIDENT_BLOCKS_MAX
 			? "zstd blocks too many to read their frames at open"

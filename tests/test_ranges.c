@@ -1011,9 +1011,19 @@ int main(void)
 	T_EQ(ra.n, NREC);
 	T_ASSERT(ra.st.range_records >= NREC);
 
-	/* A batch's ranges that can never fit the io memory: -ENOSPC */
+	/* A memory_bytes that holds no batch of ranges: range_reads auto
+	 * reads whole blocks, a chunk at a time, every record once; asked
+	 * for, the ranges are refused at the first batch: -ENOSPC */
 	full_cfg(&cfg, 64);
 	cfg.memory_bytes = 64 << 10;
+	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	T_EQ(ra.rc, SLUICE_EOF);
+	T_EQ(ra.n, NREC);
+	for (uint32_t i = 0; i < NREC; i++)
+		T_EQ(ra.seen[i], 1);
+	T_EQ(ra.st.range_records, 0);
+	T_CONTAINS(ra.st.fallbacks, "(memory_bytes holds no batch of record ranges)");
+	cfg.range_reads = SLUICE_RANGE_READS_ON;
 	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
 	T_EQ(ra.rc, -ENOSPC);
 	T_CONTAINS(ra.err, "read by range take");

@@ -102,8 +102,9 @@ class Loader:
         buffered, the others with O_DIRECT where the filesystem allows;
         stats()["cached_shards"] counts the first), True or False.
     range_reads: "auto" (shuffle "full" reads only its records' byte
-        ranges from raw blocks (variable fields too), each checked against
-        its format-v3 record checksum; stats()["range_reads"]; not when
+        ranges (variable fields too; from zstd blocks of format v4, the
+        frames that hold them), each checked against its format-v3 record
+        checksum; stats()["range_reads"]; not when
         cache_bytes or memory_bytes holds every block, each then read
         once), "on" (in every shuffle mode) or "off" (whole blocks).
     device_gather: "auto" (on a GPU, raw datasets of fixed-shape fields
