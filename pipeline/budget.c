@@ -327,6 +327,11 @@ static int batch_refused(const struct loader_core *c)
 	return c->cfg.shuffle == SLUICE_SHUFFLE_WINDOW ? -E2BIG : -ENOSPC;
 }
 
+uint64_t budget_cap(const struct loader_core *c)
+{
+	return c->cfg.memory_bytes ? c->cfg.memory_bytes : default_budget();
+}
+
 /*
  * An explicit memory_bytes (and no cache_bytes), or else the default
  * budget's cap, holds every block beside the batch memory it wants:

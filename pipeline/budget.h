@@ -19,6 +19,8 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 		uint64_t batch_fixed_bytes, char *err, size_t errlen);
 int budget_caches_dataset(const struct loader_core *c,
 			  uint64_t batch_fixed_bytes);
+/* The most the budget may be: memory_bytes, or the default's cap. */
+uint64_t budget_cap(const struct loader_core *c);
 void budget_close(struct loader_core *c);
 void batch_memory_grant_locked(struct loader_core *c);
 int batch_memory_hoarded_locked(struct loader_core *c);

@@ -427,11 +427,25 @@ static void report_bad_locked(struct loader_core *c, const struct slot *s,
 
 static void ranges_landed_locked(struct loader_core *c, struct slot *s);
 
+/* Queue @parts jobs of @kind for @s, at least one and at most one per
+ * worker.  @return: how many. */
+static uint32_t push_parts_locked(struct loader_core *c, struct slot *s,
+				  enum job_kind kind, uint32_t parts)
+{
+	if (parts > c->nworkers)
+		parts = c->nworkers;
+	if (parts == 0)
+		parts = 1;
+	for (uint32_t p = 0; p < parts; p++)
+		jobs_push_locked(c, (struct job){ kind, s->id, p, parts });
+	return parts;
+}
+
 void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct range_read *rr = (struct range_read *)(void *)rd;
 	struct slot *s = rr->slot;
-	uint32_t parts, undecoded;
+	uint32_t undecoded;
 
 	if (rd->result >= 0) {
 		loader_span(c, SLUICE_STAGE_READ, rr->submit_ns, now_ns(),
@@ -462,15 +476,8 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 	if (undecoded) {
 		/* the framed blocks' frames the ring read: each span a few
 		 * frames, enough of them per part to amortise the hand-off */
-		parts = undecoded / 8;
-		if (parts > c->nworkers)
-			parts = c->nworkers;
-		if (parts == 0)
-			parts = 1;
-		s->ranges.spans_parts_left = parts;
-		for (uint32_t p = 0; p < parts; p++)
-			jobs_push_locked(c, (struct job){ JOB_RANGES_DECODE,
-							  s->id, p, parts });
+		s->ranges.spans_parts_left =
+			push_parts_locked(c, s, JOB_RANGES_DECODE, undecoded / 8);
 		return;
 	}
 	ranges_landed_locked(c, s);
@@ -480,8 +487,6 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
  * in the copy or in parts before it. */
 static void ranges_landed_locked(struct loader_core *c, struct slot *s)
 {
-	uint32_t parts;
-
 	/* checked in their staging buffers (ranges_check_staged) */
 	if (c->ranges.device) {
 		s->ranges.verify_in_copy = 0;
@@ -498,14 +503,8 @@ static void ranges_landed_locked(struct loader_core *c, struct slot *s)
 		return;
 	}
 	/* Enough records per part to amortise the hand-off. */
-	parts = s->ranges.nranged / 32;
-	if (parts > c->nworkers)
-		parts = c->nworkers;
-	if (parts == 0)
-		parts = 1;
-	s->ranges.parts_left = parts;
-	for (uint32_t p = 0; p < parts; p++)
-		jobs_push_locked(c, (struct job){ JOB_RANGES, s->id, p, parts });
+	s->ranges.parts_left = push_parts_locked(c, s, JOB_RANGES,
+						 s->ranges.nranged / 32);
 }
 
 /* Mark the records with a piece in span @sp bad (@why), under the lock:

@@ -490,18 +490,20 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 		if (__builtin_add_overflow(batch_want, big, &batch_want))
 			batch_want = UINT64_MAX;
 	}
-	/* An explicit memory_bytes that cannot hold one batch's ranges
+	/* A budget (memory_bytes, or the default's cap) that cannot hold
+	 * twice a batch's ranges, as the records' mean sizes put them,
 	 * beside its batch memory: whole blocks, gathered by chunks within
-	 * it, rather than a refusal at the first batch (6,000 zstd values
-	 * of up to 64 KiB in 64 KiB blocks, batch 256, memory_bytes 4 MiB:
-	 * its ranges take 12 MB). */
+	 * it where they fit, rather than a refusal at the first batch whose
+	 * records are larger than the mean (6,000 zstd values of up to 64
+	 * KiB in 64 KiB blocks, batch 256, memory_bytes 4 MiB: its ranges
+	 * take 12 MB). */
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
-	    c->cfg.memory_bytes &&
-	    (batch_want > c->cfg.memory_bytes ||
-	     batch_fixed > c->cfg.memory_bytes - batch_want)) {
+	    (batch_want > UINT64_MAX / 4 ||
+	     2 * batch_want > budget_cap(c) ||
+	     batch_fixed > budget_cap(c) - 2 * batch_want)) {
 		ranges_close(c);
 		memset(&c->ranges, 0, sizeof(c->ranges));
-		c->ranges.off_why = "memory_bytes holds no batch of record ranges";
+		c->ranges.off_why = "the budget holds too few batches of record ranges";
 		return fetch_layout_open(c, err, errlen);
 	}
 	/* Where the ranges may go to a device (ranges_device_init): the

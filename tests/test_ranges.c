@@ -796,6 +796,17 @@ static uint8_t *block0_frames(const char *dir, struct dls_index_entry_disk *e,
 	return stored;
 }
 
+/* A new zstd dataset in @dir (root/@name), its block 0's stored bytes
+ * returned and its frames in @fr. */
+static uint8_t *fresh_block0(char *dir, size_t cap, const char *name,
+			     struct dls_index_entry_disk *e,
+			     struct block_frames *fr)
+{
+	T_ASSERT((size_t)snprintf(dir, cap, "%s/%s", root, name) < cap);
+	write_ds(dir, 3, 3);
+	return block0_frames(dir, e, fr);
+}
+
 /* One entry of block 0's seek table: its @which (0 stored, 1 decoded)
  * size of frame @k moves by @delta. */
 static void table_add(uint8_t *stored, uint64_t len, const struct block_frames *fr,
@@ -922,9 +933,7 @@ static void check_zstd(void)
 
 	/* the seek table moves a byte from frame 0 to frame 1: they no
 	 * longer decode to its sizes (verify says so too) */
-	TU_FMT(dir, "%s/zstd-table", root);
-	write_ds(dir, 3, 3);
-	stored = block0_frames(dir, &e, &fr);
+	stored = fresh_block0(dir, sizeof(dir), "zstd-table", &e, &fr);
 	table_add(stored, e.stored_size, &fr, 0, 1, 1);
 	table_add(stored, e.stored_size, &fr, 1, 1, -1);
 	sp_rewrite_block(dir, 0, stored, e.stored_size, e.stored_size);
@@ -937,9 +946,7 @@ static void check_zstd(void)
 	block_frames_free(&fr);
 
 	/* a table whose frames do not fill the block: read whole, right */
-	TU_FMT(dir, "%s/zstd-fill", root);
-	write_ds(dir, 3, 3);
-	stored = block0_frames(dir, &e, &fr);
+	stored = fresh_block0(dir, sizeof(dir), "zstd-fill", &e, &fr);
 	table_add(stored, e.stored_size, &fr, 0, 0, 1);
 	sp_rewrite_block(dir, 0, stored, e.stored_size, e.stored_size);
 	stream_frames(dir, SLUICE_ON_ERROR_FAIL, &ra);
@@ -1022,7 +1029,7 @@ int main(void)
 	for (uint32_t i = 0; i < NREC; i++)
 		T_EQ(ra.seen[i], 1);
 	T_EQ(ra.st.range_records, 0);
-	T_CONTAINS(ra.st.fallbacks, "(memory_bytes holds no batch of record ranges)");
+	T_CONTAINS(ra.st.fallbacks, "(the budget holds too few batches of record ranges)");
 	cfg.range_reads = SLUICE_RANGE_READS_ON;
 	stream(three, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
 	T_EQ(ra.rc, -ENOSPC);

@@ -480,7 +480,13 @@ def main():
              {"SLUICE_STAGED_DECODE": "0"}, a.runs),
             ("zstd-gather-off", zst,
              base + ["--shuffle", "none", "--device-gather", "off"] +
-             epochs, None, a.runs)], a.timeout, out, a.json)
+             epochs, None, a.runs),
+            # format v4: full shuffle reads each record's frames, not its
+            # block; against the window shuffle of the same files
+            ("zstd-window", zst, base + ["--shuffle", "window"] + epochs,
+             None, 1),
+            ("zstd-full", zst, base + ["--shuffle", "full"] + epochs,
+             None, 1)], a.timeout, out, a.json)
     if "variable" in groups:
         # variable-size records (512 KiB on average): gathered on the
         # device from blocks read into io memory (the host reads their
