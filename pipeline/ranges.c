@@ -157,7 +157,8 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 		uint64_t end = align_up(p->offset + p->len, a);
 		/* its frames overlap the span's: read and decoded with them */
 		int joins = span && p->block == span->block &&
-			    p->k0 <= span->k1;
+			    p->k0 <= span->k1 &&
+			    cur == &s->ranges.reads[span->read];
 
 		if (joins ||
 		    (cur && cur->rd.file == p->file &&
