@@ -501,8 +501,11 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
 		}
 	}
 	/* the checks are verify's CPU (ranges_check_staged), the decodes
-	 * decompress's (ranges_decode_read) */
-	atomic_fetch_add(&c->cpu_read_ns, thread_cpu_ns() - cpu0 - cpu_check);
+	 * decompress's (ranges_decode_read: by the wall clock, which a
+	 * preempted thread may see run past its CPU clock) */
+	cpu0 = thread_cpu_ns() - cpu0;
+	atomic_fetch_add(&c->cpu_read_ns, cpu0 > cpu_check ? cpu0 - cpu_check
+							  : 0);
 	atomic_fetch_add(&c->st_read.busy_ns, now_ns() - t0);
 	if (!staging) {
 		ranges_done(c, rds, n, FETCH_NO_BUFFER, 0);
