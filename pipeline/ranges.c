@@ -543,8 +543,8 @@ static void span_decode(struct loader_core *c, struct slot *s,
  * are in its cache (fetch_ranges, unlocked; the lock it takes next orders
  * this before the batch goes on).  Timed by the wall clock, counted as
  * decompress CPU: a thread CPU clock is a system call, and this runs
- * once a record (it was 2% of a full shuffle's CPU).  @return: the time
- * it took.
+ * once a record (the scheduler's accounting those calls take was 2% of
+ * a full shuffle's profile on the VM).  @return: the time it took.
  */
 uint64_t ranges_decode_read(struct loader_core *c, struct range_read *rr,
 			    ZSTD_DCtx *dctx)
