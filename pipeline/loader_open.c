@@ -347,8 +347,9 @@ static int open_core(struct loader_core *c,
 	 * records of 4 KB on average, 82 MB, default budget (its cap 192
 	 * MiB): 2.66 GB/s cached against 0.35 decoding their frames each
 	 * epoch, on the VM: for zstd data the default budget then takes
-	 * every block.  (Raw records read by range cost a copy from the
-	 * page cache, about what a copy from the block cache costs.) */
+	 * every block.  Raw data keeps its range reads under the default
+	 * budget: a copy from the page cache each epoch and little memory,
+	 * where caching would take up to the cap. */
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
 	    ((c->cfg.cache_bytes &&
 	      c->cfg.cache_bytes >= cache_dataset_bytes(c)) ||
