@@ -245,18 +245,7 @@ int block_frames_check(const uint8_t *stored, const struct block_frames *fr)
 
 uint32_t block_frame_of(const struct block_frames *fr, uint64_t off)
 {
-	uint32_t lo = 0, hi = fr->n;
-
-	/* the last frame starting at or before @off */
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (fr->raw[mid] <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return (uint32_t)last_at_or_before(fr->raw, fr->n, off);
 }
 
 int block_frames_decode(ZSTD_DCtx *dctx, const struct block_frames *fr,

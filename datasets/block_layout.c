@@ -108,12 +108,6 @@ int shard_read_layout(const struct shard_schema *s,
 	src.fd = file_open_regular(sf->path, O_RDONLY, NULL, err, errlen);
 	if (src.fd < 0)
 		return src.fd;
-	src.dctx = ZSTD_createDCtx();
-	if (!src.dctx) {
-		close(src.fd);
-		errf(err, errlen, "%s: out of memory", sf->path);
-		return -ENOMEM;
-	}
 	for (uint64_t b = 0; b < sf->block_count; b++) {
 		const struct shard_block *blk = &sf->blocks[b];
 		uint64_t *bsec = sec + b * s->nfields;
@@ -123,6 +117,14 @@ int shard_read_layout(const struct shard_schema *s,
 				tab[f] = offs[f] + blk->first_record + b;
 		src.blk = blk;
 		src.frames = frames && frames[b].n ? &frames[b] : NULL;
+		if (src.frames && !src.dctx) {
+			src.dctx = ZSTD_createDCtx();
+			if (!src.dctx) {
+				errf(err, errlen, "%s: out of memory", sf->path);
+				r = -ENOMEM;
+				break;
+			}
+		}
 		r = blk->codec == DLS_CODEC_RAW || src.frames
 			? read_block_layout(&src, s, sf->max_value_bytes,
 					    bsec, tab)

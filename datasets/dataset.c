@@ -558,22 +558,14 @@ void dataset_free(struct dataset *ds)
 int dataset_locate(const struct dataset *ds, uint64_t index,
 		   uint32_t *shard, uint64_t *block, uint32_t *in_block)
 {
-	uint32_t lo = 0, hi;
+	uint32_t lo;
 	uint64_t blo = 0, bhi, rel;
 	const struct shard_file *sf;
 
 	if (index >= ds->record_count)
 		return -ERANGE;
 	/* Last shard whose first record is <= index (skipping empty ones). */
-	hi = ds->nshards;
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (ds->shard_first[mid] <= index)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	lo = (uint32_t)last_at_or_before(ds->shard_first, ds->nshards, index);
 	sf = &ds->shards[lo];
 	rel = index - ds->shard_first[lo];
 	bhi = sf->block_count;

@@ -35,6 +35,25 @@ int shard_open(const char *path, struct shard_file *out,
 	       struct shard_schema *schema, char *err, size_t errlen);
 void shard_file_free(struct shard_file *sf);
 
+/* The last index i < @n (@n >= 1) with @a[i] <= @x, for @a sorted
+ * ascending with @a[0] <= @x: the shard, block or frame holding record
+ * or byte @x, from their first ones.  0 when none is. */
+static inline uint64_t last_at_or_before(const uint64_t *a, uint64_t n,
+					 uint64_t x)
+{
+	uint64_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Schema conversion and checks shared by writer and reader. */
 int schema_from_fields(const struct sluice_field *fields, int nfields,
 		       struct shard_schema *out, char *err, size_t errlen);

@@ -24,17 +24,7 @@ static uint64_t align_down(uint64_t x, uint64_t a)
  * before it. */
 uint64_t loader_block_of(const struct loader_core *c, uint64_t r)
 {
-	uint64_t lo = 0, hi = c->nblocks;
-
-	while (hi - lo > 1) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (c->block_first[mid] <= r)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	return last_at_or_before(c->block_first, c->nblocks, r);
 }
 
 const struct shard_block *loader_block(const struct loader_core *c,

@@ -345,8 +345,9 @@ static int open_core(struct loader_core *c,
 	 * takes them off unless asked for: 14.26 against 6.74 GB/s over 3
 	 * epochs of 16 KiB records in tmpfs with memory_bytes 2G; zstd
 	 * records of 4 KB on average, 82 MB, default budget (its cap 192
-	 * MiB): 2.66 GB/s cached against 0.35 decoding their frames each
-	 * epoch, on the VM: for zstd data the default budget then takes
+	 * MiB): 2.56 GB/s cached (bench/full_shuffle_zstd.sh's var4k row)
+	 * against 0.35 decoding their frames each epoch (the same script
+	 * before), on the VM: for zstd data the default budget then takes
 	 * every block.  Raw data keeps its range reads under the default
 	 * budget: a copy from the page cache each epoch and little memory,
 	 * where caching would take up to the cap. */
