@@ -77,6 +77,13 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+static uint64_t min3(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t m = a < b ? a : b;
+
+	return m < c ? m : c;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -95,6 +102,11 @@ struct block_sizes {
 				       sizes, summed: no batch holds more */
 	uint64_t raw_top_two;       /* twice as many: no two batches of
 				       one epoch hold more */
+	uint64_t values_one, values_two; /* the largest variable values of
+				       batch_records_max() records, and of
+				       twice as many: exact where the layout
+				       is known, at their bounds elsewhere
+				       (chunk_values_max) */
 	uint64_t max_block;         /* global block with io_max */
 };
 
@@ -164,6 +176,9 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	free(io);
 	free(raw);
 	free(rec);
+	if (chunk_values_max(c, batch_records_max(c), &z->values_one) ||
+	    chunk_values_max(c, 2ull * batch_records_max(c), &z->values_two))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -254,7 +269,10 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
  * memory for a dataset of rare values of MiBs.  A mixture whose stream
  * repeats its records may repeat them within a batch, which the blocks
  * then do not bound (10 records, one of 64 KiB, 1000 samples an epoch,
- * batch 4096: 6.6 MB refused by 0.53 MB of batch memory).
+ * batch 4096: 6.6 MB refused by 0.53 MB of batch memory).  The largest
+ * values themselves bound them too where the layout is known
+ * (z->values_one): b blocks bound b records by every record they hold.  A batch gathered by chunks is granted each value's
+ * room (chunks.c), which is what it takes.
  */
 static uint64_t batches_extra_max(const struct loader_core *c,
 				  const struct block_sizes *z, uint64_t n)
@@ -264,10 +282,14 @@ static uint64_t batches_extra_max(const struct loader_core *c,
 
 	if (sampler_repeats(&c->sampler))
 		return mul_sat(n, one);
-	if (one > z->raw_top_one)
-		one = z->raw_top_one;
-	if (two > z->raw_top_two)
-		two = z->raw_top_two;
+	if (c->chunks.chunked) {
+		/* what a chunked batch is granted: its values' rooms */
+		one = z->values_one;
+		two = z->values_two;
+	} else {
+		one = min3(one, z->raw_top_one, z->values_one);
+		two = min3(two, z->raw_top_two, z->values_two);
+	}
 	if (n == 1)
 		return one;
 	return c->ds->record_count > 2 * b ? two : mul_sat(2, one);
@@ -523,7 +545,7 @@ static int refuse_chunks(struct loader_core *c, uint64_t budget,
 {
 	uint64_t values, most;
 	char words[128];
-	int r = chunk_values_max(c, &values);
+	int r = chunk_values_max(c, batch_records_max(c), &values);
 
 	if (r)
 		return r;
@@ -551,7 +573,7 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 			uint64_t budget, uint64_t batch_fixed, char *err,
 			size_t errlen)
 {
-	uint64_t big;
+	uint64_t big, most;
 	uint32_t big_field;
 	char words[128];
 
@@ -596,6 +618,22 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 	}
 	if (c->chunks.chunked)
 		return refuse_chunks(c, budget, batch_fixed, err, errlen);
+	/* Its largest batch, as the layout sizes it, does not fit beside a
+	 * batch's blocks: a smaller window, or chunks, leave it room
+	 * (loader_open.c).  Only where the layout is known: a bound from
+	 * the headers may be far above any batch, and chunks take room
+	 * for it. */
+	most = batches_max_bytes(c, z, batch_fixed, 1);
+	if (c->ranges.layout_all && c->chunks.possible && c->need > 1 &&
+	    c->batch_bytes < most) {
+		snprintf(err, errlen,
+			 "%s leaves %llu bytes for batches beside %llu of io memory (a batch's %llu blocks at once); its largest batch takes up to %llu: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			 words, (unsigned long long)c->batch_bytes,
+			 (unsigned long long)c->io_bytes,
+			 (unsigned long long)c->need,
+			 (unsigned long long)most);
+		return batch_refused(c);
+	}
 	if (c->io_bytes >= z->io_top_need)
 		return 0;
 	snprintf(err, errlen,
@@ -671,16 +709,25 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 	struct block_sizes z;
 	int r;
 
-	r = measure_blocks(c, &z);
-	if (r)
-		return r;
-	/* An explicit cache_bytes, at most what every block takes. */
-	cache = c->cfg.cache_bytes < z.io_sum ? c->cfg.cache_bytes : z.io_sum;
-	io_want = io_want_bytes(c, &z, *entries);
-	batch_want = batch_want_bytes(c, &z, batch_fixed);
-	r = budget_bytes(c, add_sat(io_want, batch_want), cache, batch_fixed,
-			 &budget, err, errlen);
-	if (r)
+	for (int pass = 0;; pass++) {
+		r = measure_blocks(c, &z);
+		if (r)
+			return r;
+		/* An explicit cache_bytes, at most what every block takes. */
+		cache = c->cfg.cache_bytes < z.io_sum ? c->cfg.cache_bytes
+						       : z.io_sum;
+		io_want = io_want_bytes(c, &z, *entries);
+		batch_want = batch_want_bytes(c, &z, batch_fixed);
+		r = budget_bytes(c, add_sat(io_want, batch_want), cache,
+				 batch_fixed, &budget, err, errlen);
+		if (r || pass || add_sat(io_want, batch_want) <= budget)
+			break;
+		/* short: size batches by their values' lengths */
+		r = ranges_layout_open(c, err, errlen);
+		if (r <= 0)
+			break;
+	}
+	if (r < 0)
 		return r;
 	if (add_sat(io_want, batch_want) <= budget)
 		split_surplus(c, &z, budget, io_want, batch_want, entries);

@@ -16,13 +16,14 @@
  * fit the budget (loader_open.c asks budget_open() first); raw data of
  * format v3 has record-range reads (ranges.c) instead.
  *
- * A variable field's values are not known before their blocks are read
- * (in zstd blocks, not even their lengths), so each takes room for its
- * bound (its shard's max_value_bytes, at most its block's raw bytes):
- * the batch memory is granted for every value at its bound, each chunk
- * copies its values to their bound's place and notes their lengths, and
- * the last one moves them down into place (chunk_compact).  With
- * pad_length the rows are fixed-shape already.
+ * A variable field's values are not in memory before their blocks are
+ * read, so each takes room for its length where the layout read at open
+ * knows it (ranges_layout_open: raw blocks and v4 zstd frames), else for
+ * its bound (its shard's max_value_bytes, at most its block's raw bytes:
+ * v3 zstd blocks): the batch memory is granted for every value at its
+ * room, each chunk copies its values to their room's place and notes
+ * their lengths, and the last one moves them down into place
+ * (chunk_compact).  With pad_length the rows are fixed-shape already.
  *
  * A chunk's blocks are claimed all or none, and a claimed chunk needs
  * nothing else to finish (its batch has its memory), so chunks never wait
@@ -86,58 +87,110 @@ static uint64_t value_bound_items(const struct loader_core *c, uint64_t g,
 	return value_bound(c, g, f) / c->ds->schema.fields[f].unit_bytes;
 }
 
-struct block_bound {
-	uint64_t bound, records;
+/* Block @g's values of field @f have the lengths its layout said at
+ * open. */
+static int value_length_known(const struct loader_core *c, uint64_t g,
+			      uint32_t f)
+{
+	return c->ranges.offs[f] && block_tables_known(c, g);
+}
+
+/* Fail the loader: record @index's value of field @f, in block @g, is
+ * @len bytes where the block's offsets table said @room at open (its
+ * file changed since).  @return: -SLUICE_ECORRUPT. */
+static int value_moved_locked(struct loader_core *c, uint64_t g,
+			      uint64_t index, uint32_t f, uint64_t len,
+			      uint64_t room)
+{
+	uint32_t shard;
+	const struct shard_block *blk = loader_block(c, g, &shard);
+
+	loader_fail_locked(c, -SLUICE_ECORRUPT,
+		"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, where its block's offsets table said %llu at open: the file changed since",
+		c->ds->shards[shard].path,
+		(unsigned long long)(g - c->shard_block_base[shard]),
+		(unsigned long long)blk->offset, (unsigned long long)index,
+		c->ds->schema.fields[f].f.name, (unsigned long long)len,
+		(unsigned long long)room);
+	return -SLUICE_ECORRUPT;
+}
+
+/* The items field @f's value of record @i of block @g takes room for:
+ * its length where the layout read at open knows it, else its bound. */
+static uint64_t value_room_items(const struct loader_core *c, uint64_t g,
+				 uint32_t i, uint32_t f)
+{
+	uint64_t len;
+
+	if (!value_length_known(c, g, f))
+		return value_bound_items(c, g, f);
+	record_field_in_block(c, g, i, f, &len);
+	return len / c->ds->schema.fields[f].unit_bytes;
+}
+
+struct value_room {
+	uint64_t bytes, records;
 };
 
-static int by_bound_down(const void *a, const void *b)
+static int by_bytes_down(const void *a, const void *b)
 {
-	uint64_t x = ((const struct block_bound *)a)->bound;
-	uint64_t y = ((const struct block_bound *)b)->bound;
+	uint64_t x = ((const struct value_room *)a)->bytes;
+	uint64_t y = ((const struct value_room *)b)->bytes;
 
 	return x > y ? -1 : x < y;
 }
 
 /*
- * The most a batch's variable values take at their bounds, as such a
- * batch is granted (size_tensors): for each field, the batch_records_max()
- * records of the blocks whose bound is largest, so that budget_open() can
- * refuse at open what a batch could be refused later.  0 with
- * pad_length.  @return: 0, or -ENOMEM.
+ * The most @records records' variable values take at their rooms, as a
+ * chunked batch is granted (size_tensors): for each field, the largest
+ * @records rooms, so that budget_open() can size batch memory and refuse
+ * at open what a batch could be refused later; exact where the layout is
+ * known, an upper bound on any batch's values anyway.  0 with pad_length.
+ * @return: 0, or -ENOMEM.
  */
-int chunk_values_max(const struct loader_core *c, uint64_t *bytes)
+int chunk_values_max(const struct loader_core *c, uint64_t records,
+		     uint64_t *bytes)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	struct block_bound *bb;
+	struct value_room *vr;
+	uint64_t n = c->nblocks;
 
 	*bytes = 0;
 	if (!c->has_variable || c->cfg.pad_length || c->nblocks == 0)
 		return 0;
-	bb = malloc(c->nblocks * sizeof(*bb));
-	if (!bb)
+	if (c->ranges.layout_read)
+		n += c->ds->record_count;
+	vr = malloc(n * sizeof(*vr));
+	if (!vr)
 		return -ENOMEM;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
-		uint64_t left = batch_records_max(c), unit;
+		uint64_t left = records, unit = sc->fields[f].unit_bytes, k = 0;
 
 		if (!sc->fields[f].variable)
 			continue;
-		unit = sc->fields[f].unit_bytes;
 		for (uint64_t g = 0; g < c->nblocks; g++) {
 			uint32_t shard;
+			uint32_t count = loader_block(c, g, &shard)->record_count;
 
-			bb[g].bound = value_bound_items(c, g, f) * unit;
-			bb[g].records = loader_block(c, g, &shard)->record_count;
+			if (!value_length_known(c, g, f)) {
+				vr[k++] = (struct value_room){
+					value_bound_items(c, g, f) * unit, count };
+				continue;
+			}
+			for (uint32_t i = 0; i < count; i++)
+				vr[k++] = (struct value_room){
+					value_room_items(c, g, i, f) * unit, 1 };
 		}
-		qsort(bb, c->nblocks, sizeof(*bb), by_bound_down);
-		for (uint64_t g = 0; g < c->nblocks && left; g++) {
-			uint64_t n = bb[g].records < left ? bb[g].records
-							  : left;
+		qsort(vr, k, sizeof(*vr), by_bytes_down);
+		for (uint64_t e = 0; e < k && left; e++) {
+			uint64_t take = vr[e].records < left ? vr[e].records
+							     : left;
 
-			*bytes += n * bb[g].bound;  /* below 2^24 x 2^34 */
-			left -= n;
+			*bytes += take * vr[e].bytes;  /* below 2^24 x 2^34 */
+			left -= take;
 		}
 	}
-	free(bb);
+	free(vr);
 	return 0;
 }
 
@@ -148,7 +201,7 @@ static uint64_t row_block(const struct slot *s, uint32_t p)
 }
 
 /* The batch dimension of every tensor; a variable field's values (without
- * pad_length) hold every record's at its bound. */
+ * pad_length) hold every record's at its room. */
 static void size_tensors(struct loader_core *c, struct slot *s,
 			 uint32_t count)
 {
@@ -168,7 +221,8 @@ static void size_tensors(struct loader_core *c, struct slot *s,
 			continue;
 		/* batch_size x blocks of at most 2^34 bytes: no overflow */
 		for (uint32_t p = 0; p < count; p++)
-			items += value_bound_items(c, row_block(s, p), f);
+			items += value_room_items(c, row_block(s, p),
+				s->rec_in_block[chunk_row(s, p)], f);
 		values->shape[0] = (int64_t)items;
 	}
 }
@@ -300,7 +354,7 @@ void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit)
 
 /*
  * The batch has its memory, before its first chunk: each variable
- * field's offsets put every value at its bound's place (runs.c copies
+ * field's offsets put every value at its room's place (runs.c copies
  * there; chunk_compact() moves them down once all are in).
  */
 void chunk_begin_locked(struct loader_core *c, struct slot *s)
@@ -321,16 +375,17 @@ void chunk_begin_locked(struct loader_core *c, struct slot *s)
 		/* in row order, which chunk_compact() relies on */
 		for (uint32_t r = 0; r < s->count; r++) {
 			index[r] = (int64_t)at;
-			at += value_bound_items(c, loader_block_of(c,
-							s->indices[r]), f);
+			at += value_room_items(c,
+				loader_block_of(c, s->indices[r]),
+				s->rec_in_block[r], f);
 		}
 	}
 }
 
 /*
  * The values of the chunk's rows, now that their blocks are decoded:
- * each within its bound (a larger one would run into the next value's
- * room: value_over_bound_locked()), its items noted for chunk_compact(),
+ * each within its room (a larger one would run into the next value's:
+ * value_over_bound_locked()), its items noted for chunk_compact(),
  * or with pad_length its length written, as assemble.c's
  * write_variable_index() does for whole batches.
  * @return: 0 or -SLUICE_ECORRUPT.
@@ -353,11 +408,16 @@ static int note_values_locked(struct loader_core *c, struct slot *s)
 			uint64_t g = row_block(s, p), len;
 			const uint8_t *v;
 
+			uint64_t room = value_room_items(c, g,
+				s->rec_in_block[r], f) * fd->unit_bytes;
+
 			slot_record_field(c, s, r, f, &v, &len);
-			if (len > value_bound(c, g, f))
+			if (len != room && value_length_known(c, g, f))
+				return value_moved_locked(c, g, s->indices[r],
+							  f, len, room);
+			if (len > room)
 				return value_over_bound_locked(c, g,
-					s->indices[r], f, len,
-					value_bound(c, g, f));
+					s->indices[r], f, len, room);
 			len /= fd->unit_bytes;
 			if (!c->cfg.pad_length) {
 				s->chunk.items[(uint64_t)r * c->nvariable + k] =

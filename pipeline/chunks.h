@@ -34,7 +34,8 @@ struct loader_chunks {
 
 void chunks_init(struct loader_core *c);
 uint64_t chunk_blocks(const struct loader_core *c);
-int chunk_values_max(const struct loader_core *c, uint64_t *bytes);
+int chunk_values_max(const struct loader_core *c, uint64_t records,
+		     uint64_t *bytes);
 int chunk_plan_locked(struct loader_core *c, struct slot *s, uint32_t count);
 void chunks_claim_locked(struct loader_core *c, unsigned *nsubmit);
 void chunk_begin_locked(struct loader_core *c, struct slot *s);

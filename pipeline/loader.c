@@ -270,8 +270,10 @@ SLUICE_API int sluice_loader_next(sluice_loader *ld, sluice_batch **out)
 
 				if (h < 0)
 					loader_fail_locked(c, h,
-						"the consumer holds all %llu bytes of batch memory and asks for more: release batches (or their tensors) or raise memory_bytes (sluice --memory, Python memory_bytes=)",
-						(unsigned long long)c->batch_pool.size);
+						"the consumer holds all batch memory (%llu of %llu bytes) and asks for a batch of %llu more: release batches (or their tensors) or raise memory_bytes (sluice --memory, Python memory_bytes=)",
+						(unsigned long long)c->batch_pool.used,
+						(unsigned long long)c->batch_pool.size,
+						(unsigned long long)s->host_bytes);
 				if (h <= 0)
 					continue;
 				/* h > 0: a release brings the memory */

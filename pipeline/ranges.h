@@ -131,6 +131,10 @@ struct loader_ranges {
 				       is read whole */
 	uint64_t *offs[DLS_MAX_FIELDS]; /* variable field f: block g's
 				       offsets at block_first[g] + g */
+	int layout_read;            /* sec and offs are (load_layout) */
+	int layout_all;             /* every block's is known: batches are
+				       sized by their values' lengths
+				       (ranges_layout_open) */
 	/* zstd blocks of format v4: their frames (load_frames; n 0: none,
 	 * read whole), NULL when no shard is v4 */
 	struct block_frames *frames;
@@ -159,6 +163,7 @@ void ranges_close(struct loader_core *c);
 int range_block(const struct loader_core *c, uint64_t g);
 int ranges_device_suits(const struct loader_core *c);
 int block_tables_known(const struct loader_core *c, uint64_t g);
+int ranges_layout_open(struct loader_core *c, char *err, size_t errlen);
 struct block_view;
 int block_tables_check(const struct loader_core *c, uint64_t g,
 		       const uint8_t *raw, const struct block_view *v);
