@@ -42,10 +42,13 @@ static int frames_pay(const struct loader_core *c,
 /*
  * zstd blocks of format v4: their seek tables (block_frames.c), so that a
  * record is read and decoded from the frames that hold it, within
- * SLUICE_RANGE_SUMS_MAX (16 bytes a frame).  @return: 0 or a negative
- * code; c->ranges.frames stays NULL when no block has frames.
+ * SLUICE_RANGE_SUMS_MAX (16 bytes a frame); for range reads (@pay) only
+ * those whose frames pay (frames_pay), for the layout all.  @return: 0
+ * or a negative code; c->ranges.frames stays NULL when no block has
+ * frames.
  */
-static int load_frames(struct loader_core *c, char *err, size_t errlen)
+static int load_frames(struct loader_core *c, int pay, char *err,
+		       size_t errlen)
 {
 	const struct dataset *ds = c->ds;
 	uint64_t bytes = 0;
@@ -78,7 +81,7 @@ static int load_frames(struct loader_core *c, char *err, size_t errlen)
 	for (uint64_t g = 0; g < c->nblocks; g++) {
 		if (!c->ranges.frames[g].n)
 			continue;
-		if (frames_pay(c, &c->ranges.frames[g])) {
+		if (!pay || frames_pay(c, &c->ranges.frames[g])) {
 			c->ranges.framed++;
 		} else {
 			block_frames_free(&c->ranges.frames[g]);
@@ -389,7 +392,7 @@ int ranges_layout_open(struct loader_core *c, char *err, size_t errlen)
 		free(c->ranges.sec);
 		c->ranges.sec = NULL;
 		if (!c->ranges.frames) {
-			r = load_frames(c, err, errlen);
+			r = load_frames(c, 0, err, errlen);
 			if (r < 0)
 				return r;
 		}
@@ -452,7 +455,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	}
 	if (!want || sc->nfields == 0 || c->nblocks == 0)
 		return fetch_layout_open(c, err, errlen);
-	r = load_frames(c, err, errlen);
+	r = load_frames(c, 1, err, errlen);
 	if (r < 0)
 		return r;
 	if (c->has_variable) {
@@ -530,12 +533,15 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 			batch_want = UINT64_MAX;
 	}
 	/* A budget (memory_bytes, or the default's cap) that cannot hold
-	 * twice a batch's ranges, as the records' mean sizes put them,
-	 * beside its batch memory: whole blocks, gathered by chunks within
-	 * it where they fit, rather than a refusal at the first batch whose
-	 * records are larger than the mean (6,000 zstd values of up to 64
-	 * KiB in 64 KiB blocks, batch 256, memory_bytes 4 MiB: its ranges
-	 * take 12 MB). */
+	 * twice a batch's ranges beside the two largest batches: whole
+	 * blocks, gathered by chunks within it where they fit, rather than
+	 * a refusal at the first batch whose records are larger than the
+	 * mean (6,000 zstd values of up to 64 KiB in 64 KiB blocks, batch
+	 * 256, memory_bytes 4 MiB: its ranges take 12 MB), or a split that
+	 * leaves batches less than their values (14 values of up to 124 KB
+	 * in one zstd block, batch 2, memory_bytes 1.6 MB: 135 KB of batch
+	 * memory for a batch of 186 KB, where 0.94 MB without ranges
+	 * streamed). */
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
 	    (batch_want > UINT64_MAX / 4 ||
 	     2 * batch_want > budget_cap(c) ||

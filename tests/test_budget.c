@@ -1220,10 +1220,11 @@ static void check_window_shrinks(const char *dir)
 	sluice_dataset_close(ds);
 }
 
-/* A dataset of one uint8[-1] field with the values @lens[0..@n), in raw
- * blocks of @block_size bytes. */
-static void write_values(const char *dir, const uint64_t *lens, uint32_t n,
-			 uint64_t block_size)
+/* A dataset of one uint8[-1] field with the values @lens[0..@n), in
+ * blocks of @block_size bytes, zstd at @level (0: raw), whose first
+ * halves are noise with @level (they compress to about half). */
+static void write_values_at(const char *dir, const uint64_t *lens,
+			    uint32_t n, uint64_t block_size, int level)
 {
 	struct sluice_field f = t_field("v", (DLDataType){ kDLUInt, 8, 1 },
 					-1);
@@ -1237,9 +1238,16 @@ static void write_values(const char *dir, const uint64_t *lens, uint32_t n,
 	val = malloc(max ? max : 1);
 	T_ASSERT(val != NULL);
 	memset(val, 0x5a, max);
+	for (uint64_t k = 0, x = 88172645463325252ull; level && k < max / 2;
+	     k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		val[k] = (uint8_t)x;
+	}
 	sluice_writer_config_init(&wc);
 	wc.block_size = block_size;
-	wc.compression_level = 0;
+	wc.compression_level = level;
 	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
 	for (uint32_t i = 0; i < n; i++) {
 		const void *v[1] = { val };
@@ -1248,6 +1256,12 @@ static void write_values(const char *dir, const uint64_t *lens, uint32_t n,
 	}
 	T_OK(sluice_writer_close(w, NULL));
 	free(val);
+}
+
+static void write_values(const char *dir, const uint64_t *lens, uint32_t n,
+			 uint64_t block_size)
+{
+	write_values_at(dir, lens, n, block_size, 0);
 }
 
 /* Open with the default budget, capped at @cap (0: the machine's), and
@@ -1309,6 +1323,79 @@ static void check_skewed_blocks(const char *dir)
 	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_WINDOW;
 	     mode++)
 		default_streams(ds, mode, 7, 0, "skewed blocks");
+	sluice_dataset_close(ds);
+}
+
+/* The first batch holds nearly every byte: 40 values of 256 KiB, each a
+ * block of its own, then 2000 of 10 bytes, batch 512, a cap of 16 MiB,
+ * raw and zstd (@level).  A batch's blocks at once (10 MiB) left it 5.6
+ * MiB of batch memory, and batch 0 of 10 MiB failed; gathered by chunks
+ * with each value at its max_value_bytes, it would take 128 MiB.  The
+ * layout read at open (the zstd blocks' through their frames) sizes it:
+ * chunks, each value its own length. */
+static void check_batch_holds_dataset(const char *dir, int level)
+{
+	uint32_t n = 2040;
+	uint64_t *lens = malloc(n * sizeof(*lens));
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	char msg[512];
+
+	T_ASSERT(lens != NULL);
+	for (uint32_t i = 0; i < n; i++)
+		lens[i] = i < 40 ? 256 << 10 : 10;
+	write_values_at(dir, lens, n, 64 << 10, level);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+	     mode++)
+		default_streams(ds, mode, 512, 16 * MIB, "one batch of all");
+	budget_test_default_cap = 16 * MIB;
+	T_OK(open_loader(ds, SLUICE_SHUFFLE_NONE, 512, 0, &ld, msg,
+			 sizeof(msg)));
+	budget_test_default_cap = 0;
+	T_OK(sluice_loader_stats(ld, &st));
+	T_CONTAINS(st.fallbacks, "a chunk of blocks at a time");
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	free(lens);
+}
+
+/* Every block read by range: no batch pins a whole block, so the budget
+ * keeps none beside the ranges.  14 values of 9 to 124 KB in one zstd
+ * block, full shuffle, batch 2: once a memory_bytes is taken, every
+ * larger one streams (one of 1.6 MB left batches 135 KB beside the
+ * ranges and the block, and a batch of 186 KB failed, where 0.94 MB,
+ * whole blocks, streamed). */
+static void check_ranges_pin_no_block(const char *dir)
+{
+	uint64_t lens[14];
+	sluice_dataset *ds = NULL;
+	int taken = 0;
+
+	for (uint32_t i = 0; i < 14; i++)
+		lens[i] = (i + 1) * 8832;
+	write_values_at(dir, lens, 14, 12 << 20, 3);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (uint64_t mem = 1 << 20; mem <= 4 << 20; mem += 64 << 10) {
+		sluice_loader *ld = NULL;
+		char msg[512];
+		int r = open_loader(ds, SLUICE_SHUFFLE_FULL, 2, mem, &ld, msg,
+				    sizeof(msg));
+
+		if (r && !taken) {
+			T_EQ(r, -ENOSPC);
+			sluice_loader_close(ld);
+			continue;
+		}
+		if (r)
+			T_FAIL_AT("memory_bytes %llu: %s",
+				  (unsigned long long)mem, msg);
+		taken = 1;
+		T_EQ(stream_to_end(ld, "every block by range"), 14);
+		sluice_loader_close(ld);
+	}
+	T_ASSERT(taken);
 	sluice_dataset_close(ds);
 }
 
@@ -1591,6 +1678,12 @@ int main(void)
 	check_batch_above_records(path);
 	snprintf(path, sizeof(path), "%s/skewed", dir);
 	check_skewed_blocks(path);
+	snprintf(path, sizeof(path), "%s/all_in_one", dir);
+	check_batch_holds_dataset(path, 0);
+	snprintf(path, sizeof(path), "%s/all_in_one_zstd", dir);
+	check_batch_holds_dataset(path, 3);
+	snprintf(path, sizeof(path), "%s/ranged", dir);
+	check_ranges_pin_no_block(path);
 	snprintf(path, sizeof(path), "%s/capped", dir);
 	check_capped_split(path);
 	snprintf(path, sizeof(path), "%s/runs", dir);
