@@ -271,8 +271,9 @@ static uint64_t largest_value(const struct loader_core *c, uint32_t *field)
  * then do not bound (10 records, one of 64 KiB, 1000 samples an epoch,
  * batch 4096: 6.6 MB refused by 0.53 MB of batch memory).  The largest
  * values themselves bound them too where the layout is known
- * (z->values_one): b blocks bound b records by every record they hold.  A batch gathered by chunks is granted each value's
- * room (chunks.c), which is what it takes.
+ * (z->values_one; b blocks bound b records by every record they hold).
+ * A batch gathered by chunks is granted each value's room (chunks.c),
+ * which is what it takes.
  */
 static uint64_t batches_extra_max(const struct loader_core *c,
 				  const struct block_sizes *z, uint64_t n)

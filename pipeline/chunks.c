@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "loader.h"
+#include "top_values.h"
 
 /* Blocks pinned per chunk: enough for every worker to decode a few at
  * once; more only costs io memory. */
@@ -128,18 +129,6 @@ static uint64_t value_room_items(const struct loader_core *c, uint64_t g,
 	return len / c->ds->schema.fields[f].unit_bytes;
 }
 
-struct value_room {
-	uint64_t bytes, records;
-};
-
-static int by_bytes_down(const void *a, const void *b)
-{
-	uint64_t x = ((const struct value_room *)a)->bytes;
-	uint64_t y = ((const struct value_room *)b)->bytes;
-
-	return x > y ? -1 : x < y;
-}
-
 /*
  * The most @records records' variable values take at their rooms, as a
  * chunked batch is granted (size_tensors): for each field, the largest
@@ -152,46 +141,36 @@ int chunk_values_max(const struct loader_core *c, uint64_t records,
 		     uint64_t *bytes)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	struct value_room *vr;
-	uint64_t n = c->nblocks;
+	int r = 0;
 
 	*bytes = 0;
 	if (!c->has_variable || c->cfg.pad_length || c->nblocks == 0)
 		return 0;
-	if (c->ranges.layout_read)
-		n += c->ds->record_count;
-	vr = malloc(n * sizeof(*vr));
-	if (!vr)
-		return -ENOMEM;
-	for (uint32_t f = 0; f < sc->nfields; f++) {
-		uint64_t left = records, unit = sc->fields[f].unit_bytes, k = 0;
+	for (uint32_t f = 0; f < sc->nfields && !r; f++) {
+		struct top_values t;
+		uint64_t unit = sc->fields[f].unit_bytes;
 
 		if (!sc->fields[f].variable)
 			continue;
-		for (uint64_t g = 0; g < c->nblocks; g++) {
+		top_values_init(&t, records);
+		for (uint64_t g = 0; g < c->nblocks && !r; g++) {
 			uint32_t shard;
-			uint32_t count = loader_block(c, g, &shard)->record_count;
+			uint32_t n = loader_block(c, g, &shard)->record_count;
 
 			if (!value_length_known(c, g, f)) {
-				vr[k++] = (struct value_room){
-					value_bound_items(c, g, f) * unit, count };
+				r = top_values_offer(&t, value_bound_items(c, g, f) *
+						      unit, n);
 				continue;
 			}
-			for (uint32_t i = 0; i < count; i++)
-				vr[k++] = (struct value_room){
-					value_room_items(c, g, i, f) * unit, 1 };
+			for (uint32_t i = 0; i < n && !r; i++)
+				r = top_values_offer(&t, value_room_items(c, g, i,
+								   f) * unit,
+					      1);
 		}
-		qsort(vr, k, sizeof(*vr), by_bytes_down);
-		for (uint64_t e = 0; e < k && left; e++) {
-			uint64_t take = vr[e].records < left ? vr[e].records
-							     : left;
-
-			*bytes += take * vr[e].bytes;  /* below 2^24 x 2^34 */
-			left -= take;
-		}
+		*bytes += top_values_sum(&t);
+		top_values_free(&t);
 	}
-	free(vr);
-	return 0;
+	return r;
 }
 
 /* The global block of the record at sorted position @p. */
@@ -406,10 +385,9 @@ static int note_values_locked(struct loader_core *c, struct slot *s)
 		for (uint32_t p = s->chunk.lo; p < s->chunk.hi; p++) {
 			uint32_t r = chunk_row(s, p);
 			uint64_t g = row_block(s, p), len;
-			const uint8_t *v;
-
 			uint64_t room = value_room_items(c, g,
 				s->rec_in_block[r], f) * fd->unit_bytes;
+			const uint8_t *v;
 
 			slot_record_field(c, s, r, f, &v, &len);
 			if (len != room && value_length_known(c, g, f))
