@@ -83,22 +83,27 @@ static uint64_t block_value_bound(const struct loader_core *c, uint64_t block,
 }
 
 /* Fail the loader: record @index's value of field @f, in block @g, is
- * @len bytes, over the @bound its shard's header (and block) allow.
- * block_view_init() refuses such a block; batch memory is sized on the
- * bound, so the copies check again.  @return: -SLUICE_ECORRUPT. */
+ * @len bytes, over the @bound its shard's header (and block) allow, or
+ * (@moved) not the @bound its block's offsets table said at open (its
+ * file changed since: chunks.c sized its room by it).  block_view_init()
+ * refuses a value over its bound; batch memory is sized on the bound, so
+ * the copies check again.  @return: -SLUICE_ECORRUPT. */
 int value_over_bound_locked(struct loader_core *c, uint64_t g, uint64_t index,
-			    uint32_t f, uint64_t len, uint64_t bound)
+			    uint32_t f, uint64_t len, uint64_t bound, int moved)
 {
 	uint32_t shard;
 	const struct shard_block *blk = loader_block(c, g, &shard);
 
 	loader_fail_locked(c, -SLUICE_ECORRUPT,
-		"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, more than the %llu its shard's max_value_bytes allows",
+		"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, %s %llu %s",
 		c->ds->shards[shard].path,
 		(unsigned long long)(g - c->shard_block_base[shard]),
 		(unsigned long long)blk->offset, (unsigned long long)index,
 		c->ds->schema.fields[f].f.name, (unsigned long long)len,
-		(unsigned long long)bound);
+		moved ? "where its block's offsets table said" : "more than the",
+		(unsigned long long)bound,
+		moved ? "at open: the file changed since"
+		      : "its shard's max_value_bytes allows");
 	return -SLUICE_ECORRUPT;
 }
 
@@ -134,7 +139,7 @@ static int measure_batch_locked(struct loader_core *c, struct slot *s)
 			if (len > block_value_bound(c, g, f))
 				return value_over_bound_locked(c, g,
 					s->indices[r], f, len,
-					block_value_bound(c, g, f));
+					block_value_bound(c, g, f), 0);
 			if (len > big_len) {
 				big_len = len;
 				big_r = r;

@@ -96,26 +96,6 @@ static int value_length_known(const struct loader_core *c, uint64_t g,
 	return c->ranges.offs[f] && block_tables_known(c, g);
 }
 
-/* Fail the loader: record @index's value of field @f, in block @g, is
- * @len bytes where the block's offsets table said @room at open (its
- * file changed since).  @return: -SLUICE_ECORRUPT. */
-static int value_moved_locked(struct loader_core *c, uint64_t g,
-			      uint64_t index, uint32_t f, uint64_t len,
-			      uint64_t room)
-{
-	uint32_t shard;
-	const struct shard_block *blk = loader_block(c, g, &shard);
-
-	loader_fail_locked(c, -SLUICE_ECORRUPT,
-		"%s: block %llu: offset %llu: record %llu field %s: %llu bytes, where its block's offsets table said %llu at open: the file changed since",
-		c->ds->shards[shard].path,
-		(unsigned long long)(g - c->shard_block_base[shard]),
-		(unsigned long long)blk->offset, (unsigned long long)index,
-		c->ds->schema.fields[f].f.name, (unsigned long long)len,
-		(unsigned long long)room);
-	return -SLUICE_ECORRUPT;
-}
-
 /* The items field @f's value of record @i of block @g takes room for:
  * its length where the layout read at open knows it, else its bound. */
 static uint64_t value_room_items(const struct loader_core *c, uint64_t g,
@@ -390,12 +370,11 @@ static int note_values_locked(struct loader_core *c, struct slot *s)
 			const uint8_t *v;
 
 			slot_record_field(c, s, r, f, &v, &len);
-			if (len != room && value_length_known(c, g, f))
-				return value_moved_locked(c, g, s->indices[r],
-							  f, len, room);
-			if (len > room)
+			if (len > room ||
+			    (len != room && value_length_known(c, g, f)))
 				return value_over_bound_locked(c, g,
-					s->indices[r], f, len, room);
+					s->indices[r], f, len, room,
+					value_length_known(c, g, f));
 			len /= fd->unit_bytes;
 			if (!c->cfg.pad_length) {
 				s->chunk.items[(uint64_t)r * c->nvariable + k] =

@@ -361,7 +361,7 @@ void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
  * or its gather's run table); the last part finishes the batch. */
 void run_assemble(struct loader_core *c, struct job j);
 int value_over_bound_locked(struct loader_core *c, uint64_t g, uint64_t index,
-			    uint32_t f, uint64_t len, uint64_t bound);
+			    uint32_t f, uint64_t len, uint64_t bound, int moved);
 
 /* Bytes a tensor of this batch holds: its shape times its item size. */
 static inline uint64_t tensor_bytes(const struct tensor_desc *t)
