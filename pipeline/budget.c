@@ -469,6 +469,22 @@ static void split_surplus(struct loader_core *c, const struct block_sizes *z,
 	c->batch_bytes = budget - c->io_bytes;
 }
 
+/* The io memory a batch cannot do without: a batch's blocks at once and
+ * the range reads' want.  Batches gathered by chunks read as little as
+ * one block at once (with 2 blocks of 48.5 MB asked for, 89.8 MB left a
+ * batch 5.8 and was refused, where 60.7 was taken); with every block
+ * read by range, none (14 values of up to 124 KB in one zstd block,
+ * batch 2, memory_bytes 1.6 MB: counting it left batches 135 KB, and a
+ * batch of 186 KB failed, where 0.94 MB without ranges streamed). */
+static uint64_t io_min_bytes(const struct loader_core *c,
+			     const struct block_sizes *z)
+{
+	uint64_t blocks = c->ranges.all ? 0
+			  : c->chunks.chunked ? z->io_max : z->io_top_need;
+
+	return align_up(add_sat(blocks, c->ranges.io_want), IO_ALIGN);
+}
+
 /*
  * The batch memory a budget short of the want keeps: the two largest
  * batches (the one a consumer holds and the next), else the largest,
@@ -483,16 +499,7 @@ static uint64_t batch_keep_bytes(const struct loader_core *c,
 				 const struct block_sizes *z, uint64_t budget,
 				 uint64_t batch_fixed)
 {
-	/* batches gathered by chunks read as little as one block at once
-	 * (with 2 blocks of 48.5 MB asked for, 89.8 MB left a batch 5.8
-	 * and was refused, where 60.7 was taken); with every block read by
-	 * range, none (14 values of up to 124 KB in one zstd block, batch
-	 * 2, memory_bytes 1.6 MB: counting it left batches 135 KB, and a
-	 * batch of 186 KB failed, where 0.94 MB without ranges streamed) */
-	uint64_t blocks = c->ranges.all ? 0
-			  : c->chunks.chunked ? z->io_max : z->io_top_need;
-	uint64_t io_min = align_up(add_sat(blocks, c->ranges.io_want),
-				   IO_ALIGN);
+	uint64_t io_min = io_min_bytes(c, z);
 
 	for (uint64_t n = 2; n >= 1; n--) {
 		uint64_t batches = batches_max_bytes(c, z, batch_fixed, n);
@@ -725,9 +732,12 @@ int budget_open(struct loader_core *c, uint64_t *entries,
 		batch_want = batch_want_bytes(c, &z, batch_fixed);
 		r = budget_bytes(c, add_sat(io_want, batch_want), cache,
 				 batch_fixed, &budget, err, errlen);
-		if (r || pass || add_sat(io_want, batch_want) <= budget)
+		if (r || pass || add_sat(io_want, batch_want) <= budget ||
+		    add_sat(io_min_bytes(c, &z),
+			    batches_max_bytes(c, &z, batch_fixed, 1)) <= budget)
 			break;
-		/* short: size batches by their values' lengths */
+		/* short, even of the largest batch beside its blocks as the
+		 * headers bound it: size batches by their values' lengths */
 		r = ranges_layout_open(c, err, errlen);
 		if (r <= 0)
 			break;
