@@ -370,11 +370,11 @@ static int fetch_layout_open(struct loader_core *c, char *err,
 }
 
 /*
- * A budget short of a batch's blocks beside its batch memory (budget.c)
- * sizes batches by their values' true lengths, not by the headers'
- * max_value_bytes: read the layout now where range reads did not (a pread
- * per block; fetch_layout_open's section starts are read again with the
- * offsets tables).  A dataset 1.1 GB in 512-record batches, whose first
+ * A budget too short for the largest batch beside its blocks, as the
+ * headers bound it (budget.c), sizes batches by their values' true
+ * lengths instead: read the layout now where range reads did not (a
+ * pread per block; fetch_layout_open's section starts are read again
+ * with the offsets tables).  A dataset 1.1 GB in 512-record batches, whose first
  * batch holds nearly all of it, got 441 MB of batch memory beside every
  * block under a 1.58 GB cap and failed at batch 0; gathered by chunks
  * with each value at its bound it needed 8.5 GB.  @return: 1 when every
@@ -533,15 +533,14 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 			batch_want = UINT64_MAX;
 	}
 	/* A budget (memory_bytes, or the default's cap) that cannot hold
-	 * twice a batch's ranges beside the two largest batches: whole
-	 * blocks, gathered by chunks within it where they fit, rather than
-	 * a refusal at the first batch whose records are larger than the
-	 * mean (6,000 zstd values of up to 64 KiB in 64 KiB blocks, batch
-	 * 256, memory_bytes 4 MiB: its ranges take 12 MB), or a split that
-	 * leaves batches less than their values (14 values of up to 124 KB
-	 * in one zstd block, batch 2, memory_bytes 1.6 MB: 135 KB of batch
-	 * memory for a batch of 186 KB, where 0.94 MB without ranges
-	 * streamed). */
+	 * twice a batch's ranges, as the records' mean sizes put them,
+	 * beside its batch memory: whole blocks, gathered by chunks within
+	 * it where they fit, rather than a refusal at the first batch whose
+	 * records are larger than the mean (6,000 zstd values of up to 64
+	 * KiB in 64 KiB blocks, batch 256, memory_bytes 4 MiB: its ranges
+	 * take 12 MB).  Bounding them by the largest values instead refused
+	 * 2,000 values, 80 of them 256 KiB, batch 64, under a 12 MiB cap,
+	 * which stream (test_budget check_capped_ranges). */
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
 	    (batch_want > UINT64_MAX / 4 ||
 	     2 * batch_want > budget_cap(c) ||
