@@ -400,8 +400,9 @@ def main():
     ap.add_argument("--build", default=BUILD, help="binaries from here")
     o = ap.parse_args()
     WORK, BUILD = o.work, o.build
-    subprocess.run(["make", "-s", "-C", os.path.dirname(BUILD), "all",
-                    "build/budget_probe"], check=True)
+    build = os.path.relpath(os.path.abspath(BUILD), ROOT)
+    subprocess.run(["make", "-s", "-C", ROOT, "BUILD=" + build, "all",
+                    os.path.join(build, "budget_probe")], check=True)
     rng = random.Random(o.seed)
     print("seed %d, default cap %d bytes / $LOCAL_WORLD_SIZE" % (
         o.seed, cap_for(1)), flush=True)

@@ -534,8 +534,15 @@ static void split_short(struct loader_core *c, const struct block_sizes *z,
 	if (budget > batch_want &&
 	    ((budget - batch_want) & ~(uint64_t)(IO_ALIGN - 1)) > c->io_bytes)
 		c->io_bytes = (budget - batch_want) & ~(uint64_t)(IO_ALIGN - 1);
-	if (c->io_bytes >= budget)
-		c->io_bytes = z->io_max > half ? z->io_max : half;
+	if (c->io_bytes >= budget) {
+		/* the floor does not fit: at least a batch's blocks where
+		 * they do (a window of 5 MB blocks under 12 MiB: 10 MB, where
+		 * half of it made the window chunked) */
+		uint64_t least = io_min_bytes(c, z);
+
+		c->io_bytes = least < budget && least > half ? least
+			      : z->io_max > half ? z->io_max : half;
+	}
 	keep = batch_keep_bytes(c, z, budget, batch_fixed);
 	if (keep && c->io_bytes > budget - keep)
 		c->io_bytes = budget - keep;

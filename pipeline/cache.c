@@ -161,12 +161,13 @@ void cache_evict_all(struct loader_core *c)
 }
 
 /* @e holds a block the read-ahead read for a batch of this pass that
- * has not claimed it yet. */
+ * has not claimed it yet, or one the planner's span needs again. */
 static int waits_for_batch(const struct loader_core *c,
 			   const struct cache_entry *e)
 {
-	return e->ahead_unused && e->claim_pass == c->plan_pass &&
-	       e->mem_len;
+	return e->mem_len &&
+	       ((e->ahead_unused && e->claim_pass == c->plan_pass) ||
+		e->plan_mark == c->cache.plan_mark);
 }
 
 /* @len bytes of io memory, evicting the least recently used blocks

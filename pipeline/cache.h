@@ -45,6 +45,8 @@ struct cache_entry {
 				   read-ahead until decoded */
 	int ahead_unused;       /* read ahead, and no batch of its pass
 				   (claim_pass) has claimed it yet [mu] */
+	uint64_t plan_mark;     /* = block_cache.plan_mark: in the span the
+				   planner is in (read_ahead.c) [mu] */
 	uint32_t view_refs;     /* batches viewing its bytes (view.c) [mu] */
 	uint64_t view_pass;     /* their pass (plan_pass) [mu] */
 	uint64_t claim_pass;    /* pass of its latest claim [mu] */
@@ -71,6 +73,8 @@ struct block_cache {
 	int32_t *block_entry;       /* global block -> entry, -1 */
 	uint32_t lru_head, lru_tail, lru_count;
 	uint64_t lru_bytes;         /* io memory held by entries on the LRU */
+	uint64_t plan_mark;         /* entries marked with it the read-ahead
+				       does not evict */
 };
 
 int cache_init(struct loader_core *c, uint32_t nentries);
@@ -81,7 +85,8 @@ void cache_unpin(struct loader_core *c, uint32_t e);
 int cache_claim(struct loader_core *c, uint64_t block, uint64_t keep,
 		uint32_t *entry);
 /* The read-ahead's claim: as cache_claim, but it evicts no block read
- * ahead for a batch of this pass that has not claimed it yet. */
+ * ahead for a batch of this pass that has not claimed it yet, nor one
+ * marked with plan_mark. */
 int cache_claim_ahead(struct loader_core *c, uint64_t block, uint64_t keep,
 		      uint32_t *entry);
 uint64_t cache_reclaimable(const struct loader_core *c);

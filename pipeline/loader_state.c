@@ -71,7 +71,7 @@ SLUICE_API int sluice_loader_state_set(sluice_loader *ld,
 	if (st->shuffle == SLUICE_SHUFFLE_WINDOW &&
 	    st->window_blocks != c->cfg.window_blocks)
 		return state_refused(c, st, c->window_asked
-			? "another shuffle window: this loader's was halved to fit its default memory budget (stats.fallbacks); give memory_bytes room for the state's window"
+			? "another shuffle window: this loader's was halved to fit its memory budget (stats.fallbacks); give memory_bytes room for the state's window"
 			: "another shuffle window");
 	if (st->dataset_records != c->ds->record_count || st->mix != c->mix_id)
 		return state_refused(c, st, "another dataset or mixture");

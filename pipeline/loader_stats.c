@@ -112,8 +112,10 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 		char note[192];
 
 		snprintf(note, sizeof(note),
-			 "memory binds: shuffle window of %u blocks, not %u (a batch's blocks fit the io memory the default memory_bytes leaves; set memory_bytes for the whole window)",
-			 c->cfg.window_blocks, c->window_asked);
+			 "memory binds: shuffle window of %u blocks, not %u (what the io memory the %smemory_bytes leaves holds; %s memory_bytes for the whole window)",
+			 c->cfg.window_blocks, c->window_asked,
+			 c->cfg.memory_bytes ? "" : "default ",
+			 c->cfg.memory_bytes ? "raise" : "set");
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
 	if (c->ranges.device_lost) {

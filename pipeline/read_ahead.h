@@ -30,6 +30,7 @@ struct read_ahead {
 				       stats read it without mu) */
 	struct read_ahead_window window;
 	struct sampler_memo memo;   /* the scan's window permutation */
+	struct sampler_memo plan_memo; /* the planner's (mark_plan_span) */
 };
 
 /* ahead.max and ahead.limit, once the decode threads are known. */
