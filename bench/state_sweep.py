@@ -814,9 +814,9 @@ def main():
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     print("state_sweep seed=%d minutes=%g" % (seed, a.minutes), flush=True)
-    subprocess.run(["make", "-C", ROOT, "-s", "-j2", "all",
-                    os.path.relpath(os.path.join(BUILD, "state_probe"), ROOT)],
-                   check=True)
+    build = os.path.relpath(os.path.abspath(BUILD), ROOT)
+    subprocess.run(["make", "-C", ROOT, "-s", "-j2", "BUILD=" + build, "all",
+                    os.path.join(build, "state_probe")], check=True)
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     t_end = time.time() + a.minutes * 60

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "batch_odds.h"
 #include "loader.h"
 #include "budget_test.h"
 #include "memory_limit.h"
@@ -580,6 +581,46 @@ static int refuse_chunks(struct loader_core *c, uint64_t budget,
 }
 
 /*
+ * A full shuffle whose records are read by range plans a batch with
+ * room for twice its ranges at the records' mean sizes (ranges_open.c),
+ * so a batch of many large values could find neither io nor batch
+ * memory enough, and fail at next() mid-epoch (a cap of 99 MB, values of
+ * up to 16 MiB in a fifth of 567 records, batch 16: its batch 4 needed
+ * 62 MB of ranges).  Refuse at open where the odds that a batch does
+ * not fit are above BATCH_ODDS_REFUSED; below them, the largest batch
+ * may not fit, as long as the batches all but never come near it
+ * (2,000 values, 80 of them 256 KiB, batch 64, under a 12 MiB cap).
+ * @return: 0, -ENOSPC, -ENOMEM.
+ */
+static int refuse_ranges_odds(struct loader_core *c, uint64_t budget,
+			      uint64_t batch_fixed, char *err,
+			      size_t errlen)
+{
+	uint64_t io = c->io_bytes > c->ranges.stage_want
+		      ? c->io_bytes - c->ranges.stage_want : 0;
+	uint64_t values;
+	char words[128];
+	double odds;
+	int r;
+
+	if (!c->ranges.all)
+		return 0;
+	odds = ranges_batch_odds(c, io, c->batch_bytes - batch_fixed);
+	if (odds <= BATCH_ODDS_REFUSED)
+		return 0;
+	r = chunk_values_max(c, batch_records_max(c), &values);
+	if (r)
+		return r;
+	snprintf(err, errlen,
+		 "%s leaves %llu bytes of io memory for record ranges and %llu for batches; a full shuffle's batch of %u records drawn at random does not fit them with odds up to %.2g, more than one in a million (its largest batch takes up to %llu bytes of values): raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+		 budget_words(c, budget, words, sizeof(words)),
+		 (unsigned long long)io,
+		 (unsigned long long)c->batch_bytes, batch_records_max(c),
+		 odds, (unsigned long long)values);
+	return -ENOSPC;
+}
+
+/*
  * Refuse at open a split that no batch could run in, rather than at that
  * batch after the whole budget was made resident: the largest block
  * beside any batch memory, one batch's fixed bytes, the batch that holds
@@ -595,6 +636,7 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 	uint64_t big, most;
 	uint32_t big_field;
 	char words[128];
+	int r;
 
 	budget_words(c, budget, words, sizeof(words));
 	if (c->nblocks && (z->io_max > c->io_bytes || c->batch_bytes == 0)) {
@@ -635,6 +677,9 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 			 (unsigned long long)add_sat(batch_fixed, big));
 		return batch_refused(c);
 	}
+	r = refuse_ranges_odds(c, budget, batch_fixed, err, errlen);
+	if (r)
+		return r;
 	if (c->chunks.chunked)
 		return refuse_chunks(c, budget, batch_fixed, err, errlen);
 	/* Its largest batch, as the layout sizes it, does not fit beside a

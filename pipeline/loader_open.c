@@ -281,32 +281,86 @@ static int set_window(struct loader_core *c, uint32_t window,
 	return 0;
 }
 
+static int cmp_u64_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x > y ? -1 : x < y;
+}
+
 /*
- * The budget (memory_bytes, or the default's cap) binds and a window
- * batch's blocks do not fit the io memory it leaves, or a batch does not
- * fit beside them (budget_open's -E2BIG): halve the window until they
- * do, and say so (stats.fallbacks).  Chunks instead would read a block
- * again for every batch it serves: a window of 3 blocks of 5 MB under
- * memory_bytes 12M read 15 times the dataset.  The window is part of
- * the order: a run resumed with another memory_bytes, or on a machine
- * whose cap differs, has another order.  Where no window fits, it stays
- * at one block and the caller gathers batches by chunks: most batches
- * then find their block cached (window 3 asked, memory_bytes 5.8M: 47
- * block reads for 25 blocks, where window 3 read 476).  An explicit
- * cache_bytes keeps its window.  @return: budget_open's.
+ * The window an explicit memory_bytes that a batch's blocks do not fit
+ * in leaves: halved until two windows of the largest blocks take less
+ * than memory_bytes (one window being read while the last one's batches
+ * go out).  It depends on memory_bytes, the blocks and the window asked
+ * only, never on batch_size, world_size or prefetch_depth, so that a job
+ * resumed elastically with the same memory_bytes keeps its order (a rule
+ * that asked budget_open() instead gave batch 16 of 8 ranks another
+ * window than batch 256 of one).  @return: the window, or 0 without
+ * memory.
+ */
+static uint32_t window_for_memory(const struct loader_core *c)
+{
+	uint64_t *io = malloc(c->nblocks * sizeof(*io)), sum;
+	uint32_t w = c->cfg.window_blocks;
+
+	if (!io)
+		return 0;
+	for (uint64_t g = 0; g < c->nblocks; g++) {
+		uint32_t shard;
+
+		io[g] = block_io_bytes(loader_block(c, g, &shard));
+	}
+	qsort(io, c->nblocks, sizeof(*io), cmp_u64_desc);
+	for (; w > 1; w /= 2) {
+		sum = 0;
+		for (uint64_t k = 0; k < 2ull * w && k < c->nblocks; k++)
+			sum += io[k];
+		if (sum < c->cfg.memory_bytes)
+			break;
+	}
+	free(io);
+	return w;
+}
+
+/*
+ * The budget binds and a window batch's blocks do not fit the io memory
+ * it leaves, or a batch does not fit beside them (budget_open's -E2BIG):
+ * a smaller window, said in stats.fallbacks.  Under the default budget,
+ * whose cap depends on the machine and $LOCAL_WORLD_SIZE anyway, halved
+ * until budget_open() takes it; under an explicit memory_bytes, as
+ * window_for_memory() says.  Where the batches still do not fit, the
+ * caller gathers them by chunks in that window: most batches then find
+ * their blocks cached.  Chunks in the window asked for read a block
+ * again for every batch it served: window 3 of 5 MB blocks under
+ * memory_bytes 12M read 375 blocks for 25, 5.8M 476 (now 26 and 47).
+ * The window is part of the order: a run resumed with another
+ * memory_bytes, or on a machine whose cap differs, has another order.
+ * An explicit cache_bytes keeps its window.  @return: budget_open's.
  */
 static int shrink_window(struct loader_core *c,
 			 const struct sampler_stream_spec *specs,
 			 uint32_t nspecs, uint64_t batch_fixed,
 			 uint64_t *entries, char *err, size_t errlen)
 {
+	uint32_t asked = c->cfg.window_blocks, w;
 	int r = -E2BIG;
 
 	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.cache_bytes ||
-	    c->ranges.all)
+	    c->ranges.all || asked <= 1)
 		return r;
-	if (c->cfg.window_blocks > 1)
-		c->window_asked = c->cfg.window_blocks;
+	if (c->cfg.memory_bytes) {
+		w = window_for_memory(c);
+		if (w == 0)
+			return -ENOMEM;
+		if (w == asked)
+			return r;
+		c->window_asked = asked;
+		r = set_window(c, w, specs, nspecs, entries, err, errlen);
+		return r ? r : budget_open(c, entries, batch_fixed, err,
+					   errlen);
+	}
+	c->window_asked = asked;
 	while (r == -E2BIG && c->cfg.window_blocks > 1) {
 		r = set_window(c, c->cfg.window_blocks / 2, specs, nspecs,
 			       entries, err, errlen);

@@ -112,10 +112,11 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 		char note[192];
 
 		snprintf(note, sizeof(note),
-			 "memory binds: shuffle window of %u blocks, not %u (what the io memory the %smemory_bytes leaves holds; %s memory_bytes for the whole window)",
+			 "memory binds: shuffle window of %u blocks, not %u (%s memory_bytes for the whole window)",
 			 c->cfg.window_blocks, c->window_asked,
-			 c->cfg.memory_bytes ? "" : "default ",
-			 c->cfg.memory_bytes ? "raise" : "set");
+			 c->cfg.memory_bytes
+				 ? "two windows of its largest blocks within memory_bytes; raise"
+				 : "what the io memory the default memory_bytes leaves holds; set");
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
 	if (c->ranges.device_lost) {

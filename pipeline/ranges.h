@@ -114,6 +114,8 @@ struct loader_ranges {
 				       or NULL */
 	uint64_t read_max;          /* longest read: RANGE_READ_MAX, or a
 				       staging buffer */
+	struct ranges_odds *odds;   /* a full shuffle's records' sizes
+				       (ranges_batch_odds) */
 	uint64_t io_want;           /* io memory their batches in flight
 				       take at most, and stage_want
 				       (budget.c adds it) */
@@ -164,6 +166,8 @@ int range_block(const struct loader_core *c, uint64_t g);
 int ranges_device_suits(const struct loader_core *c);
 int block_tables_known(const struct loader_core *c, uint64_t g);
 int ranges_layout_open(struct loader_core *c, char *err, size_t errlen);
+double ranges_batch_odds(const struct loader_core *c, uint64_t io,
+			 uint64_t values);
 struct block_view;
 int block_tables_check(const struct loader_core *c, uint64_t g,
 		       const uint8_t *raw, const struct block_view *v);

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch_odds.h"
 #include "loader.h"
+#include "top_values.h"
 
 /* Small fields kept in memory (load_resident_fields). */
 #define RANGE_RESIDENT_FIELD_MAX 64u         /* bytes per record */
@@ -329,6 +331,122 @@ static void framed_sizes(const struct loader_core *c, uint64_t *raw,
 	*stored_permille = (stored_sum * 1000 + raw_sum - 1) / raw_sum;
 }
 
+/* The io memory a range of @value bytes takes in a batch's reads, at
+ * most: a page more on both sides; a framed block's, its frames (of
+ * @frame_raw bytes decoded on average, @stored_permille of that stored)
+ * read and then decoded beside them.  @value < 2^34: no overflow. */
+static uint64_t range_room(const struct loader_core *c, uint64_t value,
+			   uint64_t frame_raw, uint64_t stored_permille)
+{
+	uint64_t room = align_up(value, 4096) + 4096, span;
+
+	if (!c->ranges.framed)
+		return room;
+	span = value > frame_raw ? value : frame_raw;
+	span = align_up(span, 8) +
+	       align_up(span * stored_permille / 1000, 4096) + 4096;
+	return span > room ? span : room;
+}
+
+/* What a full shuffle's batches read by range are drawn from. */
+struct ranges_odds {
+	struct batch_odds ranges;   /* each record's ranges, at their length */
+	struct batch_odds values;   /* each record's variable values */
+	uint64_t ranges_top, values_top; /* the largest batch's, exactly */
+};
+
+/*
+ * Every record's ranges and values, for the odds that a batch drawn at
+ * random does not fit (ranges_batch_odds): where every block is read by
+ * range under a full shuffle of one dataset, its lengths known from the
+ * offsets tables read at open.  A range is counted at its length, what
+ * its read takes at least: range_room()'s page on both sides is 8 KiB
+ * for a value of 10 bytes, whose neighbours share its pages (2,000 such
+ * values and 40 of 256 KiB, batch 512: odds of 0.24 counted so, for a
+ * dataset that streams).  @return: 0 or -ENOMEM.
+ */
+static int ranges_odds_open(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t batch = batch_records_max(c);
+	struct top_values top_ranges, top_values;
+	struct ranges_odds *o;
+	int r = 0;
+
+	if (!c->ranges.all || c->cfg.shuffle != SLUICE_SHUFFLE_FULL ||
+	    c->sampler.nstreams > 1)
+		return 0;
+	o = malloc(sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	batch_odds_init(&o->ranges);
+	batch_odds_init(&o->values);
+	top_values_init(&top_ranges, batch);
+	top_values_init(&top_values, batch);
+	for (uint64_t g = 0; g < c->nblocks && !r; g++) {
+		uint32_t shard;
+		uint32_t n = loader_block(c, g, &shard)->record_count;
+
+		for (uint32_t i = 0; i < n && !r; i++) {
+			uint64_t ranges = 0, values = 0;
+
+			for (uint32_t f = 0; f < sc->nfields; f++) {
+				uint64_t len = sc->fields[f].record_bytes;
+
+				if (sc->fields[f].variable) {
+					record_field_in_block(c, g, i, f, &len);
+					values += len;
+				}
+				if (!c->ranges.resident[f])
+					ranges += len;
+			}
+			if (c->cfg.pad_length)
+				values = 0;     /* rows of a fixed shape */
+			batch_odds_add(&o->ranges, ranges, 1);
+			batch_odds_add(&o->values, values, 1);
+			r = top_values_offer(&top_ranges, ranges, 1);
+			if (!r)
+				r = top_values_offer(&top_values, values, 1);
+		}
+	}
+	o->ranges_top = top_values_sum(&top_ranges);
+	o->values_top = top_values_sum(&top_values);
+	top_values_free(&top_ranges);
+	top_values_free(&top_values);
+	if (r) {
+		free(o);
+		return r;
+	}
+	c->ranges.odds = o;
+	return 0;
+}
+
+/*
+ * The odds, bounded above (batch_odds.c), that a full shuffle's batch
+ * does not fit with nothing else in flight: its record ranges more than
+ * @io bytes, or its variable values more than @values.  0 where the
+ * batches are not drawn at random from every record (other shuffles,
+ * mixtures) or not every block is read by range: the budget's other
+ * bounds hold there.
+ */
+double ranges_batch_odds(const struct loader_core *c, uint64_t io,
+			 uint64_t values)
+{
+	const struct ranges_odds *o = c->ranges.odds;
+	uint64_t batch = batch_records_max(c);
+	double odds = 0;
+
+	if (!o)
+		return 0;
+	/* the histograms count sizes up to 1/64 high: the exact largest
+	 * batch first */
+	if (o->ranges_top > io)
+		odds += batch_odds_over(&o->ranges, batch, io);
+	if (o->values_top > values)
+		odds += batch_odds_over(&o->values, batch, values);
+	return odds < 1 ? odds : 1;
+}
+
 /* Blocks whose layout is read at open for their fetches: a pread per
  * block and variable field, about 0.1 ms each from a cold NVMe disk. */
 #define FETCH_LAYOUT_BLOCKS_MAX 4096u
@@ -496,17 +614,10 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 		/* record_bytes < 2^34 (a block's limit): no overflow */
 		uint64_t value = sc->fields[f].variable ? variable_mean(c, f)
 			: sc->fields[f].record_bytes;
-		uint64_t env = align_up(value, 4096) + 4096, span;
 
-		if (c->ranges.framed) {
-			span = value > frame_raw ? value : frame_raw;
-			span = align_up(span, 8) +
-			       align_up(span * stored_permille / 1000, 4096) +
-			       4096;
-			env = span > env ? span : env;
-		}
 		if (!c->ranges.resident[f])
-			c->ranges.io_want += env;
+			c->ranges.io_want += range_room(c, value, frame_raw,
+							stored_permille);
 	}
 	if (__builtin_mul_overflow(c->ranges.io_want,
 				   (uint64_t)batch_records_max(c),
@@ -531,6 +642,22 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 			c->ranges.io_want = UINT64_MAX;
 		if (__builtin_add_overflow(batch_want, big, &batch_want))
 			batch_want = UINT64_MAX;
+	}
+	/* Under a full shuffle, io memory enough for a batch of many large
+	 * values: the odds of one whose ranges do not fit, with nothing else
+	 * in flight, below half of BATCH_ODDS_REFUSED (budget.c refuses at
+	 * open above it).  6,311 values, 32 of them up to 16 MiB, batch 256:
+	 * 96 MB at the mean sizes, odds up to 1.4e-5. */
+	r = ranges_odds_open(c);
+	if (r)
+		return r;
+	if (c->ranges.odds) {
+		uint64_t least = batch_odds_limit(&c->ranges.odds->ranges,
+						  batch_records_max(c),
+						  BATCH_ODDS_REFUSED / 2);
+
+		if (least > c->ranges.io_want)
+			c->ranges.io_want = least;
 	}
 	/* A budget (memory_bytes, or the default's cap) that cannot hold
 	 * twice a batch's ranges, as the records' mean sizes put them,
@@ -593,6 +720,8 @@ void ranges_close(struct loader_core *c)
 		free(c->ranges.record_sums[s]);
 	free(c->ranges.record_sums);
 	free(c->ranges.pieces);
+	free(c->ranges.odds);
+	c->ranges.odds = NULL;
 	free(c->ranges.sec);
 	for (uint64_t g = 0; c->ranges.frames && g < c->ranges.nframes; g++)
 		block_frames_free(&c->ranges.frames[g]);

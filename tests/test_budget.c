@@ -1216,9 +1216,28 @@ static void check_window_shrinks(const char *dir)
 	T_OK(sluice_loader_stats(ld, &st));
 	T_ASSERT(st.memory_bytes == 4 * MIB);
 	T_EQ(st.batches_over_budget, 0);
-	T_CONTAINS(st.fallbacks, "blocks, not 16 (what the io memory the memory_bytes leaves holds; raise memory_bytes");
+	T_CONTAINS(st.fallbacks, "blocks, not 16 (two windows of its largest blocks within memory_bytes; raise memory_bytes");
 	T_ASSERT(strstr(st.fallbacks, "a chunk of blocks at a time") == NULL);
 	T_EQ(st.blocks_read, 2 * 64);
+	{
+		/* The window an explicit memory_bytes leaves does not depend
+		 * on the batch's shape: a job resumed elastically keeps its
+		 * order. */
+		struct sluice_state a, b;
+		struct sluice_loader_config other = cfg;
+		sluice_loader *ld2 = NULL;
+
+		T_OK(sluice_loader_state_get(ld, &a));
+		other.batch_size = 256;
+		other.rank = 3;
+		other.world_size = 8;
+		other.prefetch_depth = 1;
+		T_OK(sluice_loader_open(ds, &other, &ld2));
+		T_OK(sluice_loader_state_get(ld2, &b));
+		T_ASSERT(a.window_blocks < 16);
+		T_EQ(a.window_blocks, b.window_blocks);
+		sluice_loader_close(ld2);
+	}
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
 }
@@ -1505,6 +1524,35 @@ static void check_capped_runs(const char *dir)
  * a cap too small for the largest batch's bound, batches get all but a
  * block and what the range reads want (all but the block starved the
  * reads: batch 0's 271 KB of ranges found 270 KB of io memory). */
+/* A full shuffle read by range whose batches would often not fit the
+ * capped default's memory is refused at open, naming the odds; it used
+ * to open and fail mid-epoch ("its 16 records read by range take ...").
+ * Every fifth value is 1 MiB, the others 16 KiB: a batch of 16 holds
+ * 3.5 MB on average and up to 16 MiB, under a 12 MiB cap. */
+static void check_ranges_odds(const char *dir)
+{
+	uint64_t lens[400];
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	char msg[512];
+	int r;
+
+	for (uint32_t i = 0; i < 400; i++)
+		lens[i] = i % 5 == 0 ? 1 << 20 : 16 << 10;
+	write_values(dir, lens, 400, 4 << 20);
+	T_OK(sluice_dataset_open(dir, &ds));
+	budget_test_default_cap = 12 * MIB;
+	r = open_loader(ds, SLUICE_SHUFFLE_FULL, 16, 0, &ld, msg, sizeof(msg));
+	budget_test_default_cap = 0;
+	T_EQ(r, -ENOSPC);
+	T_CONTAINS(msg, "a full shuffle's batch of 16 records drawn at random does not fit them with odds up to");
+	T_CONTAINS(msg, "lower batch_size");
+	sluice_loader_close(ld);
+	/* the same batches in 64 MiB: 16 MiB of values at most */
+	default_streams(ds, SLUICE_SHUFFLE_FULL, 16, 64 * MIB, "ranges odds");
+	sluice_dataset_close(ds);
+}
+
 static void check_capped_ranges(const char *dir)
 {
 	uint64_t lens[2000];
@@ -1733,6 +1781,8 @@ int main(void)
 	check_capped_runs(path);
 	snprintf(path, sizeof(path), "%s/ranges", dir);
 	check_capped_ranges(path);
+	snprintf(path, sizeof(path), "%s/odds", dir);
+	check_ranges_odds(path);
 	snprintf(path, sizeof(path), "%s/window_batch", dir);
 	check_window_leaves_batch(path);
 	fx_rmrf(dir);
