@@ -296,14 +296,17 @@ static int cmp_u64_desc(const void *a, const void *b)
  * only, never on batch_size, world_size or prefetch_depth, so that a job
  * resumed elastically with the same memory_bytes keeps its order (a rule
  * that asked budget_open() instead gave batch 16 of 8 ranks another
- * window than batch 256 of one).  @return: the window, or 0 without
- * memory.
+ * window than batch 256 of one).  @return: the window, or 0 when out
+ * of memory.
  */
 static uint32_t window_for_memory(const struct loader_core *c)
 {
-	uint64_t *io = malloc(c->nblocks * sizeof(*io)), sum;
+	uint64_t *io, sum;
 	uint32_t w = c->cfg.window_blocks;
 
+	if (c->nblocks == 0)
+		return w;
+	io = malloc(c->nblocks * sizeof(*io));
 	if (!io)
 		return 0;
 	for (uint64_t g = 0; g < c->nblocks; g++) {

@@ -98,8 +98,8 @@ static int cached_or_coming(const struct loader_core *c, uint64_t g)
  * under a window shuffle) so that the read-ahead leaves them: its next
  * batches need them again, yet their last use makes them the least
  * recently used, the first the read-ahead would take.  A window of 3
- * blocks of 5 MB under memory_bytes 40M read 42 to 49 blocks of 25 so
- * (25 marked).
+ * blocks of 5 MB under memory_bytes 40M read 42 to 49 blocks of 25 so;
+ * marked, 25.
  */
 static void mark_plan_span(struct loader_core *c)
 {
