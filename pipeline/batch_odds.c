@@ -91,9 +91,9 @@ double batch_odds_over(const struct batch_odds *o, uint64_t batch,
 		for (uint32_t k = 0; k < n; k++)
 			sum += p[k] * exp(l * (y[k] - y_max));
 		f = -l + (double)batch * (l * y_max + log(sum));
-		if (f > best && best < 0)
-			break;  /* convex in l: past its least */
-		best = f < best ? f : best;
+		if (f > best)
+			break;  /* convex in l, 0 at l = 0: past its least */
+		best = f;
 	}
 	return exp(best);
 }
@@ -102,6 +102,9 @@ uint64_t batch_odds_limit(const struct batch_odds *o, uint64_t batch,
 			  double odds)
 {
 	double hi = largest_sum(o, batch), lo = hi / 64;
+
+	if (hi >= 0x1p63)
+		return UINT64_MAX;      /* no limit short of every byte */
 
 	/* geometric bisection: within 1/64 in 12 steps from a range of
 	 * 2^-6..1 */

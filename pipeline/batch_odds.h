@@ -29,8 +29,8 @@ void batch_odds_init(struct batch_odds *o);
 /* @count records of @bytes each. */
 void batch_odds_add(struct batch_odds *o, uint64_t bytes, uint64_t count);
 /* An upper bound on the odds that @batch records drawn at random without
- * replacement take more than @limit bytes together: 0 when even the
- * @batch largest fit, else in (0, 1]. */
+ * replacement take more than @limit bytes together, in [0, 1]: 0 when
+ * even the @batch largest fit. */
 double batch_odds_over(const struct batch_odds *o, uint64_t batch,
 		       uint64_t limit);
 /* The least bytes, within 1/64, for which those odds are at most @odds

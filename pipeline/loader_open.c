@@ -289,15 +289,15 @@ static int cmp_u64_desc(const void *a, const void *b)
 }
 
 /*
- * The window an explicit memory_bytes that a batch's blocks do not fit
- * in leaves: halved until two windows of the largest blocks take less
- * than memory_bytes (one window being read while the last one's batches
- * go out).  It depends on memory_bytes, the blocks and the window asked
- * only, never on batch_size, world_size or prefetch_depth, so that a job
- * resumed elastically with the same memory_bytes keeps its order (a rule
- * that asked budget_open() instead gave batch 16 of 8 ranks another
- * window than batch 256 of one).  @return: the window, or 0 when out
- * of memory.
+ * The window an explicit memory_bytes leaves: halved until two windows of
+ * the largest blocks take less than memory_bytes (one window being read
+ * while the last one's batches go out; a batch's blocks at once take at
+ * least that much).  It depends on memory_bytes, the blocks and the
+ * window asked only, never on batch_size, world_size or prefetch_depth,
+ * so that a job resumed elastically with the same memory_bytes keeps its
+ * order (a rule that asked budget_open() instead gave batch 16 of 8
+ * ranks another window than batch 256 of one).  @return: the window, or
+ * 0 when out of memory.
  */
 static uint32_t window_for_memory(const struct loader_core *c)
 {
@@ -327,43 +327,53 @@ static uint32_t window_for_memory(const struct loader_core *c)
 }
 
 /*
- * The budget binds and a window batch's blocks do not fit the io memory
- * it leaves, or a batch does not fit beside them (budget_open's -E2BIG):
- * a smaller window, said in stats.fallbacks.  Under the default budget,
- * whose cap depends on the machine and $LOCAL_WORLD_SIZE anyway, halved
- * until budget_open() takes it; under an explicit memory_bytes, as
- * window_for_memory() says.  Where the batches still do not fit, the
- * caller gathers them by chunks in that window: most batches then find
- * their blocks cached.  Chunks in the window asked for read a block
+ * Under an explicit memory_bytes, the window window_for_memory() leaves,
+ * chosen before the budget is split, so that no batch shape sees
+ * another (budget_open's refusal at the window asked for depends on it):
+ * said in stats.fallbacks.  Chunks in the window asked for read a block
  * again for every batch it served: window 3 of 5 MB blocks under
  * memory_bytes 12M read 375 blocks for 25, 5.8M 476 (now 26 and 47).
- * The window is part of the order: a run resumed with another
- * memory_bytes, or on a machine whose cap differs, has another order.
- * An explicit cache_bytes keeps its window.  @return: budget_open's.
+ * An explicit cache_bytes keeps its window.  @return: 0 or -ENOMEM.
+ */
+static int fit_window_to_memory(struct loader_core *c,
+				const struct sampler_stream_spec *specs,
+				uint32_t nspecs, char *err, size_t errlen)
+{
+	uint32_t asked = c->cfg.window_blocks, w;
+	uint64_t entries;
+
+	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || !c->cfg.memory_bytes ||
+	    c->cfg.cache_bytes || asked <= 1)
+		return 0;
+	w = window_for_memory(c);
+	if (w == 0)
+		return -ENOMEM;
+	if (w == asked)
+		return 0;
+	c->window_asked = asked;
+	return set_window(c, w, specs, nspecs, &entries, err, errlen);
+}
+
+/*
+ * The default budget's cap binds and a window batch's blocks do not fit
+ * the io memory it leaves, or a batch does not fit beside them
+ * (budget_open's -E2BIG): halve the window until they do, and say so
+ * (stats.fallbacks).  The window is part of the order: a run resumed on
+ * a machine whose cap differs has another order.  Where no window fits,
+ * the caller gathers batches by chunks in the smallest.
+ * @return: budget_open's.
  */
 static int shrink_window(struct loader_core *c,
 			 const struct sampler_stream_spec *specs,
 			 uint32_t nspecs, uint64_t batch_fixed,
 			 uint64_t *entries, char *err, size_t errlen)
 {
-	uint32_t asked = c->cfg.window_blocks, w;
 	int r = -E2BIG;
 
-	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.cache_bytes ||
-	    c->ranges.all || asked <= 1)
+	if (c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW || c->cfg.memory_bytes ||
+	    c->cfg.cache_bytes || c->ranges.all || c->cfg.window_blocks <= 1)
 		return r;
-	if (c->cfg.memory_bytes) {
-		w = window_for_memory(c);
-		if (w == 0)
-			return -ENOMEM;
-		if (w == asked)
-			return r;
-		c->window_asked = asked;
-		r = set_window(c, w, specs, nspecs, entries, err, errlen);
-		return r ? r : budget_open(c, entries, batch_fixed, err,
-					   errlen);
-	}
-	c->window_asked = asked;
+	c->window_asked = c->cfg.window_blocks;
 	while (r == -E2BIG && c->cfg.window_blocks > 1) {
 		r = set_window(c, c->cfg.window_blocks / 2, specs, nspecs,
 			       entries, err, errlen);
@@ -394,6 +404,9 @@ static int open_core(struct loader_core *c,
 			 c->cfg.batch_size);
 		return r;
 	}
+	r = fit_window_to_memory(c, specs, nspecs, err, errlen);
+	if (r)
+		return r;
 	/* Range reads read a full shuffle's records again every epoch; a
 	 * cache that holds every block (a cache_bytes, or a memory_bytes or
 	 * the default budget's cap that large) reads each block once, so it

@@ -359,23 +359,28 @@ struct ranges_odds {
  * Every record's ranges and values, for the odds that a batch drawn at
  * random does not fit (ranges_batch_odds): where every block is read by
  * range under a full shuffle of one dataset, its lengths known from the
- * offsets tables read at open.  A range is counted at its length, what
- * its read takes at least: range_room()'s page on both sides is 8 KiB
- * for a value of 10 bytes, whose neighbours share its pages (2,000 such
- * values and 40 of 256 KiB, batch 512: odds of 0.24 counted so, for a
- * dataset that streams).  @return: 0 or -ENOMEM.
+ * offsets tables read at open.  A range is counted at what its read
+ * takes at least: its length, and in a framed block its frames' share
+ * too (read, then decoded beside them).  So the odds for the ranges are
+ * those of a batch that surely does not fit; reads take up to a page
+ * more on both sides (range_room()), which counted here refused a
+ * dataset that streams (2,000 values of 10 bytes, whose neighbours
+ * share their pages, and 40 of 256 KiB, batch 512: odds of 0.24).
+ * @return: 0 or -ENOMEM.
  */
 static int ranges_odds_open(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t batch = batch_records_max(c);
 	struct top_values top_ranges, top_values;
+	uint64_t frame_raw, stored_permille;
 	struct ranges_odds *o;
 	int r = 0;
 
 	if (!c->ranges.all || c->cfg.shuffle != SLUICE_SHUFFLE_FULL ||
 	    c->sampler.nstreams > 1)
 		return 0;
+	framed_sizes(c, &frame_raw, &stored_permille);
 	o = malloc(sizeof(*o));
 	if (!o)
 		return -ENOMEM;
@@ -386,6 +391,8 @@ static int ranges_odds_open(struct loader_core *c)
 	for (uint64_t g = 0; g < c->nblocks && !r; g++) {
 		uint32_t shard;
 		uint32_t n = loader_block(c, g, &shard)->record_count;
+		/* stored bytes per thousand decoded, read beside them */
+		uint64_t frames = range_frames(c, g) ? stored_permille : 0;
 
 		for (uint32_t i = 0; i < n && !r; i++) {
 			uint64_t ranges = 0, values = 0;
@@ -397,8 +404,9 @@ static int ranges_odds_open(struct loader_core *c)
 					record_field_in_block(c, g, i, f, &len);
 					values += len;
 				}
+				/* len < 2^34: no overflow */
 				if (!c->ranges.resident[f])
-					ranges += len;
+					ranges += len + len * frames / 1000;
 			}
 			if (c->cfg.pad_length)
 				values = 0;     /* rows of a fixed shape */
@@ -423,8 +431,10 @@ static int ranges_odds_open(struct loader_core *c)
 
 /*
  * The odds, bounded above (batch_odds.c), that a full shuffle's batch
- * does not fit with nothing else in flight: its record ranges more than
- * @io bytes, or its variable values more than @values.  0 where the
+ * does not fit with nothing else in flight: its record ranges surely
+ * more than @io bytes (ranges_odds_open), or its variable values more
+ * than @values.  Odds for one batch: a job of many batches meets them
+ * that many times over.  0 where the
  * batches are not drawn at random from every record (other shuffles,
  * mixtures) or not every block is read by range: the budget's other
  * bounds hold there.

@@ -1237,6 +1237,15 @@ static void check_window_shrinks(const char *dir)
 		T_ASSERT(a.window_blocks < 16);
 		T_EQ(a.window_blocks, b.window_blocks);
 		sluice_loader_close(ld2);
+		/* nor a batch of one */
+		other = cfg;
+		other.batch_size = 1;
+		other.prefetch_depth = 1;
+		ld2 = NULL;
+		T_OK(sluice_loader_open(ds, &other, &ld2));
+		T_OK(sluice_loader_state_get(ld2, &b));
+		T_EQ(a.window_blocks, b.window_blocks);
+		sluice_loader_close(ld2);
 	}
 	sluice_loader_close(ld);
 	sluice_dataset_close(ds);
@@ -1520,10 +1529,6 @@ static void check_capped_runs(const char *dir)
 	sluice_dataset_close(ds);
 }
 
-/* A full shuffle reads records by range beside at most one block: under
- * a cap too small for the largest batch's bound, batches get all but a
- * block and what the range reads want (all but the block starved the
- * reads: batch 0's 271 KB of ranges found 270 KB of io memory). */
 /* A full shuffle read by range whose batches would often not fit the
  * capped default's memory is refused at open, naming the odds; it used
  * to open and fail mid-epoch ("its 16 records read by range take ...").
@@ -1553,6 +1558,10 @@ static void check_ranges_odds(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* A full shuffle reads records by range beside at most one block: under
+ * a cap too small for the largest batch's bound, batches get all but a
+ * block and what the range reads want (all but the block starved the
+ * reads: batch 0's 271 KB of ranges found 270 KB of io memory). */
 static void check_capped_ranges(const char *dir)
 {
 	uint64_t lens[2000];
