@@ -612,7 +612,7 @@ static int refuse_ranges_odds(struct loader_core *c, uint64_t budget,
 	if (r)
 		return r;
 	snprintf(err, errlen,
-		 "%s leaves %llu bytes of io memory for record ranges and %llu for batches; a full shuffle's batch of %u records drawn at random does not fit them with odds up to %.2g, more than one in a million (its largest batch takes up to %llu bytes of values): raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+		 "%s leaves %llu bytes of io memory for record ranges and %llu for batches; a full shuffle's batch of %u records drawn at random does not fit them with odds up to %.2g a batch, more than one in a million (its largest batch takes up to %llu bytes of values): raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
 		 budget_words(c, budget, words, sizeof(words)),
 		 (unsigned long long)io,
 		 (unsigned long long)c->batch_bytes, batch_records_max(c),
