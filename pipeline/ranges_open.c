@@ -434,10 +434,9 @@ static int ranges_odds_open(struct loader_core *c)
  * does not fit with nothing else in flight: its record ranges surely
  * more than @io bytes (ranges_odds_open), or its variable values more
  * than @values.  Odds for one batch: a job of many batches meets them
- * that many times over.  0 where the
- * batches are not drawn at random from every record (other shuffles,
- * mixtures) or not every block is read by range: the budget's other
- * bounds hold there.
+ * that many times over.  0 where the batches are not drawn at random
+ * from every record (other shuffles, mixtures) or not every block is
+ * read by range: the budget's other bounds hold there.
  */
 double ranges_batch_odds(const struct loader_core *c, uint64_t io,
 			 uint64_t values)

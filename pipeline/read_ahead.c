@@ -141,8 +141,11 @@ void read_ahead_locked(struct loader_core *c, unsigned *nsubmit)
 		(c->ds->record_count / c->nblocks + 1) : 0;
 
 	/* a restart at or past the job's last epoch (cfg.epochs): nothing
-	 * of it is planned, so nothing is read for it */
-	if (loader_past_epochs(c, c->plan_epoch))
+	 * of it is planned, so nothing is read for it; nor is anything
+	 * where nothing can be claimed (the io thread calls at every turn) */
+	if (loader_past_epochs(c, c->plan_epoch) ||
+	    c->ahead.inflight >= c->ahead.limit ||
+	    c->cache.lru_count <= c->need)
 		return;
 	mark_plan_span(c);
 
