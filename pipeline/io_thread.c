@@ -255,7 +255,7 @@ static void read_done_locked(struct loader_core *c, struct io_read *rd)
 	struct cache_entry *e = rd->user;
 
 	if (!e) {
-		range_read_done_locked(c, rd);
+		(void)range_read_done_locked(c, rd);
 		return;
 	}
 	e->read_back_ns = now_ns();

@@ -442,7 +442,7 @@ static uint32_t push_parts_locked(struct loader_core *c, struct slot *s,
 	return parts;
 }
 
-void range_read_done_locked(struct loader_core *c, struct io_read *rd)
+int range_read_done_locked(struct loader_core *c, struct io_read *rd)
 {
 	struct range_read *rr = (struct range_read *)(void *)rd;
 	struct slot *s = rr->slot;
@@ -468,7 +468,7 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 		}
 	}
 	if (--s->ranges.reads_pending > 0)
-		return;
+		return 0;
 	undecoded = 0;
 	for (uint32_t k = 0; k < s->ranges.nreads; k++)
 		if (!s->ranges.reads[k].decoded)
@@ -479,9 +479,10 @@ void range_read_done_locked(struct loader_core *c, struct io_read *rd)
 		 * frames, enough of them per part to amortise the hand-off */
 		s->ranges.spans_parts_left =
 			push_parts_locked(c, s, JOB_RANGES_DECODE, undecoded / 8);
-		return;
+		return 1;
 	}
 	ranges_landed_locked(c, s);
+	return 1;
 }
 
 /* Every range of @s is in its buffer (and decoded): check the records,

@@ -189,7 +189,8 @@ int slot_ranges_init(struct loader_core *c, struct slot *s);
 void slot_ranges_free(struct slot *s);
 int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		       unsigned *nsubmit);
-void range_read_done_locked(struct loader_core *c, struct io_read *rd);
+/* @return: 1 when it was its batch's last read out, else 0 */
+int range_read_done_locked(struct loader_core *c, struct io_read *rd);
 void ranges_verify_part(struct loader_core *c, struct job j);
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 void ranges_decode_part(struct loader_core *c, struct job j,
