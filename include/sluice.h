@@ -932,11 +932,14 @@ struct sluice_stats {
 					      one lock while another held
 					      it (not to take it back
 					      after a wait for work) */
+	uint32_t decode_threads;           /* the loader's workers (a
+					      gauge): the config's, or
+					      its default's choice */
 };
 
 /**
  * sluice_loader_stats - copy the counters (monotonic since open, but the
- * gauges prefetch_depth, memory and read_ahead_blocks) into
+ * gauges prefetch_depth, memory, read_ahead_blocks and decode_threads) into
  * @st: its first st->size bytes at most (st->size set by the caller to
  * sizeof(*st)); st->size then says how many bytes were filled.
  * @return: 0 or -EINVAL (no loader, NULL @st, st->size 0).

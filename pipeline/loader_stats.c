@@ -54,6 +54,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->block_cache_hits = atomic_load(&c->cache_hits);
 	st->slot_occupancy_sum = atomic_load(&c->occupancy_sum);
 	st->prefetch_depth = c->nslots;
+	st->decode_threads = c->nworkers;
 	st->memory_bytes = c->io_bytes + c->batch_bytes;
 	st->io_memory_bytes = c->io_bytes;
 	st->batches_over_budget = atomic_load(&c->over_budget);

@@ -248,6 +248,7 @@ static void check_padding(const char *dir)
 		sluice_batch_release(b);
 	}
 	T_OK(sluice_loader_stats(ld, &st));
+	T_LT(0, st.decode_threads);   /* the default's choice, not 0 */
 	T_LT(0, cut);
 	T_EQ(st.values_truncated, cut);
 	sluice_loader_close(ld);

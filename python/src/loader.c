@@ -704,7 +704,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsI}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -748,7 +748,8 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		"bytes_staged_overlapped",
 		(unsigned long long)s.bytes_staged_overlapped, "device_check_ns",
 		(unsigned long long)s.device_check_ns, "lock_wait_ns",
-		(unsigned long long)s.lock_wait_ns);
+		(unsigned long long)s.lock_wait_ns, "decode_threads",
+		(unsigned)s.decode_threads);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)
