@@ -170,22 +170,39 @@ static int waits_for_batch(const struct loader_core *c,
 		e->plan_mark == c->cache.plan_mark);
 }
 
+/* The least recently used entry from @v on that holds memory, and
+ * with @spare none waiting for its batch: NIL when none. */
+static uint32_t lru_victim(const struct loader_core *c, uint32_t v,
+			   int spare)
+{
+	while (v != NIL && (c->cache.entries[v].mem_len == 0 ||
+			    (spare && waits_for_batch(
+					c, &c->cache.entries[v]))))
+		v = c->cache.entries[v].lru_next;
+	return v;
+}
+
 /* @len bytes of io memory, evicting the least recently used blocks
- * (but those waiting for their batch when @spare) until a range is free.
- * 0 or -EAGAIN. */
+ * until a range is free: first those not waiting for their batch, then
+ * (unless @spare) those too.  The planner's claims took the least
+ * recently used whatever it was, often a block read ahead for the next
+ * batches, which then read it again: a capped window shuffle read 249
+ * blocks of 236 in an epoch.  0 or -EAGAIN. */
 static int alloc_io(struct loader_core *c, uint64_t len, uint64_t *off,
 		    int spare)
 {
-	uint32_t v = c->cache.lru_head;
+	uint32_t v = c->cache.lru_head, w = c->cache.lru_head;
 
 	while (pool_alloc(&c->io_pool, len, off)) {
-		while (v != NIL && (c->cache.entries[v].mem_len == 0 ||
-				    (spare && waits_for_batch(
-						c, &c->cache.entries[v]))))
-			v = c->cache.entries[v].lru_next;
-		if (v == NIL)
+		uint32_t victim;
+
+		v = lru_victim(c, v, 1);
+		victim = v;
+		if (victim == NIL && !spare)
+			victim = w = lru_victim(c, w, 0);
+		if (victim == NIL)
 			return -EAGAIN;
-		cache_evict(c, v);
+		cache_evict(c, victim);
 	}
 	return 0;
 }

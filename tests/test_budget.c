@@ -1289,6 +1289,45 @@ static void check_window_reads_once(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* The default budget capped below a window shuffle's two windows of
+ * blocks and the read-ahead: the planner's claims take blocks no batch
+ * waits for before those read ahead for the next batches, so each block
+ * is read once an epoch (a capped default of 236 blocks read 249). */
+static void check_capped_window_reads_once(const char *dir, uint64_t cap)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	uint64_t worst = 0;
+
+	write_fixed(dir, 3840, 256 << 10, 0);   /* 240 blocks of 16 */
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.batch_size = 16;
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.decode_threads = 1;
+	cfg.epochs = 1;
+	budget_test_default_cap = cap;
+	for (int run = 0; run < 3; run++) {
+		struct sluice_stats st = { .size = sizeof(st) };
+		sluice_loader *ld = NULL;
+
+		cfg.seed = (uint64_t)run;
+		T_OK(sluice_loader_open(ds, &cfg, &ld));
+		T_EQ(stream_to_end(ld, "capped window"), 3840);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_ASSERT(strstr(st.fallbacks, "memory binds") != NULL);
+		if (st.blocks_read > worst)
+			worst = st.blocks_read;
+		sluice_loader_close(ld);
+	}
+	budget_test_default_cap = 0;
+	printf("  capped window (cap %llu): at most %llu block reads of 240\n",
+	       (unsigned long long)cap, (unsigned long long)worst);
+	T_EQ(worst, 240);
+	sluice_dataset_close(ds);
+}
+
 /* A dataset of one uint8[-1] field with the values @lens[0..@n), in
  * blocks of @block_size bytes, zstd at @level (0: raw), whose first
  * halves are noise with @level (they compress to about half). */
@@ -1774,6 +1813,14 @@ int main(void)
 	check_window_shrinks(path);
 	snprintf(path, sizeof(path), "%s/window3", dir);
 	check_window_reads_once(path);
+	snprintf(path, sizeof(path), "%s/capped_window", dir);
+	/* caps around where the old claims read a block twice (12M) */
+	for (uint64_t m = 9; m <= 15; m += 3) {
+		char at[1200];
+
+		snprintf(at, sizeof(at), "%s_%llu", path, (unsigned long long)m);
+		check_capped_window_reads_once(at, m * MIB);
+	}
 	snprintf(path, sizeof(path), "%s/few", dir);
 	check_batch_above_records(path);
 	snprintf(path, sizeof(path), "%s/skewed", dir);
