@@ -299,7 +299,7 @@ static uint64_t batches_extra_max(const struct loader_core *c,
 
 /* The batch memory a budget wants: prefetch_depth + 1 typical batches
  * (@batch_fixed: a batch's bytes besides variable values), and room for
- * the two largest. */
+ * the two largest and one more. */
 static uint64_t batch_want_bytes(const struct loader_core *c,
 				 const struct block_sizes *z,
 				 uint64_t batch_fixed)
@@ -324,8 +324,13 @@ static uint64_t batch_want_bytes(const struct loader_core *c,
 	 * record at its largest values (a batch of 8 images of up to 300 KB
 	 * sized from the median image was refused; with room for one, a run
 	 * of 40 such images held one batch at a time went over the budget
-	 * 20 times): batches_extra_max(). */
-	extra = batches_extra_max(c, z, 2);
+	 * 20 times): batches_extra_max().  And room for one more largest
+	 * batch: the held one may lie anywhere in the pool, and only then
+	 * is a hole beside it as long as the next batch, whatever its size
+	 * (a skewed dataset's batches of 2 records of up to 8 MiB, the
+	 * previous one held: 11.5 MB held mid-pool left holes of 11.3 and
+	 * 10.4 for a batch of 13.9, which went over the budget). */
+	extra = add_sat(batches_extra_max(c, z, 2), batches_extra_max(c, z, 1));
 	want = add_sat(mul_sat(c->cfg.prefetch_depth + (extra ? 2ull : 1ull),
 			       per_batch),
 		       extra);
