@@ -179,8 +179,9 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 				    cpu_checked(r) * c->verify_s;
 		double raw = (double)c->sample_raw;
 
-		/* Raw blocks checked and gathered on the device leave the
-		 * CPU no work per byte (under 1 ms/GB): no limit here. */
+		/* Raw blocks gathered on the device, checked there (or not
+		 * at all), leave the CPU no work per byte (under 1 ms/GB):
+		 * no limit here. */
 		if (per_thread / raw * GB < 1e-3)
 			per_thread = 0;
 		x->cpu.gbps = c->threads * div0(raw, per_thread) / GB;
@@ -435,7 +436,7 @@ void report_text(FILE *f, const struct bench_report *r)
 				 r->cpu->threads_at_once);
 		else if (x.cpu.records_s <= 0)
 			snprintf(buf, sizeof(buf),
-				 "n/a: raw blocks checked and gathered on the GPU, no CPU work per byte");
+				 "n/a: no CPU work per byte (raw blocks gathered on the GPU, checked there or not at all)");
 		else
 			snprintf(buf, sizeof(buf),
 				 "decompression n/a (raw); %u threads x (verify %.3f + memcpy %.3f GB/s per thread, %u at once)",
