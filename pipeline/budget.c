@@ -689,17 +689,21 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 		return refuse_chunks(c, budget, batch_fixed, err, errlen);
 	/* Its largest batch, as the layout sizes it, does not fit beside a
 	 * batch's blocks: a smaller window, or chunks, leave it room
-	 * (loader_open.c).  Only where the layout is known: a bound from
-	 * the headers may be far above any batch, and chunks take room
-	 * for it. */
+	 * (loader_open.c); nothing does where a batch takes one block (a
+	 * dataset of one block of 37 records, batch 100, a 49 MB cap: 17
+	 * MB of batch memory beside its 32 MB block, and batch 0 failed at
+	 * next()).  Only where the layout is known: a bound from the
+	 * headers may be far above any batch, and chunks take room for
+	 * it.  Not for record ranges, whose batches are drawn at random:
+	 * their odds are refuse_ranges_odds()'s. */
 	most = batches_max_bytes(c, z, batch_fixed, 1);
-	if (c->ranges.layout_all && c->chunks.possible && c->need > 1 &&
-	    c->batch_bytes < most) {
+	if (c->ranges.layout_all && c->batch_bytes < most &&
+	    (c->need == 1 ? !c->ranges.all : c->chunks.possible)) {
 		snprintf(err, errlen,
-			 "%s leaves %llu bytes for batches beside %llu of io memory (a batch's %llu blocks at once); its largest batch takes up to %llu: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			 "%s leaves %llu bytes for batches beside %llu of io memory (a batch's %llu block%s at once); its largest batch takes up to %llu: raise memory_bytes (sluice --memory, Python memory_bytes=)",
 			 words, (unsigned long long)c->batch_bytes,
 			 (unsigned long long)c->io_bytes,
-			 (unsigned long long)c->need,
+			 (unsigned long long)c->need, c->need == 1 ? "" : "s",
 			 (unsigned long long)most);
 		return batch_refused(c);
 	}

@@ -1505,6 +1505,44 @@ static void check_ranges_pin_no_block(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* A dataset of one block (20 MB to read and decode), whose batches each
+ * take it whole (10 MB): under a cap that holds the block or the largest
+ * batch but not both, the default
+ * refuses at open in every shuffle mode (batch 0 failed at next()), and
+ * a cap that holds both streams. */
+static void check_one_block_refused_at_open(const char *dir)
+{
+	const int shuffles[4] = { SLUICE_SHUFFLE_NONE, SLUICE_SHUFFLE_BLOCK,
+				  SLUICE_SHUFFLE_WINDOW, SLUICE_SHUFFLE_FULL };
+	uint64_t lens[37];
+	sluice_dataset *ds = NULL;
+
+	for (uint32_t i = 0; i < 37; i++)
+		lens[i] = 256 * 1024 + i * 4096;        /* 9.9 MB in all */
+	write_values_at(dir, lens, 37, 64 << 20, 3);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int k = 0; k < 4; k++) {
+		sluice_loader *ld = NULL;
+		char msg[512];
+		int r;
+
+		budget_test_default_cap = 24 * MIB;
+		r = open_loader(ds, shuffles[k], 100, 0, &ld, msg, sizeof(msg));
+		T_EQ(r, -ENOSPC);
+		if (!strstr(msg, "its largest batch takes up to"))
+			T_FAIL_AT("shuffle %d: %s", k, msg);
+		sluice_loader_close(ld);
+		ld = NULL;
+		budget_test_default_cap = 64 * MIB;
+		T_OK(open_loader(ds, shuffles[k], 100, 0, &ld, msg,
+				 sizeof(msg)));
+		T_EQ(stream_to_end(ld, "one block"), 37);
+		sluice_loader_close(ld);
+	}
+	budget_test_default_cap = 0;
+	sluice_dataset_close(ds);
+}
+
 /* The default's cap binds: the io memory it keeps past a batch's blocks
  * leaves the batch memory room for the largest batch (a floor of need x
  * the median block and the largest left 8 KiB of batch memory and was
@@ -1829,6 +1867,8 @@ int main(void)
 	check_batch_holds_dataset(path, 3);
 	snprintf(path, sizeof(path), "%s/ranged", dir);
 	check_ranges_pin_no_block(path);
+	snprintf(path, sizeof(path), "%s/one_block", dir);
+	check_one_block_refused_at_open(path);
 	snprintf(path, sizeof(path), "%s/capped", dir);
 	check_capped_split(path);
 	snprintf(path, sizeof(path), "%s/runs", dir);
