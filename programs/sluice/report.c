@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sluice_cli.h"
@@ -329,7 +330,7 @@ void report_text(FILE *f, const struct bench_report *r)
 	const struct sluice_stats *st = &run->stats;
 	const struct cli_opts *o = r->o;
 	struct figures x;
-	char buf[320];
+	char buf[320], shared[96];
 
 	derive(r, &x);
 	fprintf(f, "dataset  %s: %llu records, %u shards, %llu blocks (%llu zstd), %.3f GB stored, %.3f GB raw\n",
@@ -339,10 +340,18 @@ void report_text(FILE *f, const struct bench_report *r)
 		r->shards ? (unsigned long long)r->shards->zstd_blocks : 0ull,
 		r->shards ? (double)r->shards->stored_bytes / GB : 0,
 		r->shards ? (double)r->shards->raw_bytes / GB : 0);
-	fprintf(f, "config   batch %u, shuffle %s, epochs %llu, prefetch %u, decode threads %u, device %s, verify %s, compute %.3f ms/batch\n",
+	shared[0] = '\0';
+	if (!o->cfg.decode_threads && st->decode_threads < r->online_cpus &&
+	    getenv("LOCAL_WORLD_SIZE"))
+		/* the default divides the CPUs among the host's ranks, though
+		 * this process may run alone */
+		snprintf(shared, sizeof(shared),
+			 " (%u CPUs shared among LOCAL_WORLD_SIZE=%s ranks)",
+			 r->online_cpus, getenv("LOCAL_WORLD_SIZE"));
+	fprintf(f, "config   batch %u, shuffle %s, epochs %llu, prefetch %u, decode threads %u%s, device %s, verify %s, compute %.3f ms/batch\n",
 		o->cfg.batch_size, shuffle_name(o->cfg.shuffle),
 		(unsigned long long)o->epochs, st->prefetch_depth,
-		st->decode_threads,
+		st->decode_threads, shared,
 		run->device.device_type == kDLCPU ? "host" : "cuda",
 		o->cfg.verify ? "on" : "off", o->compute_ms);
 	fprintf(f, "result   %llu records in %llu batches, %.3f s (+ %.3f s opening the loader, %.3f s of it making the %.1f MB arena resident)\n",
