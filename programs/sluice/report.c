@@ -331,6 +331,7 @@ void report_text(FILE *f, const struct bench_report *r)
 	const struct cli_opts *o = r->o;
 	struct figures x;
 	char buf[320], shared[96];
+	const char *ranks = getenv("LOCAL_WORLD_SIZE");
 
 	derive(r, &x);
 	fprintf(f, "dataset  %s: %llu records, %u shards, %llu blocks (%llu zstd), %.3f GB stored, %.3f GB raw\n",
@@ -342,12 +343,12 @@ void report_text(FILE *f, const struct bench_report *r)
 		r->shards ? (double)r->shards->raw_bytes / GB : 0);
 	shared[0] = '\0';
 	if (!o->cfg.decode_threads && st->decode_threads < r->online_cpus &&
-	    getenv("LOCAL_WORLD_SIZE"))
+	    ranks)
 		/* the default divides the CPUs among the host's ranks, though
 		 * this process may run alone */
 		snprintf(shared, sizeof(shared),
 			 " (%u CPUs shared among LOCAL_WORLD_SIZE=%s ranks)",
-			 r->online_cpus, getenv("LOCAL_WORLD_SIZE"));
+			 r->online_cpus, ranks);
 	fprintf(f, "config   batch %u, shuffle %s, epochs %llu, prefetch %u, decode threads %u%s, device %s, verify %s, compute %.3f ms/batch\n",
 		o->cfg.batch_size, shuffle_name(o->cfg.shuffle),
 		(unsigned long long)o->epochs, st->prefetch_depth,
