@@ -162,8 +162,10 @@ struct loader_core {
 	uint64_t budget_wanted;     /* 0, or what the default budget
 				       wanted past its cap (budget.c) */
 	int budget_takes_dataset;   /* the default budget holds every
-				       block (a full shuffle whose blocks
-				       fit its cap: loader_open.c) */
+				       block (zstd blocks that fit its
+				       cap, under a full shuffle or a job
+				       of more than one epoch:
+				       loader_open.c) */
 	uint64_t io_batch_max;      /* most io memory one batch's blocks
 				       take: the need largest blocks' */
 

@@ -1080,6 +1080,91 @@ static void check_memory_caches(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Open @ds with the default budget (capped at @cap, 0: the machine's)
+ * for a job of @epochs epochs. */
+static sluice_loader *open_default_epochs(sluice_dataset *ds, int shuffle,
+					  uint64_t epochs, uint64_t cap)
+{
+	struct sluice_loader_config cfg;
+	sluice_loader *ld = NULL;
+	char msg[512];
+	int r;
+
+	sluice_loader_config_init(&cfg);
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.shuffle = shuffle;
+	cfg.batch_size = 16;
+	cfg.window_blocks = 3;
+	cfg.seed = 5;
+	cfg.epochs = epochs;
+	budget_test_default_cap = cap;
+	r = sluice_loader_open(ds, &cfg, &ld);
+	budget_test_default_cap = 0;
+	if (r) {
+		sluice_loader_error(ld, msg, sizeof(msg));
+		T_FAIL_AT("shuffle %d, epochs %llu: %s: %s", shuffle,
+			  (unsigned long long)epochs, sluice_strerror(r), msg);
+	}
+	return ld;
+}
+
+/* zstd blocks that the default budget's cap holds are taken whole in
+ * every shuffle mode when the job runs more than one epoch: each block
+ * is read and decoded once (they were read and decoded again every
+ * epoch but under a full shuffle); a one-epoch job, and a cap that does
+ * not hold them, keep the small budget and read every epoch.  @fx is the
+ * fixture's zstd dataset, whose records are checked every epoch. */
+static void check_default_caches_zstd(const char *dir, const char *fx)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_dataset *ds = NULL;
+	uint64_t nblocks;
+
+	write_fixed(dir, 512, 64 << 10, 3);     /* 8 MiB decoded, 128 blocks */
+	T_OK(sluice_dataset_open(dir, &ds));
+	nblocks = dataset_table(ds)->block_count;
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_WINDOW;
+	     mode++) {
+		sluice_loader *ld = open_default_epochs(ds, mode, 3, 0);
+
+		for (int e = 0; e < 3; e++)
+			T_EQ(stream_to_end(ld, "default caches zstd"), 512);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_ASSERT(st.io_memory_bytes >= 8 * MIB);
+		T_EQ(st.blocks_read, nblocks);
+		sluice_loader_close(ld);
+
+		ld = open_default_epochs(ds, mode, 1, 0);
+		T_EQ(stream_to_end(ld, "one epoch"), 512);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_ASSERT(st.io_memory_bytes < 4 * MIB);
+		sluice_loader_close(ld);
+
+		ld = open_default_epochs(ds, mode, 3, 4 * MIB);
+		for (int e = 0; e < 3; e++)
+			T_EQ(stream_to_end(ld, "capped"), 512);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_ASSERT(st.memory_bytes <= 4 * MIB);
+		T_ASSERT(st.blocks_read >= 2 * nblocks);
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+
+	T_OK(sluice_dataset_open(fx, &ds));
+	nblocks = dataset_table(ds)->block_count;
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_WINDOW;
+	     mode++) {
+		sluice_loader *ld = open_default_epochs(ds, mode, 0, 0);
+
+		for (int e = 0; e < 3; e++)
+			run_epoch_once(ld, N);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_EQ(st.blocks_read, nblocks);
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
 /* An explicit memory_bytes a little short of the default's gives the
  * batches what the default gives them and the io memory the rest (it
  * was split half and half: a window shuffle's io memory halved, its
@@ -1810,7 +1895,7 @@ static void check_shard_bound(const char *dir)
 int main(void)
 {
 	char *dir = fx_tmpdir();
-	char path[600];
+	char path[600], fx[600];
 
 	check_pool();
 	check_memory_limit(dir);
@@ -1841,6 +1926,9 @@ int main(void)
 	check_explicit_cache(path);
 	snprintf(path, sizeof(path), "%s/memory", dir);
 	check_memory_caches(path);
+	snprintf(path, sizeof(path), "%s/zstd_cached", dir);
+	snprintf(fx, sizeof(fx), "%s/zstd", dir);
+	check_default_caches_zstd(path, fx);
 	snprintf(path, sizeof(path), "%s/short", dir);
 	check_budget_short_of_default(path);
 	snprintf(path, sizeof(path), "%s/uneven", dir);

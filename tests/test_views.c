@@ -165,6 +165,18 @@ static uint64_t cache_all_but_two(const sluice_dataset *ds)
 	return sum / n * (n - 2);
 }
 
+/* The cache_bytes under which a loader of @ds makes views: 0 (the
+ * default budget) for raw blocks; for zstd ones a cache short of the
+ * dataset, which the default budget takes whole for a job of more than
+ * one epoch (making no views). */
+static uint64_t views_cache_bytes(const sluice_dataset *ds)
+{
+	const struct dataset *d = dataset_table(ds);
+
+	return d->shards[0].blocks[0].codec == DLS_CODEC_ZSTD
+		       ? cache_all_but_two(ds) : 0;
+}
+
 static sluice_loader *open_loader(sluice_dataset *ds, int shuffle,
 				  uint64_t cache_bytes)
 {
@@ -173,6 +185,8 @@ static sluice_loader *open_loader(sluice_dataset *ds, int shuffle,
 	char msg[512];
 	int r;
 
+	if (!cache_bytes)
+		cache_bytes = views_cache_bytes(ds);
 	sluice_loader_config_init(&cfg);
 	cfg.shuffle = shuffle;
 	cfg.batch_size = BATCH;
@@ -311,6 +325,7 @@ static void check_block_read_once_per_pass(sluice_dataset *ds)
 	cfg.prefetch_depth = 1;
 	cfg.decode_threads = 2;
 	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.cache_bytes = views_cache_bytes(ds);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	while ((r = sluice_loader_next(ld, &b)) == 0) {
 		take(b, &h, seen);
@@ -818,6 +833,7 @@ static uint64_t run_tokens(sluice_dataset *ds, int shuffle, uint32_t batch)
 	cfg.window_blocks = 2;
 	cfg.decode_threads = 2;
 	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.cache_bytes = views_cache_bytes(ds);
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
 	for (int epoch = 0; epoch < 2; epoch++) {
 		sluice_batch *b;
@@ -940,6 +956,7 @@ static void check_odd_rows(const char *dir)
 		cfg.shuffle = sh;
 		cfg.batch_size = 93;
 		cfg.device = SLUICE_DEVICE_HOST;
+		cfg.epochs = 1;         /* one pass: no cache of every block */
 		T_OK(sluice_loader_open(ds, &cfg, &ld));
 		while ((r = sluice_loader_next(ld, &b)) == 0) {
 			DLManagedTensor *t;
