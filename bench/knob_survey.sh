@@ -2,18 +2,23 @@
 # bench/knob_survey.sh DATA [RUNS] - is any setting faster than the
 # defaults (issue 22's goal 3)?  The defaults and a few knobs in turn,
 # RUNS times (3), on one dataset; medians of GB/s delivered and CPU s/GB.
-# SLUICE: the sluice binary (build/sluice).
+# SLUICE: the sluice binary (build/sluice); SHUFFLE (none) and EPOCHS (1)
+# for every row, so that multi-epoch jobs of the default window shuffle
+# are surveyed too.
 set -u
 B=${SLUICE:-build/sluice}
+SHUFFLE=${SHUFFLE:-none}
+EPOCHS=${EPOCHS:-1}
 D=${1:?usage: knob_survey.sh DATA [RUNS]}
 R=${2:-3}
 out=$(mktemp)
 i=1
 while [ "$i" -le "$R" ]; do
-for k in "defaults:" "decode-threads-1:--decode-threads 1" "queue-depth-256:--queue-depth 256" "prefetch-8:--prefetch 8" "memory-4G:--memory 4G" "shuffle-window:--shuffle window" "range-reads-on:--range-reads on"; do
+for k in "defaults:" "decode-threads-1:--decode-threads 1" "queue-depth-256:--queue-depth 256" "prefetch-8:--prefetch 8" "memory-4G:--memory 4G" "memory-1G:--memory 1G" "shuffle-window:--shuffle window" "range-reads-on:--range-reads on"; do
   name=${k%%:*}; args=${k#*:}
   # shellcheck disable=SC2086
-  "$B" bench "$D" --shuffle none --batch-size 64 $args --json 2>/dev/null |
+  "$B" bench "$D" --shuffle "$SHUFFLE" --epochs "$EPOCHS" --batch-size 64 \
+	$args --json 2>/dev/null |
 	python3 -c "
 import json,sys; r=json.load(sys.stdin)['result']; print('$name', r['delivered_gbps'], r['cpu_s_per_gb_delivered'])" >>"$out"
 done

@@ -386,6 +386,31 @@ static int shrink_window(struct loader_core *c,
 	return r;
 }
 
+/*
+ * Whether the default budget takes every block, where its cap holds them
+ * all: zstd blocks that would otherwise be decoded again every epoch.  A
+ * full shuffle decodes its records' frames each epoch (zstd records of 4
+ * KB on average, 82 MB, its cap 192 MiB: 2.56 GB/s cached, against 0.35
+ * decoding frames; bench/full_shuffle_zstd.sh's var4k row), the other
+ * shuffles their blocks, in a job of more than one epoch (16 KiB
+ * records, 0.33 GB, window shuffle, 6 epochs: 14.6 against 8.2 GB/s;
+ * bench/results/2026-11-29-default-cache-zstd.md), both on the VM.  Not
+ * where the record ranges asked for are read every epoch anyway.  Raw
+ * data keeps the small budget: a page-cache copy each epoch and little
+ * memory, where caching would take up to the cap.
+ */
+static int default_takes_dataset(const struct loader_core *c,
+				 uint64_t batch_fixed)
+{
+	int decoded_again = c->cfg.shuffle == SLUICE_SHUFFLE_FULL
+		? c->cfg.range_reads == SLUICE_RANGE_READS_AUTO
+		: c->cfg.range_reads != SLUICE_RANGE_READS_ON &&
+		  c->cfg.epochs != 1;
+
+	return c->has_zstd && decoded_again && !c->cfg.memory_bytes &&
+	       !c->cfg.cache_bytes && budget_caches_dataset(c, batch_fixed);
+}
+
 static int open_core(struct loader_core *c,
 		     const struct sampler_stream_spec *specs, uint32_t nspecs,
 		     char *err, size_t errlen)
@@ -413,35 +438,16 @@ static int open_core(struct loader_core *c,
 	 * cache that holds every block (a cache_bytes, or a memory_bytes or
 	 * the default budget's cap that large) reads each block once, so it
 	 * takes them off unless asked for: 14.26 against 6.74 GB/s over 3
-	 * epochs of 16 KiB records in tmpfs with memory_bytes 2G; zstd
-	 * records of 4 KB on average, 82 MB, default budget (its cap 192
-	 * MiB): 2.56 GB/s cached (bench/full_shuffle_zstd.sh's var4k row)
-	 * against 0.35 decoding their frames each epoch (the same script
-	 * before), on the VM: for zstd data the default budget then takes
-	 * every block.  Raw data keeps its range reads under the default
-	 * budget: a copy from the page cache each epoch and little memory,
-	 * where caching would take up to the cap. */
+	 * epochs of 16 KiB records in tmpfs with memory_bytes 2G. */
 	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
 	    ((c->cfg.cache_bytes &&
 	      c->cfg.cache_bytes >= cache_dataset_bytes(c)) ||
 	     (c->cfg.memory_bytes && budget_caches_dataset(c, batch_fixed))))
 		c->cfg.range_reads = SLUICE_RANGE_READS_OFF;
-	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
-	    c->cfg.shuffle == SLUICE_SHUFFLE_FULL && c->has_zstd &&
-	    !c->cfg.memory_bytes && !c->cfg.cache_bytes &&
-	    budget_caches_dataset(c, batch_fixed)) {
+	if (default_takes_dataset(c, batch_fixed)) {
 		c->cfg.range_reads = SLUICE_RANGE_READS_OFF;
 		c->budget_takes_dataset = 1;
 	}
-	/* The other shuffles read and decode each zstd block again every
-	 * epoch: the default budget takes every block there too when its
-	 * cap holds them and the job runs more than one epoch (16 KiB
-	 * records, 0.33 GB, window shuffle, 6 epochs on the VM: 8.2 GB/s
-	 * decoding every epoch, 17.6 with memory_bytes 1G holding them). */
-	if (c->cfg.shuffle != SLUICE_SHUFFLE_FULL && c->has_zstd &&
-	    c->cfg.epochs != 1 && !c->cfg.memory_bytes &&
-	    !c->cfg.cache_bytes && budget_caches_dataset(c, batch_fixed))
-		c->budget_takes_dataset = 1;
 	/* Room for the blocks of two batches at once, so that reading the
 	 * next overlaps assembling this one; more when the user asks. */
 	r = ranges_open(c, batch_fixed, err, errlen);
