@@ -1091,7 +1091,9 @@ static sluice_loader *open_default_epochs(sluice_dataset *ds, int shuffle,
 	int r;
 
 	sluice_loader_config_init(&cfg);
-	cfg.device = SLUICE_DEVICE_HOST;
+	/* the simulated device where SLUICE_DEVICE_SIM is set */
+	cfg.device = getenv("SLUICE_DEVICE_SIM") ? SLUICE_DEVICE_AUTO
+						 : SLUICE_DEVICE_HOST;
 	cfg.shuffle = shuffle;
 	cfg.batch_size = 16;
 	cfg.window_blocks = 3;
@@ -1111,8 +1113,9 @@ static sluice_loader *open_default_epochs(sluice_dataset *ds, int shuffle,
 /* zstd blocks that the default budget's cap holds are taken whole in
  * every shuffle mode when the job runs more than one epoch: each block
  * is read and decoded once (they were read and decoded again every
- * epoch but under a full shuffle); a one-epoch job, and a cap that does
- * not hold them, keep the small budget and read every epoch.  @fx is the
+ * epoch but under a full shuffle); a one-epoch job, a cap that does not
+ * hold them, and a device that mirrors the io memory (but under a full
+ * shuffle) keep the small budget and read every epoch.  @fx is the
  * fixture's zstd dataset, whose records are checked every epoch. */
 static void check_default_caches_zstd(const char *dir, const char *fx)
 {
@@ -1147,6 +1150,16 @@ static void check_default_caches_zstd(const char *dir, const char *fx)
 		T_ASSERT(st.memory_bytes <= 4 * MIB);
 		T_ASSERT(st.blocks_read >= 2 * nblocks);
 		sluice_loader_close(ld);
+
+		T_OK(setenv("SLUICE_DEVICE_SIM", "1", 1));
+		ld = open_default_epochs(ds, mode, 3, 0);
+		for (int e = 0; e < 3; e++)
+			T_EQ(stream_to_end(ld, "simulated device"), 512);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_CONTAINS(st.fallbacks, "simulated device");
+		T_ASSERT(st.io_memory_bytes < 4 * MIB);
+		sluice_loader_close(ld);
+		T_OK(unsetenv("SLUICE_DEVICE_SIM"));
 	}
 	sluice_dataset_close(ds);
 

@@ -345,10 +345,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--disk", help="a disk folder for the cold rows")
     ap.add_argument("--gb", type=float, default=8.6)
-    ap.add_argument("--zstd-gb", type=float, default=None,
-                    help="decoded GB of the zstd rows' dataset (default: "
-                    "4.3, or more than the default budget's cap, so that "
-                    "they stream rather than cache)")
+    ap.add_argument("--zstd-gb", type=float, default=4.3)
     ap.add_argument("--variable-gb", type=float, default=4.3)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--runs", type=int, default=2)
@@ -473,13 +470,7 @@ def main():
 
     if "zstd" in groups:
         zst = os.path.join(a.data, "zstd")
-        # The default budget caches a multi-epoch job's zstd blocks
-        # whole where its cap (an eighth of RAM) holds them: past it the
-        # rows measure streaming decodes (16 GiB cap on a 128 GiB host)
-        cap = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 8
-        zstd_gb = a.zstd_gb or max(4.3, 1.25 * cap / 1e9)
-        out["zstd_dataset_gb"] = zstd_gb
-        make_dataset(shard, zst, int(zstd_gb * 1e9 / (1 << 20)), "zstd")
+        make_dataset(shard, zst, int(a.zstd_gb * 1e9 / (1 << 20)), "zstd")
         out["rows"] += interleaved(sluice, [
             ("zstd-defaults", zst, base + ["--shuffle", "none"] + epochs,
              None, a.runs),
