@@ -246,6 +246,17 @@ int cuda_device_probe(int id, char *why, size_t whylen)
 	return 0;
 }
 
+uint64_t cuda_device_memory_total(int id)
+{
+	struct cudaDeviceProp prop;
+
+	if (cudaGetDeviceProperties(&prop, id) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return (uint64_t)prop.totalGlobalMem;
+}
+
 /* Undo whatever cuda_device_open got to; also the normal close. */
 static void teardown(struct cuda_device *cd)
 {

@@ -130,6 +130,25 @@ int device_offloads(int kind, int device_id)
 #endif
 }
 
+uint64_t device_memory_total(int kind, int device_id)
+{
+	const char *sim = getenv("SLUICE_DEVICE_SIM");
+	const char *sim_memory = getenv("SLUICE_SIM_DEVICE_MEMORY");
+	int id;
+
+	if (!device_offloads(kind, device_id))
+		return 0;
+	if (sim && *sim)
+		return sim_memory ? strtoull(sim_memory, NULL, 10) : 0;
+	if (resolve_device_id(device_id, &id, NULL, 0))
+		return 0;
+#ifdef SLUICE_HAVE_CUDA
+	return cuda_device_memory_total(id);
+#else
+	return 0;
+#endif
+}
+
 static int resolve_device_id(int requested, int *id, char *err,
 			     size_t errlen)
 {

@@ -93,6 +93,14 @@ struct device_info {
 int device_offloads(int kind, int device_id);
 
 /*
+ * device_memory_total - the memory of the device device_open() would
+ * choose with @kind and @device_id, in bytes: a GPU's total memory (the
+ * simulated device's: SLUICE_SIM_DEVICE_MEMORY, when set); 0 for the
+ * host, or when not known.  For the default budget's cap.
+ */
+uint64_t device_memory_total(int kind, int device_id);
+
+/*
  * device_open - choose and set up a device.  With kind AUTO and no usable
  * GPU (no driver, no device, CUDA=0 build) the host implementation is
  * used and info.fallbacks says why; with kind CUDA that is

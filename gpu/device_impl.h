@@ -106,6 +106,9 @@ void host_busy_wait(double ms);
  */
 int cuda_device_probe(int id, char *why, size_t whylen);
 
+/* CUDA device @id's total memory in bytes; 0 if the runtime will not say. */
+uint64_t cuda_device_memory_total(int id);
+
 /* What the machine has when cudaGetDeviceCount fails: the runtime gives
  * cudaErrorInsufficientDriver for "no driver" and "old driver" alike. */
 struct cuda_no_gpu {

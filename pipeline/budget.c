@@ -49,8 +49,12 @@ uint64_t budget_test_default_cap;
 
 /* An eighth of the memory this process may use (the machine's, or its
  * control group's limit when smaller: a container), shared among the
- * ranks of this host: eight ranks must not pin the whole of it. */
-static uint64_t default_budget(void)
+ * ranks of this host: eight ranks must not pin the whole of it.  On a GPU
+ * at most an eighth of its memory as well (each rank has its own): the
+ * device mirrors the arena, so memory_bytes is about what the loader
+ * takes of the GPU, which the training job needs (16 GiB of a 24 GB GPU
+ * on a 128 GiB host). */
+static uint64_t default_budget(const struct loader_core *c)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t ram = pages > 0 && page > 0
@@ -63,7 +67,11 @@ static uint64_t default_budget(void)
 	if (budget_test_default_cap)
 		cap = budget_test_default_cap;
 #endif
-	return cap / local_ranks();
+	cap /= local_ranks();
+	if (c->device_memory &&
+	    c->device_memory / DEFAULT_BUDGET_SHARE < cap)
+		cap = c->device_memory / DEFAULT_BUDGET_SHARE;
+	return cap;
 }
 
 static uint64_t mul_sat(uint64_t a, uint64_t b)
@@ -358,7 +366,7 @@ static int batch_refused(const struct loader_core *c)
 
 uint64_t budget_cap(const struct loader_core *c)
 {
-	return c->cfg.memory_bytes ? c->cfg.memory_bytes : default_budget();
+	return c->cfg.memory_bytes ? c->cfg.memory_bytes : default_budget(c);
 }
 
 /*
@@ -370,7 +378,7 @@ uint64_t budget_cap(const struct loader_core *c)
 int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
 {
 	uint64_t budget = (c->cfg.memory_bytes ? c->cfg.memory_bytes
-					       : default_budget()) &
+					       : default_budget(c)) &
 			  ~(uint64_t)(IO_ALIGN - 1);
 	struct block_sizes z;
 
@@ -430,7 +438,7 @@ static int budget_bytes(struct loader_core *c, uint64_t want, uint64_t cache,
 			return -ENOSPC;
 		}
 	} else {
-		b = default_budget();
+		b = default_budget(c);
 		c->budget_wanted = 0;
 		if (want < b || c->cfg.cache_bytes)    /* asked: not capped */
 			b = want;

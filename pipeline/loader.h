@@ -159,6 +159,8 @@ struct loader_core {
 	struct loader_chunks chunks; /* chunked assembly (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
+	uint64_t device_memory;     /* the GPU's total memory, 0: the
+				       host or not known (budget.c) */
 	uint64_t budget_wanted;     /* 0, or what the default budget
 				       wanted past its cap (budget.c) */
 	int budget_takes_dataset;   /* the default budget holds every

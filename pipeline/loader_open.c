@@ -422,6 +422,8 @@ static int open_core(struct loader_core *c,
 	uint64_t need, entries, batch_fixed;
 	int r;
 
+	c->device_memory = device_memory_total(c->cfg.device,
+					       c->cfg.device_id);
 	r = build_geometry(c);
 	if (r)
 		return r;

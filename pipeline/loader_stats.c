@@ -104,8 +104,9 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 		char note[256];
 
 		snprintf(note, sizeof(note),
-			 "memory binds: the default memory_bytes is capped at %llu (an eighth of the memory this process may use, per local rank), short of the %llu it wants: less read-ahead and cache",
+			 "memory binds: the default memory_bytes is capped at %llu (an eighth of the memory this process may use, per local rank%s), short of the %llu it wants: less read-ahead and cache",
 			 (unsigned long long)(c->io_bytes + c->batch_bytes),
+			 c->device_memory ? ", and of the GPU's" : "",
 			 (unsigned long long)c->budget_wanted);
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}

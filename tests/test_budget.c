@@ -1178,6 +1178,39 @@ static void check_default_caches_zstd(const char *dir, const char *fx)
 	sluice_dataset_close(ds);
 }
 
+/* On a GPU the default budget's cap is at most an eighth of its memory
+ * too, since the device mirrors the arena (the simulated device's 32 MiB:
+ * a 4 MiB cap, which binds and says so; its 1 GiB: the RAM's share). */
+static void check_default_gpu_cap(const char *dir)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld;
+
+	write_fixed(dir, 512, 1 << 20, 0);      /* 8 raw blocks of 1 MiB */
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_OK(setenv("SLUICE_DEVICE_SIM", "1", 1));
+	T_OK(setenv("SLUICE_SIM_DEVICE_MEMORY", "33554432", 1));
+	ld = open_default_epochs(ds, SLUICE_SHUFFLE_NONE, 2, 0);
+	for (int e = 0; e < 2; e++)
+		T_EQ(stream_to_end(ld, "GPU's cap"), 512);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_CONTAINS(st.fallbacks, "simulated device");
+	T_ASSERT(st.memory_bytes <= 4 * MIB);
+	T_CONTAINS(st.fallbacks, "and of the GPU's");
+	sluice_loader_close(ld);
+
+	T_OK(setenv("SLUICE_SIM_DEVICE_MEMORY", "1073741824", 1));
+	ld = open_default_epochs(ds, SLUICE_SHUFFLE_NONE, 2, 0);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_ASSERT(st.memory_bytes > 4 * MIB);
+	T_ASSERT(strstr(st.fallbacks, "memory binds") == NULL);
+	sluice_loader_close(ld);
+	T_OK(unsetenv("SLUICE_SIM_DEVICE_MEMORY"));
+	T_OK(unsetenv("SLUICE_DEVICE_SIM"));
+	sluice_dataset_close(ds);
+}
+
 /* An explicit memory_bytes a little short of the default's gives the
  * batches what the default gives them and the io memory the rest (it
  * was split half and half: a window shuffle's io memory halved, its
@@ -1942,6 +1975,8 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/zstd_cached", dir);
 	snprintf(fx, sizeof(fx), "%s/zstd", dir);
 	check_default_caches_zstd(path, fx);
+	snprintf(path, sizeof(path), "%s/gpu_cap", dir);
+	check_default_gpu_cap(path);
 	snprintf(path, sizeof(path), "%s/short", dir);
 	check_budget_short_of_default(path);
 	snprintf(path, sizeof(path), "%s/uneven", dir);
