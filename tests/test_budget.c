@@ -1110,6 +1110,15 @@ static sluice_loader *open_default_epochs(sluice_dataset *ds, int shuffle,
 	return ld;
 }
 
+/* @epochs epochs of write_fixed()'s 512 records, then the stats. */
+static void stream_epochs(sluice_loader *ld, int epochs, const char *what,
+			  struct sluice_stats *st)
+{
+	for (int e = 0; e < epochs; e++)
+		T_EQ(stream_to_end(ld, what), 512);
+	T_OK(sluice_loader_stats(ld, st));
+}
+
 /* zstd blocks that the default budget's cap holds are taken whole in
  * every shuffle mode when the job runs more than one epoch: each block
  * is read and decoded once (they were read and decoded again every
@@ -1130,32 +1139,25 @@ static void check_default_caches_zstd(const char *dir, const char *fx)
 	     mode++) {
 		sluice_loader *ld = open_default_epochs(ds, mode, 3, 0);
 
-		for (int e = 0; e < 3; e++)
-			T_EQ(stream_to_end(ld, "default caches zstd"), 512);
-		T_OK(sluice_loader_stats(ld, &st));
+		stream_epochs(ld, 3, "default caches zstd", &st);
 		T_ASSERT(st.io_memory_bytes >= 8 * MIB);
 		T_EQ(st.blocks_read, nblocks);
 		sluice_loader_close(ld);
 
 		ld = open_default_epochs(ds, mode, 1, 0);
-		T_EQ(stream_to_end(ld, "one epoch"), 512);
-		T_OK(sluice_loader_stats(ld, &st));
+		stream_epochs(ld, 1, "one epoch", &st);
 		T_ASSERT(st.io_memory_bytes < 4 * MIB);
 		sluice_loader_close(ld);
 
 		ld = open_default_epochs(ds, mode, 3, 4 * MIB);
-		for (int e = 0; e < 3; e++)
-			T_EQ(stream_to_end(ld, "capped"), 512);
-		T_OK(sluice_loader_stats(ld, &st));
+		stream_epochs(ld, 3, "capped", &st);
 		T_ASSERT(st.memory_bytes <= 4 * MIB);
 		T_ASSERT(st.blocks_read >= 2 * nblocks);
 		sluice_loader_close(ld);
 
 		T_OK(setenv("SLUICE_DEVICE_SIM", "1", 1));
 		ld = open_default_epochs(ds, mode, 3, 0);
-		for (int e = 0; e < 3; e++)
-			T_EQ(stream_to_end(ld, "simulated device"), 512);
-		T_OK(sluice_loader_stats(ld, &st));
+		stream_epochs(ld, 3, "simulated device", &st);
 		T_CONTAINS(st.fallbacks, "simulated device");
 		T_ASSERT(st.io_memory_bytes < 4 * MIB);
 		sluice_loader_close(ld);
@@ -1192,9 +1194,7 @@ static void check_default_gpu_cap(const char *dir)
 	T_OK(setenv("SLUICE_DEVICE_SIM", "1", 1));
 	T_OK(setenv("SLUICE_SIM_DEVICE_MEMORY", "33554432", 1));
 	ld = open_default_epochs(ds, SLUICE_SHUFFLE_NONE, 2, 0);
-	for (int e = 0; e < 2; e++)
-		T_EQ(stream_to_end(ld, "GPU's cap"), 512);
-	T_OK(sluice_loader_stats(ld, &st));
+	stream_epochs(ld, 2, "GPU's cap", &st);
 	T_CONTAINS(st.fallbacks, "simulated device");
 	T_ASSERT(st.memory_bytes <= 4 * MIB);
 	T_CONTAINS(st.fallbacks, "and of the GPU's");
