@@ -194,7 +194,9 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 	const struct shard_block *blk = loader_block(c, e->block, &shard);
 	uint64_t part = c->stage.buffer_bytes;
 	uint8_t *staging = c->stage.base + (uint64_t)buffer * part;
-	ZSTD_outBuffer out = { e->scratch, blk->raw_size, 0 };
+	/* straight into its batch where direct.c chose so (host batches) */
+	ZSTD_outBuffer out = { e->direct ? e->direct : e->scratch,
+			       blk->raw_size, 0 };
 	uint64_t from, done = 0, cpu_read = 0, cpu_hash = 0, cpu_zstd = 0;
 	uint64_t read_ns = 0, zstd_ns = 0, t0, cpu0;
 	size_t left = 1;

@@ -1,10 +1,11 @@
 /*
  * test_zstd_frames.c - crafted zstd blocks, their checksums right: the
  * staged decode (pipeline/fetch.c's fetch_decode: a block read part by
- * part through a staging buffer and streamed through the decompressor)
- * takes and refuses exactly what the one-shot decoder does
- * (datasets/block_read.c's block_decode: the host path, and the ring's
- * reads with SLUICE_STAGED_DECODE=0), and delivers the same bytes.
+ * part through a staging buffer and streamed through the decompressor,
+ * for host batches and gathered ones) takes and refuses exactly what the
+ * one-shot decoder does (datasets/block_read.c's block_decode: the
+ * ring's reads with SLUICE_HOST_STAGED_DECODE=0 and, gathered,
+ * SLUICE_STAGED_DECODE=0), and delivers the same bytes.
  *
  * Block 0 (8 MiB raw) is rewritten as frames of other content whose
  * first frame crosses a 4 MiB part: one frame; then an empty frame; then
@@ -150,12 +151,14 @@ static void craft_block(const char *dir, uint32_t at, enum craft c)
 	free(out);
 }
 
-/* How a loader is run: the host device (block_decode on the host), or
- * the sim device with batches gathered, its zstd blocks fetched and
- * decoded through staging buffers, or read by the ring. */
-enum path { HOST, STAGED, RING, NPATHS };
+/* How a loader is run: host batches, their zstd blocks fetched and
+ * decoded through staging buffers, or read by the ring and decoded
+ * whole (block_decode, SLUICE_HOST_STAGED_DECODE=0); or the sim device
+ * with batches gathered, the same two ways. */
+enum path { HOST, HOST_RING, STAGED, RING, NPATHS };
 static const char *const path_name[NPATHS] = {
-	"host", "sim device, staged decode", "sim device, ring reads" };
+	"host, staged decode", "host, ring reads",
+	"sim device, staged decode", "sim device, ring reads" };
 
 struct outcome {
 	int r;                  /* next()'s last return */
@@ -177,14 +180,16 @@ static void run(sluice_dataset *ds, enum path p, struct outcome *o)
 	T_ASSERT(o->bytes != NULL);
 	if (p == RING)
 		T_OK(setenv("SLUICE_STAGED_DECODE", "0", 1) ? -1 : 0);
+	if (p == HOST_RING)
+		T_OK(setenv("SLUICE_HOST_STAGED_DECODE", "0", 1) ? -1 : 0);
 	sluice_loader_config_init(&cfg);
 	cfg.batch_size = B;
 	cfg.shuffle = SLUICE_SHUFFLE_NONE;
 	cfg.epochs = 1;
 	cfg.decode_threads = 2;
-	cfg.device = p == HOST ? SLUICE_DEVICE_HOST : SLUICE_DEVICE_AUTO;
-	cfg.device_gather = p == HOST ? SLUICE_DEVICE_GATHER_OFF
-				      : SLUICE_DEVICE_GATHER_ON;
+	cfg.device = p <= HOST_RING ? SLUICE_DEVICE_HOST : SLUICE_DEVICE_AUTO;
+	cfg.device_gather = p <= HOST_RING ? SLUICE_DEVICE_GATHER_OFF
+					   : SLUICE_DEVICE_GATHER_ON;
 	/* less than the dataset's blocks: read, not cached whole */
 	cfg.memory_bytes = 64u << 20;
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
@@ -206,6 +211,7 @@ static void run(sluice_dataset *ds, enum path p, struct outcome *o)
 	o->staged = st.bytes_staged;
 	sluice_loader_close(ld);
 	T_OK(unsetenv("SLUICE_STAGED_DECODE") ? -1 : 0);
+	T_OK(unsetenv("SLUICE_HOST_STAGED_DECODE") ? -1 : 0);
 }
 
 /* The first @len bytes delivered are the writer's records. */
@@ -264,9 +270,11 @@ static void check_craft(const char *root, const char *pristine, enum craft c,
 		T_MEMEQ(o[p].bytes, o[HOST].bytes,
 			o[p].len < o[HOST].len ? o[p].len : o[HOST].len);
 	}
-	/* the path under test took its blocks through the staging buffers
-	 * (those after block 0, where it was refused) */
+	/* the paths under test took their blocks through the staging
+	 * buffers (those after block 0, where it was refused) */
+	T_LT(0, o[HOST].staged);
 	T_LT(0, o[STAGED].staged);
+	T_EQ(o[HOST_RING].staged, 0);
 	T_EQ(o[RING].staged, 0);
 	for (int p = 0; p < NPATHS; p++)
 		free(o[p].bytes);

@@ -374,7 +374,7 @@ void report_text(FILE *f, const struct bench_report *r)
 		(unsigned long long)st->batches_viewed,
 		(unsigned long long)st->batches,
 		(unsigned long long)st->blocks_direct);
-	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); on the GPU: %.3f GB; staged to the GPU through cache: %.3f GB (%.3f GB uploaded while the next part was read); read-ahead %llu blocks\n",
+	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); on the GPU: %.3f GB; read through staging buffers the cache holds: %.3f GB (%.3f GB uploaded while the next part was read); read-ahead %llu blocks\n",
 		(double)st->bytes_verified_landing / GB,
 		(double)st->read.bytes / GB,
 		(double)st->bytes_verified_device / GB,
