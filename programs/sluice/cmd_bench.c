@@ -91,9 +91,10 @@ int cmd_bench(int argc, char **argv)
 		       sizeof(disk_err)) == 0)
 		rep.disk = &disk;
 	/* The machine's limit, on every CPU whatever --decode-threads
-	 * says: the decompressor on all cores. */
-	if (limit_cpu(&shards, online_cpus(), &cpu, cpu_err,
-		      sizeof(cpu_err)) == 0)
+	 * says: the decompressor on all cores; checksums over bytes in the
+	 * cache where the loader's reads were buffered. */
+	if (limit_cpu(&shards, online_cpus(), !res.stats.direct_io, &cpu,
+		      cpu_err, sizeof(cpu_err)) == 0)
 		rep.cpu = &cpu;
 	rep.o = &o;
 	rep.ds = ds;

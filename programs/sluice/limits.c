@@ -29,6 +29,11 @@
  * copy buffers: at most this many, and their buffers at most a quarter
  * of the RAM. */
 #define CPU_THREADS_MAX 32u
+/* The loader checks stored bytes as they land in a buffer the cache
+ * holds (a ring read's pieces, a staging buffer's 4 MiB): the probe
+ * hashes one such piece of its own, over and over, where the loader's
+ * reads were buffered; the sample in memory where they were O_DIRECT. */
+#define CPU_VERIFY_PIECE (4ull << 20)
 
 void shards_summarize(const sluice_dataset *ds, struct shard_set *s)
 {
@@ -136,16 +141,23 @@ static int load_sample(const struct shard_set *s, struct sample_block **out,
 
 enum cpu_step { STEP_VERIFY, STEP_DECOMPRESS, STEP_COPY };
 
-/* One pass of @step over the sample.  @return: 0 or -SLUICE_EZSTD. */
+/* One pass of @step over the sample; checksums over the first @hot bytes
+ * of @dst, a piece at a time, where @hot is not 0.  @return: 0 or
+ * -SLUICE_EZSTD. */
 static int cpu_pass(const struct sample_block *v, uint32_t n, int step,
 		    ZSTD_DCtx *dctx, uint8_t *raw, uint8_t *dst,
-		    uint64_t *sink)
+		    uint64_t hot, uint64_t *sink)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		const struct sample_block *b = &v[i];
 
-		if (step == STEP_VERIFY) {
+		if (step == STEP_VERIFY && !hot) {
 			*sink ^= XXH3_64bits(b->stored, b->stored_size);
+		} else if (step == STEP_VERIFY) {
+			for (uint64_t at = 0; at < b->stored_size; at += hot)
+				*sink ^= XXH3_64bits(dst,
+					b->stored_size - at < hot
+						? b->stored_size - at : hot);
 		} else if (step == STEP_DECOMPRESS) {
 			size_t got;
 
@@ -171,13 +183,13 @@ static int cpu_pass(const struct sample_block *v, uint32_t n, int step,
 /* Seconds per pass of @step, repeating small samples. */
 static int time_step(const struct sample_block *v, uint32_t n, int step,
 		     ZSTD_DCtx *dctx, uint8_t *raw, uint8_t *dst,
-		     double *seconds)
+		     uint64_t hot, double *seconds)
 {
 	uint64_t sink = 0, t0 = clock_ns(), t;
 	int passes = 0, r;
 
 	do {
-		r = cpu_pass(v, n, step, dctx, raw, dst, &sink);
+		r = cpu_pass(v, n, step, dctx, raw, dst, hot, &sink);
 		if (r)
 			return r;
 		passes++;
@@ -227,6 +239,7 @@ struct cpu_worker {
 	uint32_t n;
 	uint8_t *raw, *dst;
 	uint64_t cap;           /* bytes of each */
+	int in_cache;           /* checksums over a piece of dst */
 	double seconds[3];      /* per pass, by enum cpu_step */
 	int r;
 };
@@ -251,7 +264,12 @@ static void *cpu_worker_main(void *arg)
 		step_line_wait(w->line);
 		if (!w->r)
 			w->r = time_step(w->v, w->n, order[k], dctx, w->raw,
-					 w->dst, &w->seconds[order[k]]);
+					 w->dst,
+					 w->in_cache ? (w->cap < CPU_VERIFY_PIECE
+							? w->cap
+							: CPU_VERIFY_PIECE)
+						     : 0,
+					 &w->seconds[order[k]]);
 	}
 	ZSTD_freeDCtx(dctx);
 	return NULL;
@@ -288,7 +306,8 @@ static double median(double *v, uint32_t n)
  * pass are the median thread's (out->threads_at_once: how many ran).
  * @return: 0 or a thread's error. */
 static int cpu_steps_at_once(const struct sample_block *v, uint32_t n,
-			     uint32_t nw, uint64_t cap, struct cpu_limit *out)
+			     uint32_t nw, uint64_t cap, int in_cache,
+			     struct cpu_limit *out)
 {
 	struct step_line line = { .parties = 0 };
 	struct cpu_worker *w = calloc(nw, sizeof(*w));
@@ -307,6 +326,7 @@ static int cpu_steps_at_once(const struct sample_block *v, uint32_t n,
 		w[t].raw = malloc(cap);
 		w[t].dst = malloc(cap);
 		w[t].cap = cap;
+		w[t].in_cache = in_cache;
 		w[t].line = &line;
 		w[t].v = v;
 		w[t].n = n;
@@ -345,7 +365,7 @@ static int cpu_steps_at_once(const struct sample_block *v, uint32_t n,
 	return r;
 }
 
-int limit_cpu(const struct shard_set *s, uint32_t threads,
+int limit_cpu(const struct shard_set *s, uint32_t threads, int in_cache,
 	      struct cpu_limit *out, char *err, size_t errlen)
 {
 	struct sample_block *v = NULL;
@@ -355,6 +375,7 @@ int limit_cpu(const struct shard_set *s, uint32_t threads,
 
 	memset(out, 0, sizeof(*out));
 	out->threads = threads;
+	out->verify_in_cache = in_cache;
 	if (cap == 0)
 		cap = 1;
 	r = load_sample(s, &v, &n, err, errlen);
@@ -365,7 +386,7 @@ int limit_cpu(const struct shard_set *s, uint32_t threads,
 	out->sample_blocks = n;
 	if (!r && n > 0) {
 		r = cpu_steps_at_once(v, n, cpu_probe_threads(threads, cap),
-				      cap, out);
+				      cap, in_cache, out);
 		if (r == -SLUICE_EZSTD)
 			snprintf(err, errlen,
 				 "a sampled zstd block does not decompress to its raw size");

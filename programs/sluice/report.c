@@ -438,10 +438,11 @@ void report_text(FILE *f, const struct bench_report *r)
 	if (r->cpu && r->cpu->sample_blocks) {
 		if (r->shards && r->shards->zstd_blocks)
 			snprintf(buf, sizeof(buf),
-				 "%u threads x (zstd %.3f + verify %.3f + copy %.3f GB/s per thread, %u at once)",
+				 "%u threads x (zstd %.3f + verify %.3f%s + copy %.3f GB/s per thread, %u at once)",
 				 r->cpu->threads,
 				 div0(x.decompress_gbps, r->cpu->threads),
 				 div0(x.verify_gbps, r->cpu->threads),
+				 r->cpu->verify_in_cache ? " in cache" : "",
 				 div0(x.copy_gbps, r->cpu->threads),
 				 r->cpu->threads_at_once);
 		else if (x.cpu.records_s <= 0)
@@ -449,9 +450,10 @@ void report_text(FILE *f, const struct bench_report *r)
 				 "n/a: no CPU work per byte (raw blocks gathered on the GPU, checked there or not at all)");
 		else
 			snprintf(buf, sizeof(buf),
-				 "decompression n/a (raw); %u threads x (verify %.3f + memcpy %.3f GB/s per thread, %u at once)",
+				 "decompression n/a (raw); %u threads x (verify %.3f%s + memcpy %.3f GB/s per thread, %u at once)",
 				 r->cpu->threads,
 				 div0(x.verify_gbps, r->cpu->threads),
+				 r->cpu->verify_in_cache ? " in cache" : "",
 				 div0(x.copy_gbps, r->cpu->threads),
 				 r->cpu->threads_at_once);
 		text_limit(f, &x.cpu, buf);
@@ -482,9 +484,13 @@ void report_text(FILE *f, const struct bench_report *r)
 		fprintf(f, "binding  %s: achieved %.0f of %.0f records/s (%.0f%%)\n",
 			x.binding->name, x.samples_s, x.binding->records_s,
 			100 * x.achieved);
-	if (x.achieved > 1 && st->block_cache_hits)
+	if (x.achieved > 1 && st->block_cache_hits &&
+	    x.decoded_gbps < 0.9 * x.assembled_gbps)
 		fprintf(f, "         above the limit: the block cache served %llu block uses without reading (the data fits in it)\n",
 			(unsigned long long)st->block_cache_hits);
+	else if (x.achieved > 1)
+		/* every record read and decoded: the stages ran fused */
+		fprintf(f, "         above the limit: the loader checks and decompresses each piece while the cache holds it, where the limit times each stage alone over blocks in memory\n");
 	if (x.wall_s < SHORT_RUN_S)
 		fprintf(f, "note     the run took %.3f s: too short for these rates, percentages and ratios to mean much (start-up and the first reads dominate); bench a dataset of a GB or more, or more --epochs\n",
 			x.wall_s);

@@ -187,6 +187,8 @@ struct cpu_limit {
 	uint32_t threads;        /* decode workers that can run at once */
 	uint32_t threads_at_once; /* the probe's threads (CPU_THREADS_MAX,
 				     and their buffers, cap them) */
+	int verify_in_cache;     /* checksums timed over bytes the cache
+				    holds (the loader's buffered reads) */
 };
 
 /* Read the shards from @threads threads the loader's way: every byte once
@@ -207,7 +209,7 @@ double range_read_bytes(const struct sluice_stats *st,
  * of the bytes it read (full shuffle). */
 uint32_t disk_probe_piece(const struct sluice_stats *st,
 			  const struct shard_set *s);
-int limit_cpu(const struct shard_set *s, uint32_t threads,
+int limit_cpu(const struct shard_set *s, uint32_t threads, int in_cache,
 	      struct cpu_limit *out, char *err, size_t errlen);
 /* Write 3 to /proc/sys/vm/drop_caches after sync.  @return: 0 or -errno. */
 int drop_page_cache(void);
