@@ -396,9 +396,12 @@ static int shrink_window(struct loader_core *c,
  * records, 0.33 GB, window shuffle, 6 epochs: 14.6 against 8.2 GB/s;
  * bench/results/2026-11-29-default-cache-zstd.md), both on the VM.  Not
  * where the record ranges asked for are read every epoch anyway, nor,
- * but for a full shuffle, for a GPU: its gathers mirror the io memory,
+ * but for a full shuffle: for a GPU, whose gathers mirror the io memory,
  * so the cache would take as much GPU memory, up to the cap (16 GiB on
- * a 128 GiB host), where a window of blocks takes a few.  Raw data keeps
+ * a 128 GiB host), where a window of blocks takes a few; for one of
+ * several ranks, which reads a different 1/world_size of the blocks
+ * each epoch (a full shuffle's rank reads records of every block), so
+ * that most of the memory would hold blocks of other ranks.  Raw data keeps
  * the small budget: a page-cache copy each epoch and little memory,
  * where caching would take up to the cap.
  */
@@ -408,7 +411,7 @@ static int default_takes_dataset(const struct loader_core *c,
 	int decoded_again = c->cfg.shuffle == SLUICE_SHUFFLE_FULL
 		? c->cfg.range_reads == SLUICE_RANGE_READS_AUTO
 		: c->cfg.range_reads != SLUICE_RANGE_READS_ON &&
-		  c->cfg.epochs != 1 &&
+		  c->cfg.epochs != 1 && c->cfg.world_size <= 1 &&
 		  !device_offloads(c->cfg.device, c->cfg.device_id);
 
 	return c->has_zstd && decoded_again && !c->cfg.memory_bytes &&

@@ -1123,8 +1123,8 @@ static void stream_epochs(sluice_loader *ld, int epochs, const char *what,
  * every shuffle mode when the job runs more than one epoch: each block
  * is read and decoded once (they were read and decoded again every
  * epoch but under a full shuffle); a one-epoch job, a cap that does not
- * hold them, and a device that mirrors the io memory (but under a full
- * shuffle) keep the small budget and read every epoch.  @fx is the
+ * hold them, a device that mirrors the io memory and one rank of several
+ * (but under a full shuffle) keep the small budget and read every epoch.  @fx is the
  * fixture's zstd dataset, whose records are checked every epoch. */
 static void check_default_caches_zstd(const char *dir, const char *fx)
 {
@@ -1162,6 +1162,16 @@ static void check_default_caches_zstd(const char *dir, const char *fx)
 		T_ASSERT(st.io_memory_bytes < 4 * MIB);
 		sluice_loader_close(ld);
 		T_OK(unsetenv("SLUICE_DEVICE_SIM"));
+
+		/* one of two ranks reads half the blocks each epoch */
+		T_OK(setenv("WORLD_SIZE", "2", 1));
+		T_OK(setenv("RANK", "1", 1));
+		ld = open_default_epochs(ds, mode, 3, 0);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_ASSERT(st.io_memory_bytes < 4 * MIB);
+		sluice_loader_close(ld);
+		T_OK(unsetenv("WORLD_SIZE"));
+		T_OK(unsetenv("RANK"));
 	}
 	sluice_dataset_close(ds);
 
