@@ -86,9 +86,11 @@ int stage_open(struct loader_core *c)
 	const char *h = getenv("SLUICE_HOST_STAGED_DECODE");  /* "0": A/B */
 	int decode = !(d && strcmp(d, "0") == 0);
 	/* zstd blocks of host batches, read and decompressed by a worker
-	 * through a buffer (no upload to overlap: one each) */
+	 * through a buffer (no upload to overlap: one each); O_DIRECT
+	 * reads, the device's DMA, stay on the ring (stage_choose_locked) */
 	int host = decode && !(h && strcmp(h, "0") == 0) && c->has_zstd &&
-		   !c->gather.on && !c->ranges.on;
+		   !c->gather.on && !c->ranges.on &&
+		   c->cfg.direct_io != SLUICE_DIRECT_IO_ON;
 	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
 				(overlap && !host ? 2 : 1) *
 					c->cfg.decode_threads,
@@ -172,8 +174,9 @@ void stage_close(struct loader_core *c)
 void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 			 const struct shard_block *blk)
 {
-	/* a zstd block whose decoded bytes go only to the device: read
-	 * and decompressed by one worker through a buffer (fetch.c) */
+	/* a zstd block whose decoded bytes go only to the device, or of
+	 * host batches: read and decompressed by one worker through a
+	 * buffer (fetch.c) */
 	int zstd = c->stage.decode &&
 		   (c->gather.on || c->stage.host_decode) &&
 		   blk->codec == DLS_CODEC_ZSTD;

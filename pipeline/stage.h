@@ -29,7 +29,8 @@ struct stage_pool {
 	int decode;             /* zstd blocks gathered on the device are
 				   fetched and decompressed from the
 				   buffers (fetch_decode) */
-	int host_decode;        /* so are zstd blocks of host batches */
+	int host_decode;        /* so are zstd blocks of host batches (the
+				   buffers are for nothing else then) */
 	uint32_t *free, nfree;  /* [mu] */
 	_Atomic uint64_t bytes; /* stored bytes that came through them */
 	_Atomic uint64_t bytes_overlapped; /* of those, uploaded while

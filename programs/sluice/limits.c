@@ -251,6 +251,8 @@ static void *cpu_worker_main(void *arg)
 	/* Decompress first: the copy step reads what it leaves. */
 	static const int order[3] = { STEP_DECOMPRESS, STEP_VERIFY,
 				      STEP_COPY };
+	uint64_t hot = !w->in_cache ? 0
+		       : w->cap < CPU_VERIFY_PIECE ? w->cap : CPU_VERIFY_PIECE;
 
 	w->r = dctx ? 0 : -ENOMEM;
 	/* Touch the buffers before any step is timed, as the loader makes
@@ -264,12 +266,7 @@ static void *cpu_worker_main(void *arg)
 		step_line_wait(w->line);
 		if (!w->r)
 			w->r = time_step(w->v, w->n, order[k], dctx, w->raw,
-					 w->dst,
-					 w->in_cache ? (w->cap < CPU_VERIFY_PIECE
-							? w->cap
-							: CPU_VERIFY_PIECE)
-						     : 0,
-					 &w->seconds[order[k]]);
+					 w->dst, hot, &w->seconds[order[k]]);
 	}
 	ZSTD_freeDCtx(dctx);
 	return NULL;
