@@ -38,6 +38,7 @@ int main(void)
 #include <cuda_runtime_api.h>
 
 #include "cuda_compute.h"
+#include "device.h"             /* device_memory_total */
 
 #define N 3000
 #define B 100
@@ -320,6 +321,28 @@ static void check_stream_safety(sluice_dataset *ds)
 	sluice_loader_close(gpu);
 }
 
+/* The default budget's cap reads the GPU's memory (an eighth of it at
+ * most, budget.c): the runtime's own figure, for the device asked. */
+static void check_device_memory(void)
+{
+	struct cudaDeviceProp prop;
+	uint64_t total;
+	int n = 0;
+
+	/* no GPU: the first loader's open says so and skips */
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		(void)cudaGetLastError();
+		return;
+	}
+	total = device_memory_total(SLUICE_DEVICE_CUDA, 0);
+	T_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+	T_LT(0, total);
+	T_EQ(total, (uint64_t)prop.totalGlobalMem);
+	T_EQ(device_memory_total(SLUICE_DEVICE_HOST, 0), 0);
+	printf("device 0: %.1f GB, so a default budget of at most %.1f GB\n",
+	       (double)total / 1e9, (double)total / 8e9);
+}
+
 int main(void)
 {
 	const int quick = getenv("SLUICE_GPU_LOADER_QUICK") != NULL;
@@ -327,6 +350,7 @@ int main(void)
 	char path[600];
 	sluice_dataset *ds = NULL;
 
+	check_device_memory();
 	snprintf(path, sizeof(path), "%s/d", dir);
 	fx_write(path, N, 65536, 3, 0);
 	T_OK(sluice_dataset_open(path, &ds));
