@@ -489,8 +489,8 @@ void report_text(FILE *f, const struct bench_report *r)
 		fprintf(f, "         above the limit: the block cache served %llu block uses without reading (the data fits in it)\n",
 			(unsigned long long)st->block_cache_hits);
 	else if (x.achieved > 1)
-		/* every record read and decoded: the stages ran fused */
-		fprintf(f, "         above the limit: the loader checks and decompresses each piece while the cache holds it, where the limit times each stage alone over blocks in memory\n");
+		/* every record read: its stages ran on pieces in cache */
+		fprintf(f, "         above the limit: the loader's stages take each piece while the cache holds it, where the limit times each stage alone over blocks in memory\n");
 	if (x.wall_s < SHORT_RUN_S)
 		fprintf(f, "note     the run took %.3f s: too short for these rates, percentages and ratios to mean much (start-up and the first reads dominate); bench a dataset of a GB or more, or more --epochs\n",
 			x.wall_s);
