@@ -935,6 +935,11 @@ struct sluice_stats {
 	uint32_t decode_threads;           /* the loader's workers (a
 					      gauge): the config's, or
 					      its default's choice */
+	uint64_t range_records_in_place;   /* of range_records, read
+					      straight into their row of
+					      the batch and checked there:
+					      neither io memory nor a
+					      copy */
 };
 
 /**

@@ -307,7 +307,8 @@ void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
 #define COPY_RUNS 256u
 
 /* Copy the runs of positions [lo, hi) of the slot (its records, or a
- * chunk's rows), a few at a time (runs.c). */
+ * chunk's rows), a few at a time (runs.c).  @return: the bytes of the
+ * batch they make, copied or found in place. */
 static uint64_t copy_part(struct loader_core *c, struct slot *s, uint32_t lo,
 			  uint32_t hi, uint64_t *verify_ns)
 {
@@ -319,6 +320,8 @@ static uint64_t copy_part(struct loader_core *c, struct slot *s, uint32_t lo,
 	runs_start(s, lo, hi, &cur);
 	while ((n = runs_next(c, s, &cur, runs, COPY_RUNS)) > 0)
 		bytes += runs_copy(s->host, runs, n);
+	/* the runs that did not move: the batch's bytes all the same */
+	bytes += cur.in_place;
 	*verify_ns = cur.verify_ns;
 	return bytes;
 }

@@ -46,6 +46,25 @@ void batch_memory_grant_locked(struct loader_core *c)
 	}
 }
 
+/* A batch being planned (not yet in the fifo) takes its memory now, so
+ * that its bytes can land in place (direct.c, ranges.c): only if every
+ * batch before it has its memory, which keeps memory handed out in batch
+ * order.  s->host_bytes is set.  @return: 1 when taken, else 0. */
+int batch_memory_take_early_locked(struct loader_core *c, struct slot *s)
+{
+	uint64_t off;
+
+	for (uint32_t k = 0; k < c->fifo_len; k++)
+		if (!fifo_at(c, k)->has_mem)
+			return 0;
+	if (pool_alloc(&c->batch_pool, s->host_bytes, &off))
+		return 0;
+	s->mem_off = off;
+	s->host = c->arena + c->io_bytes + off;
+	s->has_mem = 1;
+	return 1;
+}
+
 /*
  * next() waits for the head batch, which waits for memory: every batch
  * before it was delivered and none after it holds any, so the consumer

@@ -27,6 +27,7 @@ int batch_memory_hoarded_locked(struct loader_core *c);
 void batch_memory_release_begin(struct loader_core *c);
 void batch_memory_release_end_locked(struct loader_core *c);
 void batch_memory_free_locked(struct loader_core *c, struct slot *s);
+int batch_memory_take_early_locked(struct loader_core *c, struct slot *s);
 /* The memory of a batch over budget (batch_memory_hoarded_locked), if
  * it has any, back to the system. */
 void slot_own_host_free(struct slot *s);

@@ -93,17 +93,6 @@ int direct_would_take(struct loader_core *c, uint64_t batch, uint32_t r,
 	return 1;
 }
 
-/* Every batch before this one has its memory: taking memory now keeps
- * it handed out in batch order. */
-static int earlier_batches_have_memory(const struct loader_core *c)
-{
-	for (uint32_t k = 0; k < c->fifo_len; k++)
-		if (!c->slots[c->fifo[(c->fifo_head + k) % c->slots_cap]]
-			     ->has_mem)
-			return 0;
-	return 1;
-}
-
 /* Records [r, r + n) of @s are all of entry @i's block, in order. */
 static int whole_block_at(const struct loader_core *c, const struct slot *s,
 			  uint32_t i, uint32_t r, uint32_t *n)
@@ -128,10 +117,10 @@ static int whole_block_at(const struct loader_core *c, const struct slot *s,
  */
 void direct_plan_locked(struct loader_core *c, struct slot *s)
 {
-	uint64_t rb = c->ds->schema.fields[0].record_bytes, off;
+	uint64_t rb = c->ds->schema.fields[0].record_bytes;
 	int any = 0;
 
-	if (!c->direct.on || s->count == 0 || !earlier_batches_have_memory(c))
+	if (!c->direct.on || s->count == 0)
 		return;
 	for (uint32_t k = 0; k < s->nentries; k++)
 		c->cache.entries[s->entries[k]].direct_slot = NULL;
@@ -152,14 +141,11 @@ void direct_plan_locked(struct loader_core *c, struct slot *s)
 		return;
 	s->tensors[0].shape[0] = s->count;
 	s->host_bytes = slot_place_tensors(c, s);
-	if (pool_alloc(&c->batch_pool, s->host_bytes, &off)) {
+	if (!batch_memory_take_early_locked(c, s)) {
 		for (uint32_t k = 0; k < s->nentries; k++)
 			c->cache.entries[s->entries[k]].direct_slot = NULL;
 		return;
 	}
-	s->mem_off = off;
-	s->host = c->arena + c->io_bytes + off;
-	s->has_mem = 1;
 	for (uint32_t k = 0; k < s->nentries; k++) {
 		struct cache_entry *e = &c->cache.entries[s->entries[k]];
 

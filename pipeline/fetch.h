@@ -93,7 +93,7 @@ unsigned fetch_ranges_pop_locked(struct loader_core *c, struct io_read **rds,
 /* A worker's: read @rds[0, @n) and hand each to range_read_done_locked,
  * as the ring would: into io memory (after settling @pending), each
  * read's zstd frames decoded there with @dctx (ranges_decode_read), or
- * through staging buffer @buffer, checked there (ranges_check_staged)
+ * through staging buffer @buffer, checked there (ranges_check_fetched)
  * and uploaded as one span, while @pending's upload runs; this upload
  * becomes @pending, and the reads complete when it is settled. */
 void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,

@@ -388,19 +388,21 @@ void slot_release_ref(struct loader_core *c, struct slot *s);
 /* ranges.c's helpers for the runs (runs.c), inline: here, since they
  * read struct slot and struct loader_core. */
 
-/* Field @f of range record @r of @s: in the slot's range buffer, or
- * kept since open for a small field (ranges.c; copied into the buffer
- * where the device gathers the batch: ranges.device). */
+/* Field @f of range record @r of @s: in the slot's range buffer, in its
+ * row of the batch where it was read in place, or kept since open for a
+ * small field (ranges.c; copied into the buffer where the device gathers
+ * the batch: ranges.device). */
 static inline const uint8_t *range_src(const struct loader_core *c,
 				       const struct slot *s, uint32_t r,
 				       uint32_t f)
 {
 	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t at = s->ranges.rec_src[(uint64_t)r * sc->nfields + f];
 
 	if (c->ranges.resident[f] && !c->ranges.device)
 		return c->ranges.resident[f] +
 		       s->indices[r] * sc->fields[f].record_bytes;
-	return s->ranges.buf + s->ranges.rec_src[(uint64_t)r * sc->nfields + f];
+	return (s->ranges.in_place ? s->host : s->ranges.buf) + at;
 }
 
 /* Field @f of range record @r of @s: its bytes and their length (a

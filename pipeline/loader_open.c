@@ -207,6 +207,7 @@ static int open_rest(struct loader_core *c, char *err, size_t errlen)
 	if (r)
 		return r;
 	ranges_device_init(c);
+	ranges_in_place_init(c);
 
 	c->decode_jobs.cap = c->cache.nentries + 16;
 	c->batch_jobs.cap = c->slots_cap * (c->cfg.decode_threads + 1) + 16;

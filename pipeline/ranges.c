@@ -221,6 +221,53 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 	return total;
 }
 
+/*
+ * A batch whose every piece is its record's main field, read whole by a
+ * worker (ranges.in_place): take its memory now and read each piece
+ * straight to its row there, a read each.  On the VM, 16 KiB records in a
+ * full shuffle: FIXME.  Where memory cannot be taken in batch order yet,
+ * the batch's ranges go through io memory as before.  @return: 1 when
+ * the batch reads in place.
+ */
+static int in_place_take_locked(struct loader_core *c, struct slot *s)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+
+	if (!c->ranges.in_place)
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++)  /* fixed: one each */
+		s->tensors[f].shape[0] = s->count;
+	s->host_bytes = slot_place_tensors(c, s);
+	return batch_memory_take_early_locked(c, s);
+}
+
+/* In place: each sorted piece its own read, to its row in the batch. */
+static void build_reads_in_place(struct loader_core *c, struct slot *s,
+				 uint32_t npieces)
+{
+	uint32_t nf = c->ds->schema.nfields, m = c->ranges.main_field;
+	uint64_t rb = c->ds->schema.fields[m].record_bytes;
+
+	for (uint32_t k = 0; k < npieces; k++) {
+		const struct range_piece *p = &c->ranges.pieces[k];
+		struct range_read *rr = &s->ranges.reads[k];
+		uint64_t row = s->tensors[m].offset +
+			       (uint64_t)(p->slot_index / nf) * rb;
+
+		*rr = (struct range_read){
+			.rd = { .file = p->file, .offset = p->offset,
+				.length = p->len, .min_length = p->len },
+			.slot = s, .buf_off = row,
+			.piece_lo = k, .piece_hi = k + 1,
+			.span_lo = 0, .span_hi = 0,
+		};
+		s->ranges.order[k] = p->slot_index;
+		s->ranges.rec_src[p->slot_index] = row;
+	}
+	s->ranges.nreads = npieces;
+	s->ranges.nspans = 0;
+}
+
 static int record_bad(const struct loader_core *c, const struct slot *s,
 		      uint32_t r);
 static void ranges_report_locked(struct loader_core *c, struct slot *s);
@@ -304,7 +351,13 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	npieces = collect_pieces(c, s);
 	qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
 	      by_file_offset);
-	len = build_reads(c, s, npieces);
+	s->ranges.in_place = npieces && in_place_take_locked(c, s);
+	if (s->ranges.in_place) {
+		build_reads_in_place(c, s, npieces);
+		len = 0;        /* no io memory: every byte is in place */
+	} else {
+		len = build_reads(c, s, npieces);
+	}
 	if (c->ranges.device) {
 		s->ranges.resident_off = align_up(len, 8);
 		s->ranges.resident_len = resident_bytes(c, s);
@@ -316,7 +369,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		check_unread_locked(c, s);
 		return 1;
 	}
-	if (cache_alloc_io(c, len, &s->ranges.off)) {
+	if (len && cache_alloc_io(c, len, &s->ranges.off)) {
 		/* the batch's own blocks, pinned before, may split the free
 		 * memory: the caller drops every cached block and plans it
 		 * once more (first fit: its blocks go first, the ranges after
@@ -336,7 +389,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		return 0;
 	}
 	s->ranges.len = len;
-	s->ranges.buf = c->arena + s->ranges.off;
+	s->ranges.buf = len ? c->arena + s->ranges.off : NULL;
 	memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
 	if (c->ranges.device)
 		copy_resident(c, s);
@@ -347,7 +400,8 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	for (uint32_t k = 0; k < s->ranges.nreads; k++) {
 		struct range_read *rr = &s->ranges.reads[k];
 
-		rr->rd.buf = s->ranges.buf + rr->buf_off;
+		rr->rd.buf = (s->ranges.in_place ? s->host : s->ranges.buf) +
+			     rr->buf_off;
 		rr->rd.user = NULL;
 		c->submit[(*nsubmit)++] = &rr->rd;
 	}
@@ -355,6 +409,9 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	s->pending++;            /* all of its ranges, as one */
 	atomic_fetch_add(&c->ranges.reads, s->ranges.nreads);
 	atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
+	if (s->ranges.in_place)
+		atomic_fetch_add(&c->ranges.records_in_place,
+				 s->ranges.nranged);
 	return 1;
 }
 
@@ -489,8 +546,8 @@ int range_read_done_locked(struct loader_core *c, struct io_read *rd)
  * in the copy or in parts before it. */
 static void ranges_landed_locked(struct loader_core *c, struct slot *s)
 {
-	/* checked in their staging buffers (ranges_check_staged) */
-	if (c->ranges.device) {
+	/* checked where their workers read them (ranges_check_fetched) */
+	if (c->ranges.device || s->ranges.in_place) {
 		s->ranges.verify_in_copy = 0;
 		ranges_checked_locked(c, s);
 		return;
@@ -627,8 +684,10 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 		return s->ranges.rec_bad[r];
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		range_field(c, s, r, f, &ptr[f], &len[f]);
-		/* an empty value was not read */
+		/* an empty value was not read; in place, a failed read's
+		 * records were marked as it came back */
 		if (!framed && !c->ranges.resident[f] && s->ranges.failed &&
+		    !s->ranges.in_place &&
 		    len[f] && range_lost(s, src[f]))
 			return RANGE_BAD_READ;
 	}
@@ -706,22 +765,22 @@ uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 }
 
 /*
- * ranges.device: @rr's bytes are in @staged (a fetch's staging buffer,
- * fetch.c), on their way to the io mirror: check the records whose
- * largest field it holds, while the cache holds them (their other fields
- * are resident, in the slot's buffer: ranges_device_suits).  A failed
+ * ranges.device or in place: @rr's bytes are in @bytes, just read by a
+ * worker (fetch.c): a staging buffer on its way to the io mirror, or the
+ * batch's own row.  Check the records whose largest field it holds,
+ * while the cache holds them (their other fields are resident:
+ * ranges_device_suits, ranges_in_place_init).  A failed
  * read (!@read_ok) loses every record with a field in it (with verify
  * off, a record's fields may lie in several reads, so those marks are
  * made under the lock).  Otherwise each record is checked from the one
  * read that holds its largest field, by one worker; the lock taken after
  * orders the marks before the batch's report.
  */
-void ranges_check_staged(struct loader_core *c, struct range_read *rr,
-			 const uint8_t *staged, int read_ok)
+void ranges_check_fetched(struct loader_core *c, struct range_read *rr,
+			  const uint8_t *bytes, int read_ok)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	struct slot *s = rr->slot;
-	uint64_t cpu0 = thread_cpu_ns();
 
 	if (read_ok && !c->cfg.verify)
 		return;
@@ -744,7 +803,7 @@ void ranges_check_staged(struct loader_core *c, struct range_read *rr,
 		 * resident) */
 		for (uint32_t f = 0; f < sc->nfields; f++)
 			range_field(c, s, r, f, &ptr[f], &len[f]);
-		ptr[c->ranges.main_field] = staged +
+		ptr[c->ranges.main_field] = bytes +
 			(s->ranges.rec_src[s->ranges.order[k]] - rr->buf_off);
 		blk = loader_block(c, s->ranges.rec_block[r], &shard);
 		s->ranges.rec_bad[r] =
@@ -753,5 +812,4 @@ void ranges_check_staged(struct loader_core *c, struct range_read *rr,
 						    s->rec_in_block[r]]
 			? RANGE_BAD_SUM : 0;
 	}
-	atomic_fetch_add(&c->cpu_verify_ns, thread_cpu_ns() - cpu0);
 }

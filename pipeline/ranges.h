@@ -39,6 +39,16 @@ struct range_read {
 				   that read it (ranges_decode_read) */
 };
 
+/* Main fields at least this long are read straight into their batch
+ * where they can be (ranges_in_place_init): a read each, never joined
+ * with a neighbour's, whose system call costs less than such a copy. */
+#define RANGE_IN_PLACE_MIN ((uint64_t)4 << 10)
+#ifdef SLUICE_TESTING
+/* Tests read shorter records in place: the least length, 0 for
+ * RANGE_IN_PLACE_MIN. */
+extern uint64_t ranges_test_in_place_min;
+#endif
+
 /* One field of one record, to be read (ranges.c; allocated for the
  * planner at open, ranges_open.c).  A framed block's piece reads the
  * frames that hold it. */
@@ -93,6 +103,11 @@ struct slot_ranges {
 	int error;              /* fatal (not corrupt data) read error [mu] */
 	int verify_in_copy;     /* checksums checked by the assembly, a few
 				   records before their copy (runs.c) */
+	int in_place;           /* the records' main field is read straight
+				   into the batch's memory, taken when it
+				   was planned, and checked there by the
+				   worker that read it: rec_src and the
+				   reads' buf_off are offsets in host [mu] */
 	uint64_t off, len;      /* in the io pool; 0 len: none [mu] */
 	uint8_t *buf;
 	/* ranges.device: the resident fields of the batch's range records,
@@ -114,6 +129,11 @@ struct loader_ranges {
 				       or NULL */
 	uint64_t read_max;          /* longest read: RANGE_READ_MAX, or a
 				       staging buffer */
+	int in_place;               /* batches may read their records
+				       straight into their memory
+				       (ranges_in_place_init) */
+	const char *in_place_off;   /* why not, where it might have, or
+				       NULL */
 	struct ranges_odds *odds;   /* a full shuffle's records' sizes
 				       (ranges_batch_odds) */
 	uint64_t io_want;           /* io memory their batches in flight
@@ -156,6 +176,8 @@ struct loader_ranges {
 	uint32_t max_reads;         /* batch_size * fields */
 	struct range_piece *pieces; /* the planner's scratch */
 	_Atomic uint64_t reads, records;
+	_Atomic uint64_t records_in_place; /* of records: read straight
+					      into their batch */
 };
 
 /* ranges_open.c */
@@ -172,6 +194,7 @@ struct block_view;
 int block_tables_check(const struct loader_core *c, uint64_t g,
 		       const uint8_t *raw, const struct block_view *v);
 void ranges_device_init(struct loader_core *c);
+void ranges_in_place_init(struct loader_core *c);
 void ranges_whole_note(struct loader_core *c);
 /* Where field @f of record @i of block @g lies in its file (a framed
  * block's: the frame holding its first byte); its length in @len. */
@@ -201,7 +224,7 @@ void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,
 			  uint32_t from, uint32_t to);
-void ranges_check_staged(struct loader_core *c, struct range_read *rr,
-			 const uint8_t *staged, int read_ok);
+void ranges_check_fetched(struct loader_core *c, struct range_read *rr,
+			  const uint8_t *bytes, int read_ok);
 
 #endif /* SLUICE_PIPELINE_RANGES_H */

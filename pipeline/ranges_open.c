@@ -900,3 +900,58 @@ void ranges_device_init(struct loader_core *c)
 	c->ranges.device = 1;
 	c->ranges.read_max = c->stage.buffer_bytes;
 }
+
+/*
+ * Once the ring is open: may host batches read their records' main field
+ * straight into their memory (ranges.c's in_place_take_locked)?  The
+ * records' bytes then land where the batch wants them, and the worker
+ * that read them checks them while its cache holds them: no io memory,
+ * no copy, no second pass over memory to check them.  Only where that is
+ * the whole story: every field fixed-shape and, but for the main one,
+ * kept since open; no frames to decode; each shard read buffered by the
+ * workers (fetch.c), which need no alignment; no records dropped (skip),
+ * which would move the rest; no chunks, which take their memory their
+ * own way.  SLUICE_RANGES_IN_PLACE=0 turns it off for benchmarks' A/B.
+ */
+#ifdef SLUICE_TESTING
+uint64_t ranges_test_in_place_min;
+#define IN_PLACE_MIN (ranges_test_in_place_min ? ranges_test_in_place_min \
+					       : RANGE_IN_PLACE_MIN)
+#else
+#define IN_PLACE_MIN RANGE_IN_PLACE_MIN
+#endif
+
+void ranges_in_place_init(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	const char *v = getenv("SLUICE_RANGES_IN_PLACE");
+	uint32_t m = c->ranges.main_field;
+
+	c->ranges.in_place = 0;
+	c->ranges.in_place_off = NULL;
+	if (!c->ranges.on || c->ranges.device)
+		return;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (sc->fields[f].variable ||
+		    (f != m && !c->ranges.resident[f]))
+			c->ranges.in_place_off =
+				"fields other than the largest read by range";
+	if (c->ranges.in_place_off)
+		return;
+	for (uint32_t s = 0; s < c->ds->nshards; s++)
+		if (io_ring_pread_fd(c->ring, s) < 0)
+			c->ranges.in_place_off =
+				"shards read by O_DIRECT or opened on demand";
+	if (c->ranges.in_place_off)
+		return;
+	c->ranges.in_place_off =
+		c->ranges.framed ? "zstd frames decoded first"
+		: c->ranges.resident[m] ? "no field read by range"
+		: sc->fields[m].record_bytes < IN_PLACE_MIN
+		? "records shorter than 4 KiB (reads joined)"
+		: c->cfg.on_error == SLUICE_ON_ERROR_SKIP
+		? "on_error=skip moves records"
+		: c->chunks.chunked ? "chunked batches"
+		: v && strcmp(v, "0") == 0 ? "SLUICE_RANGES_IN_PLACE=0" : NULL;
+	c->ranges.in_place = c->ranges.in_place_off == NULL;
+}

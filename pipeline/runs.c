@@ -108,7 +108,7 @@ static uint64_t range_check_in_copy(struct loader_core *c, struct slot *s,
  * @step: the positions it takes. */
 static struct batch_run fixed_run(const struct loader_core *c,
 				  const struct slot *s,
-				  const struct run_cursor *cur,
+				  struct run_cursor *cur,
 				  uint32_t r, uint32_t *step)
 {
 	uint64_t rb = c->ds->schema.fields[cur->field].record_bytes;
@@ -121,9 +121,12 @@ static struct batch_run fixed_run(const struct loader_core *c,
 	*step = cur->chunked || s->rec_entry[r] == RANGE_ENTRY
 		? 1 : block_run(s, r, cur->hi);
 	slot_record_field(c, s, r, cur->field, &p, &len);
-	/* decoded into its place in the batch (direct.c): nothing moves */
-	if (s->host && p == s->host + dst)
+	/* decoded or read into its place in the batch (direct.c,
+	 * ranges.c): nothing moves */
+	if (s->host && p == s->host + dst) {
+		cur->in_place += rb * *step;
 		return (struct batch_run){ p, dst, 0, 0 };
+	}
 	return (struct batch_run){ p, dst, rb * *step, 0 };
 }
 

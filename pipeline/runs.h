@@ -30,6 +30,7 @@ struct run_cursor {
 	uint32_t pos, lo, hi;
 	int chunked;
 	uint64_t verify_ns;     /* range records' checksums checked on the way */
+	uint64_t in_place;      /* bytes of rows found in place (left out) */
 };
 
 /* Field @f of the slot's record @r: in its decoded block, or read by
@@ -45,7 +46,8 @@ void runs_start(const struct slot *s, uint32_t lo, uint32_t hi,
 /*
  * The next runs of @s's positions, at most @cap (at least 1) into @runs:
  * neighbouring pieces joined, rows already in place (a block decoded
- * into its batch, direct.c) left out.  A record read by range whose
+ * into its batch, direct.c; records read into it, ranges.c) left out,
+ * counted in cur->in_place.  A record read by range whose
  * checksum is checked in its copy (ranges.c's verify_in_copy) is checked
  * here, just before its bytes are copied; a bad one fails the batch.
  * @return: how many; 0 once the positions are done.

@@ -10,7 +10,10 @@
  * verify and the loader.  zstd blocks (format v4) are read by range
  * through the frames that hold each record: a damaged frame is caught or
  * skipped, a bad seek table makes its block read whole; v3's one-frame
- * zstd blocks are read whole, and the stats say so.
+ * zstd blocks are read whole, and the stats say so.  Records of one
+ * field read straight into their batch (ranges.in_place, forced for
+ * these short records) give the same bytes in the same order, and the
+ * same errors for a flipped byte, a short read and a cut file.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -166,6 +169,19 @@ static void full_cfg(struct sluice_loader_config *cfg, uint32_t batch)
 
 static struct run ra, rb;
 
+/* Whether the records of one-field datasets are read in place: the
+ * stats must say so (ranges_test_in_place_min set), or say none. */
+static int in_place;
+
+static void check_in_place_count(const struct run *r, uint32_t nfields)
+{
+	if (in_place && nfields == 1)
+		T_ASSERT(r->st.range_records_in_place > 0);
+	else
+		T_EQ(r->st.range_records_in_place, 0);
+	T_ASSERT(r->st.range_records_in_place <= r->st.range_records);
+}
+
 /* Every record once, equal to its reference, in the order block reads
  * give, and read by range (no block read). */
 static void check_equal(const char *dir, uint32_t nfields)
@@ -185,6 +201,7 @@ static void check_equal(const char *dir, uint32_t nfields)
 		T_ASSERT(ra.st.range_records >= NREC);
 		T_EQ(ra.st.blocks_read, 0);
 		T_ASSERT(ra.st.range_reads > 0);
+		check_in_place_count(&ra, nfields);
 		cfg.range_reads = SLUICE_RANGE_READS_OFF;
 		stream(dir, &cfg, nfields, NULL, UINT64_MAX, &rb, NULL);
 		T_EQ(rb.rc, SLUICE_EOF);
@@ -296,14 +313,14 @@ static void collect(void *ctx, const char *line)
 
 /* A flipped byte in one record: caught by its checksum, named by file
  * and offset; skipped with on_error=skip. */
-static void check_corrupt_record(void)
+static void check_corrupt_record(const char *name)
 {
 	struct sluice_loader_config cfg;
 	char dir[1100], path[1200], want[1300];
 	uint64_t off, block;
 	struct lines l = { "", 0 };
 
-	TU_FMT(dir, "%s/corrupt", root);
+	TU_FMT(dir, "%s/%s", root, name);
 	write_ds(dir, 1, 0);
 	off = record_offset(dir, 123, path, sizeof(path), &block);
 	flip(path, off + 17);
@@ -315,6 +332,7 @@ static void check_corrupt_record(void)
 	T_CONTAINS(ra.err, want);
 	T_CONTAINS(ra.err, "record checksum mismatch");
 	T_EQ(ra.seen[123], 0);
+	check_in_place_count(&ra, 1);
 
 	cfg.on_error = SLUICE_ON_ERROR_SKIP;
 	stream(dir, &cfg, 1, NULL, UINT64_MAX, &ra, NULL);
@@ -510,9 +528,10 @@ static void inject(void *ctx, uint32_t file, uint64_t offset, uint64_t length,
 {
 	(void)ctx, (void)offset, (void)length;
 	switch (atomic_load(&fault_mode)) {
-	case F_SHORT:   /* every other completion stops half way */
-		if (*res >= 1024 && atomic_fetch_add(&fault_calls, 1) % 2 == 0) {
-			*res = (*res / 2) & ~511;
+	case F_SHORT:   /* every other completion stops half way (at a
+			 * sector where it is that long) */
+		if (*res >= 2 && atomic_fetch_add(&fault_calls, 1) % 2 == 0) {
+			*res = *res >= 1024 ? (*res / 2) & ~511 : *res / 2;
 			atomic_fetch_add(&faults_done, 1);
 		}
 		break;
@@ -535,7 +554,7 @@ static void inject(void *ctx, uint32_t file, uint64_t offset, uint64_t length,
 }
 
 /* What the ring does wrong under range reads. */
-static void check_faults(const char *dir)
+static void check_faults(const char *dir, uint32_t nfields)
 {
 	struct sluice_loader_config cfg;
 
@@ -544,31 +563,33 @@ static void check_faults(const char *dir)
 		atomic_store(&fault_mode, mode);
 		atomic_store(&faults_done, 0);
 		full_cfg(&cfg, 64);
-		stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+		stream(dir, &cfg, nfields, NULL, UINT64_MAX, &ra, NULL);
 		T_EQ(ra.rc, SLUICE_EOF);
 		T_EQ(ra.n, NREC);
 		for (uint32_t i = 0; i < NREC; i++)
 			T_EQ(ra.seen[i], 1);
 		T_ASSERT(atomic_load(&faults_done) > 0);
 		T_ASSERT(ra.st.range_records >= NREC);
+		check_in_place_count(&ra, nfields);
 	}
 	atomic_store(&fault_mode, F_EIO);
 	full_cfg(&cfg, 64);
 	cfg.on_error = SLUICE_ON_ERROR_SKIP;    /* a failing device: fatal */
-	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	stream(dir, &cfg, nfields, NULL, UINT64_MAX, &ra, NULL);
 	T_EQ(ra.rc, -EIO);
 	T_CONTAINS(ra.err, "data-00002.dls: offset");
 	T_CONTAINS(ra.err, "read failed");
 
 	atomic_store(&fault_mode, F_EOF);
 	full_cfg(&cfg, 64);
-	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	stream(dir, &cfg, nfields, NULL, UINT64_MAX, &ra, NULL);
 	T_EQ(ra.rc, -SLUICE_ECORRUPT);
 	T_CONTAINS(ra.err, "data-00002.dls: block");
 	/* the cut, not a checksum */
 	T_CONTAINS(ra.err, "read failed: file truncated");
+	check_in_place_count(&ra, nfields);
 	cfg.on_error = SLUICE_ON_ERROR_SKIP;
-	stream(dir, &cfg, 3, NULL, UINT64_MAX, &ra, NULL);
+	stream(dir, &cfg, nfields, NULL, UINT64_MAX, &ra, NULL);
 	T_EQ(ra.rc, SLUICE_EOF);
 	T_EQ(ra.n, NREC - 200);         /* shard 2's records */
 	T_EQ(ra.st.records_skipped, 200);
@@ -992,7 +1013,16 @@ int main(void)
 	check_equal(one, 1);
 	check_equal(three, 3);
 	check_ranks_and_resume(three);
-	check_faults(three);
+	check_faults(three, 3);
+	/* the same, the one field's records read in place */
+	ranges_test_in_place_min = 1;
+	in_place = 1;
+	check_equal(one, 1);
+	check_equal(three, 3);
+	check_faults(one, 1);
+	check_corrupt_record("corrupt-in-place");
+	ranges_test_in_place_min = 0;
+	in_place = 0;
 	check_tensor_outlives_dataset(three);
 	check_mixture(three);
 
@@ -1036,7 +1066,7 @@ int main(void)
 	T_CONTAINS(ra.err, "read by range take");
 	T_CONTAINS(ra.err, "memory_bytes");
 
-	check_corrupt_record();
+	check_corrupt_record("corrupt");
 	check_record_only_damage();
 	check_v2(three);
 	check_bad_section(three);

@@ -79,11 +79,25 @@ static double cpu_checked(const struct bench_report *r)
 	return device < 1 ? 1 - device : 0;
 }
 
+/* The share of the delivered bytes the CPU copies into batches: none
+ * where the device gathers every batch, less the records read straight
+ * into their batch (their main field, nearly all of their bytes). */
+static double cpu_copied(const struct bench_report *r, int gathered)
+{
+	const struct sluice_stats *st = &r->run->stats;
+	double in_place = div0((double)st->range_records_in_place,
+			       (double)st->records);
+
+	if (gathered)
+		return 0;
+	return in_place < 1 ? 1 - in_place : 0;
+}
+
 /*
  * The loader does every stage on the same CPUs, where each limit above
  * has them all to itself: the page cache's copies (the disk probe's CPU,
- * per file byte), checksums, zstd and, unless batches are gathered on the
- * device, the batch copy.  Their CPU seconds per GB decoded add up; the
+ * per file byte), checksums, zstd and the batch copy of what is not
+ * gathered on the device or read in place.  Their CPU seconds per GB decoded add up; the
  * CPUs the process may use divided by the sum is what they allow
  * together.  On page-cache data this binds before any of them alone.
  */
@@ -104,7 +118,7 @@ static void derive_cpus(const struct bench_report *r, int gathered,
 		       (double)s->file_bytes / (double)s->raw_bytes * GB;
 	x->cpus_verify = cpu_checked(r) * c->verify_s / raw * GB;
 	x->cpus_decompress = c->decompress_s / raw * GB;
-	x->cpus_copy = gathered ? 0 : c->copy_s / raw * GB;
+	x->cpus_copy = cpu_copied(r, gathered) * c->copy_s / raw * GB;
 	sum = x->cpus_read + x->cpus_verify + x->cpus_decompress +
 	      x->cpus_copy;
 	x->cpus.gbps = div0(c->threads, sum);
@@ -172,11 +186,11 @@ static void derive_limits(const struct bench_report *r, struct figures *x)
 						 (double)s->file_bytes);
 	}
 	x->cpu.name = s && s->zstd_blocks ? "decompression"
-		    : gathered ? "verify" : "copy";
+		    : cpu_copied(r, gathered) == 0 ? "verify" : "copy";
 	x->cpu.unit = "decoded";
 	if (c && s && c->sample_raw) {
 		double per_thread = c->decompress_s +
-				    (gathered ? 0 : c->copy_s) +
+				    cpu_copied(r, gathered) * c->copy_s +
 				    cpu_checked(r) * c->verify_s;
 		double raw = (double)c->sample_raw;
 
@@ -410,10 +424,11 @@ void report_text(FILE *f, const struct bench_report *r)
 		st->registered_buffers ? "yes" : "no",
 		st->registered_files ? "yes" : "no", st->sqpoll ? "yes" : "no",
 		st->device_pinned ? "yes" : "no");
-	fprintf(f, "         blocks read %llu, range reads %llu (%llu records), read %.2fx the bytes assembled, cache hits %llu, records skipped %llu\n",
+	fprintf(f, "         blocks read %llu, range reads %llu (%llu records, %llu read in place), read %.2fx the bytes assembled, cache hits %llu, records skipped %llu\n",
 		(unsigned long long)st->blocks_read,
 		(unsigned long long)st->range_reads,
 		(unsigned long long)st->range_records,
+		(unsigned long long)st->range_records_in_place,
 		div0((double)st->read.bytes, (double)st->assemble.bytes),
 		(unsigned long long)st->block_cache_hits,
 		(unsigned long long)st->records_skipped);
@@ -645,6 +660,7 @@ static void json_result(FILE *f, const struct bench_report *r,
 	jint(f, "blocks_read", st->blocks_read, 0);
 	jint(f, "range_reads", st->range_reads, 0);
 	jint(f, "range_records", st->range_records, 0);
+	jint(f, "range_records_in_place", st->range_records_in_place, 0);
 	jint(f, "block_cache_hits", st->block_cache_hits, 0);
 	jint(f, "trace_events", r->trace_events, 1);
 	fputc('}', f);
