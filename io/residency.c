@@ -6,6 +6,7 @@
  * one call; older kernels with mincore(2) over a read-only mapping.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -107,6 +108,18 @@ int file_cached_pages(int fd, uint64_t *cached, uint64_t *total)
 	if (r == 0 && *cached > *total)
 		*cached = *total;
 	return r;
+}
+
+int io_path_cached(const char *path)
+{
+	int fd = ring_open_regular(path, O_RDONLY);
+	int cached;
+
+	if (fd < 0)
+		return 0;
+	cached = file_mostly_cached(fd);
+	close(fd);
+	return cached;
 }
 
 int file_mostly_cached(int fd)

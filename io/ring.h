@@ -136,6 +136,11 @@ int64_t io_ring_pread(const struct io_ring *r, uint32_t file, void *buf,
  * opens files on demand (more of them than RLIMIT_NOFILE allows). */
 int io_ring_pread_fd(const struct io_ring *r, uint32_t file);
 
+/* Does the page cache hold most of @path, so that direct_io auto would
+ * read it buffered (residency.c)?  0 also where it cannot be opened or
+ * the kernel cannot say. */
+int io_path_cached(const char *path);
+
 /* Reads submitted and not yet returned by io_ring_reap(). */
 unsigned io_ring_in_flight(const struct io_ring *r);
 

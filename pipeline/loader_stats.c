@@ -132,6 +132,15 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	}
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 			 c->ranges.whole_note);
+	/* on to be read in place (in_place_likely), and then not */
+	if (c->ranges.for_in_place && !c->ranges.in_place) {
+		char note[192];
+
+		snprintf(note, sizeof(note),
+			 "records read by range into io memory and copied, not in place: %s",
+			 c->ranges.in_place_off);
+		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
+	}
 	if (c->chunks.chunked)
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 				 c->gather.lost_to_chunks

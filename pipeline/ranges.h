@@ -132,6 +132,9 @@ struct loader_ranges {
 	int in_place;               /* batches may read their records
 				       straight into their memory
 				       (ranges_in_place_init) */
+	int for_in_place;           /* on only for that: range_reads auto,
+				       a shuffle other than full
+				       (in_place_likely) */
 	const char *in_place_off;   /* why not, where it might have, or
 				       NULL */
 	struct ranges_odds *odds;   /* a full shuffle's records' sizes

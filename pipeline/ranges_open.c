@@ -20,6 +20,77 @@
 #define RANGE_RESIDENT_MAX (64ull << 20)     /* all of them */
 #define RANGE_RESIDENT_BLOCKS_MAX (1u << 16) /* a pread per block each */
 
+#ifdef SLUICE_TESTING
+uint64_t ranges_test_in_place_min;
+#define IN_PLACE_MIN (ranges_test_in_place_min ? ranges_test_in_place_min \
+					       : RANGE_IN_PLACE_MIN)
+#else
+#define IN_PLACE_MIN RANGE_IN_PLACE_MIN
+#endif
+
+/* SLUICE_RANGES_IN_PLACE=0: no records read in place (benchmarks' A/B). */
+static int in_place_refused(void)
+{
+	const char *v = getenv("SLUICE_RANGES_IN_PLACE");
+
+	return v && strcmp(v, "0") == 0;
+}
+
+/*
+ * Would host batches read their records in place (ranges_in_place_init),
+ * from the page cache?  Then record ranges beat whole blocks in every
+ * shuffle, so range_reads auto takes them in every shuffle: a page-cache
+ * copy straight into the batch and a checksum while the cache holds it,
+ * where a block is copied into io memory, checked, and copied again into
+ * the batch.  On the VM, shuffle none, medians of 3 (GB/s, blocks ->
+ * ranges in place): 16 KiB records 11.6 -> 13.4, 64 KiB 8.2 -> 15.1,
+ * 1 MiB 7.5 -> 16.2; window: 7.6 -> 9.2, 9.4 -> 12.6, 10.5 -> 14.5.
+ * From disk (O_DIRECT), whole blocks read in order stay.  What is cheap
+ * to tell is checked here, what the open learns after (in_place_fits).
+ */
+static int in_place_likely(const struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t largest = 0;
+
+	if (c->has_zstd ||
+	    c->has_variable || c->cfg.on_error == SLUICE_ON_ERROR_SKIP ||
+	    c->cfg.direct_io == SLUICE_DIRECT_IO_ON ||
+	    c->nblocks > RANGE_RESIDENT_BLOCKS_MAX || in_place_refused() ||
+	    device_offloads(c->cfg.device, c->cfg.device_id))
+		return 0;
+	for (uint32_t f = 1; f < sc->nfields; f++)
+		if (sc->fields[f].record_bytes >
+		    sc->fields[largest].record_bytes)
+			largest = f;
+	if (sc->fields[largest].record_bytes < IN_PLACE_MIN)
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (f != largest &&
+		    sc->fields[f].record_bytes > RANGE_RESIDENT_FIELD_MAX)
+			return 0;
+	for (uint32_t s = 0; s < c->ds->nshards; s++)
+		if (!io_path_cached(c->ds->shards[s].path))
+			return 0;
+	return 1;
+}
+
+/* Once the ranges are open: every record of every block read by range,
+ * its one field not kept in memory long enough to be read in place. */
+static int in_place_fits(const struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t m = c->ranges.main_field;
+
+	if (!c->ranges.all || c->ranges.framed || c->ranges.resident[m] ||
+	    sc->fields[m].variable || sc->fields[m].record_bytes < IN_PLACE_MIN)
+		return 0;
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (f != m && !c->ranges.resident[f])
+			return 0;
+	return 1;
+}
+
 /*
  * A record read by range costs its frames, about a frame a field read
  * (the writer's frames hold 16 KiB or more): that pays where it is well
@@ -563,11 +634,14 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t frame_raw, stored_permille, batch_want;
-	int want, any = 0, r;
+	int want, any = 0, r, in_place = in_place_likely(c);
+	uint64_t in_flight = c->cfg.prefetch_depth;
 
 	switch (c->cfg.range_reads) {
 	case SLUICE_RANGE_READS_AUTO:
-		want = c->cfg.shuffle == SLUICE_SHUFFLE_FULL;
+		c->ranges.for_in_place = in_place &&
+			c->cfg.shuffle != SLUICE_SHUFFLE_FULL;
+		want = c->cfg.shuffle == SLUICE_SHUFFLE_FULL || in_place;
 		break;
 	case SLUICE_RANGE_READS_ON:
 		want = 1;
@@ -613,6 +687,21 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	r = load_resident_fields(c, err, errlen);
 	if (r < 0)
 		return r;
+	if (in_place && !in_place_fits(c)) {
+		in_place = 0;
+		/* blocks then, as range_reads auto has always read them */
+		if (c->ranges.for_in_place) {
+			ranges_close(c);
+			memset(&c->ranges, 0, sizeof(c->ranges));
+			return fetch_layout_open(c, err, errlen);
+		}
+	}
+	/* Read in place, batches in flight hold their records in batch
+	 * memory: io memory is for the ranges of a batch that cannot take
+	 * its memory yet, in batch order (in_place_take_locked), one at a
+	 * time. */
+	if (in_place)
+		in_flight = 1;
 	/* Each batch in flight reads at most a page more than each of its
 	 * ranges on both sides: a variable field's, of its average value
 	 * (what the blocks read by range hold), and room for its largest
@@ -632,8 +721,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 				   (uint64_t)batch_records_max(c),
 				   &batch_want))
 		batch_want = UINT64_MAX;
-	if (__builtin_mul_overflow(batch_want,
-				   (uint64_t)c->cfg.prefetch_depth,
+	if (__builtin_mul_overflow(batch_want, in_flight,
 				   &c->ranges.io_want))
 		c->ranges.io_want = UINT64_MAX;
 	for (uint32_t f = 0; f < sc->nfields; f++) {
@@ -913,18 +1001,9 @@ void ranges_device_init(struct loader_core *c)
  * which would move the rest; no chunks, which take their memory their
  * own way.  SLUICE_RANGES_IN_PLACE=0 turns it off for benchmarks' A/B.
  */
-#ifdef SLUICE_TESTING
-uint64_t ranges_test_in_place_min;
-#define IN_PLACE_MIN (ranges_test_in_place_min ? ranges_test_in_place_min \
-					       : RANGE_IN_PLACE_MIN)
-#else
-#define IN_PLACE_MIN RANGE_IN_PLACE_MIN
-#endif
-
 void ranges_in_place_init(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	const char *v = getenv("SLUICE_RANGES_IN_PLACE");
 	uint32_t m = c->ranges.main_field;
 
 	c->ranges.in_place = 0;
@@ -952,6 +1031,6 @@ void ranges_in_place_init(struct loader_core *c)
 		: c->cfg.on_error == SLUICE_ON_ERROR_SKIP
 		? "on_error=skip moves records"
 		: c->chunks.chunked ? "chunked batches"
-		: v && strcmp(v, "0") == 0 ? "SLUICE_RANGES_IN_PLACE=0" : NULL;
+		: in_place_refused() ? "SLUICE_RANGES_IN_PLACE=0" : NULL;
 	c->ranges.in_place = c->ranges.in_place_off == NULL;
 }

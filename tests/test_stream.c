@@ -130,6 +130,9 @@ static sluice_loader *open_loader(sluice_dataset *ds, int device,
 	cfg.decode_threads = workers;
 	cfg.device = device;
 	cfg.direct_io = SLUICE_DIRECT_IO_OFF;   /* pieces: buffered reads */
+	/* blocks, whose pieces are the subject: host batches would read
+	 * these records by range, straight into the batch (ranges.c) */
+	cfg.range_reads = SLUICE_RANGE_READS_OFF;
 	cfg.on_error = on_error;
 	cfg.memory_bytes = memory;
 	cfg.verify = !no_verify;
