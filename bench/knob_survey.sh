@@ -14,7 +14,7 @@ R=${2:-3}
 out=$(mktemp)
 i=1
 while [ "$i" -le "$R" ]; do
-for k in "defaults:" "decode-threads-1:--decode-threads 1" "queue-depth-256:--queue-depth 256" "prefetch-8:--prefetch 8" "memory-4G:--memory 4G" "memory-1G:--memory 1G" "shuffle-window:--shuffle window" "range-reads-on:--range-reads on"; do
+for k in "defaults:" "decode-threads-1:--decode-threads 1" "queue-depth-256:--queue-depth 256" "prefetch-8:--prefetch 8" "memory-4G:--memory 4G" "memory-1G:--memory 1G" "shuffle-window:--shuffle window" "range-reads-on:--range-reads on" "range-reads-off:--range-reads off"; do
   name=${k%%:*}; args=${k#*:}
   # shellcheck disable=SC2086
   "$B" bench "$D" --shuffle "$SHUFFLE" --epochs "$EPOCHS" --batch-size 64 \

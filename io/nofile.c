@@ -41,6 +41,17 @@ static unsigned long long lim(rlim_t v)
 	return v == RLIM_INFINITY ? ~0ull : (unsigned long long)v;
 }
 
+int io_files_stay_open(uint32_t nfiles)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 1;       /* as ring_reserve_fds: open() will say */
+	/* ring_reserve_fds raises the soft limit up to the hard one */
+	return rl.rlim_max == RLIM_INFINITY ||
+	       fds_in_use() + nfiles + NOFILE_HEADROOM <= rl.rlim_max;
+}
+
 int64_t ring_reserve_fds(struct io_ring *r, uint32_t nfiles, char *err,
 			 size_t errlen)
 {

@@ -140,6 +140,9 @@ int io_ring_pread_fd(const struct io_ring *r, uint32_t file);
  * read it buffered (residency.c)?  0 also where it cannot be opened or
  * the kernel cannot say. */
 int io_path_cached(const char *path);
+/* Would a ring keep @nfiles files open for its life (RLIMIT_NOFILE's
+ * hard limit allows it), rather than open them on demand (nofile.c)? */
+int io_files_stay_open(uint32_t nfiles);
 
 /* Reads submitted and not yet returned by io_ring_reap(). */
 unsigned io_ring_in_flight(const struct io_ring *r);

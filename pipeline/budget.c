@@ -410,6 +410,11 @@ static uint64_t io_want_bytes(const struct loader_core *c,
 		want = z->io_sum;
 	if (want > z->io_sum)
 		want = z->io_sum;       /* the whole dataset fits */
+	/* every record read by range (range_block): no block is read, but
+	 * room for the largest, which every budget keeps (refused at open
+	 * without it); the ranges' own below */
+	if (c->ranges.all && want > z->io_max)
+		want = z->io_max;
 	want = add_sat(want, c->ranges.io_want);
 	return align_up(want ? want : IO_ALIGN, IO_ALIGN);
 }

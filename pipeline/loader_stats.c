@@ -133,7 +133,8 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	fallbacks_append(st->fallbacks, sizeof(st->fallbacks),
 			 c->ranges.whole_note);
 	/* on to be read in place (in_place_likely), and then not */
-	if (c->ranges.for_in_place && !c->ranges.in_place) {
+	if (c->ranges.on && c->ranges.for_in_place && !c->ranges.in_place &&
+	    c->ranges.in_place_off) {
 		char note[192];
 
 		snprintf(note, sizeof(note),

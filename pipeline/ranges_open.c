@@ -24,8 +24,11 @@
 uint64_t ranges_test_in_place_min;
 #define IN_PLACE_MIN (ranges_test_in_place_min ? ranges_test_in_place_min \
 					       : RANGE_IN_PLACE_MIN)
+#define AUTO_IN_PLACE_MIN (ranges_test_in_place_min \
+			   ? ranges_test_in_place_min : RANGE_AUTO_IN_PLACE_MIN)
 #else
 #define IN_PLACE_MIN RANGE_IN_PLACE_MIN
+#define AUTO_IN_PLACE_MIN RANGE_AUTO_IN_PLACE_MIN
 #endif
 
 /* SLUICE_RANGES_IN_PLACE=0: no records read in place (benchmarks' A/B). */
@@ -37,18 +40,17 @@ static int in_place_refused(void)
 }
 
 /*
- * Would host batches read their records in place (ranges_in_place_init),
- * from the page cache?  Then record ranges beat whole blocks in every
- * shuffle, so range_reads auto takes them in every shuffle: a page-cache
- * copy straight into the batch and a checksum while the cache holds it,
- * where a block is copied into io memory, checked, and copied again into
- * the batch.  On the VM, shuffle none, medians of 3 (GB/s, blocks ->
- * ranges in place): 16 KiB records 11.6 -> 13.4, 64 KiB 8.2 -> 15.1,
- * 1 MiB 7.5 -> 16.2; window: 7.6 -> 9.2, 9.4 -> 12.6, 10.5 -> 14.5.
- * From disk (O_DIRECT), whole blocks read in order stay.  What is cheap
- * to tell is checked here, what the open learns after (in_place_fits).
+ * Would host batches read records of at least @min bytes in place
+ * (ranges_in_place_init), from the page cache?  A full shuffle's ranges
+ * then need io memory for one batch only.  And from RANGE_AUTO_IN_PLACE
+ * up, record ranges beat whole blocks in every shuffle, so range_reads
+ * auto takes them: a page-cache copy straight into the batch and a
+ * checksum while the cache holds it, where a block is copied into io
+ * memory, checked, and copied again into the batch.  From disk
+ * (O_DIRECT), whole blocks read in order stay.  What is cheap to tell is
+ * checked here, what the open learns after (in_place_fits).
  */
-static int in_place_likely(const struct loader_core *c)
+static int in_place_likely(const struct loader_core *c, uint64_t min)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t largest = 0;
@@ -63,12 +65,15 @@ static int in_place_likely(const struct loader_core *c)
 		if (sc->fields[f].record_bytes >
 		    sc->fields[largest].record_bytes)
 			largest = f;
-	if (sc->fields[largest].record_bytes < IN_PLACE_MIN)
+	if (sc->fields[largest].record_bytes < min)
 		return 0;
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (f != largest &&
 		    sc->fields[f].record_bytes > RANGE_RESIDENT_FIELD_MAX)
 			return 0;
+	/* the workers read only files the ring keeps open (io_ring_pread_fd) */
+	if (!io_files_stay_open(c->ds->nshards))
+		return 0;
 	for (uint32_t s = 0; s < c->ds->nshards; s++)
 		if (!io_path_cached(c->ds->shards[s].path))
 			return 0;
@@ -634,14 +639,19 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t frame_raw, stored_permille, batch_want;
-	int want, any = 0, r, in_place = in_place_likely(c);
+	int want, any = 0, r, in_place = 0;
 	uint64_t in_flight = c->cfg.prefetch_depth;
 
 	switch (c->cfg.range_reads) {
 	case SLUICE_RANGE_READS_AUTO:
-		c->ranges.for_in_place = in_place &&
-			c->cfg.shuffle != SLUICE_SHUFFLE_FULL;
-		want = c->cfg.shuffle == SLUICE_SHUFFLE_FULL || in_place;
+		if (c->cfg.shuffle == SLUICE_SHUFFLE_FULL) {
+			in_place = in_place_likely(c, IN_PLACE_MIN);
+			want = 1;
+			break;
+		}
+		in_place = in_place_likely(c, AUTO_IN_PLACE_MIN);
+		c->ranges.for_in_place = in_place;
+		want = in_place;
 		break;
 	case SLUICE_RANGE_READS_ON:
 		want = 1;
@@ -681,7 +691,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	}
 	if (!any) {
 		/* v1/v2 shards, zstd blocks without frames */
-		c->ranges.on = c->ranges.all = 0;
+		c->ranges.on = c->ranges.all = c->ranges.for_in_place = 0;
 		return 0;
 	}
 	r = load_resident_fields(c, err, errlen);
