@@ -404,17 +404,18 @@ static uint64_t io_want_bytes(const struct loader_core *c,
 	 * at once). */
 	if (want < z->io_top_need)
 		want = z->io_top_need;
+	/* every record read by range (range_block): no block is read, but
+	 * room for the largest, which every budget keeps (refused at open
+	 * without it), and an explicit cache_bytes all the same; the
+	 * ranges' own below */
+	if (c->ranges.all && want > z->io_max)
+		want = z->io_max;
 	if (c->cfg.cache_bytes > want)
 		want = c->cfg.cache_bytes;
 	if (c->budget_takes_dataset)
 		want = z->io_sum;
 	if (want > z->io_sum)
 		want = z->io_sum;       /* the whole dataset fits */
-	/* every record read by range (range_block): no block is read, but
-	 * room for the largest, which every budget keeps (refused at open
-	 * without it); the ranges' own below */
-	if (c->ranges.all && want > z->io_max)
-		want = z->io_max;
 	want = add_sat(want, c->ranges.io_want);
 	return align_up(want ? want : IO_ALIGN, IO_ALIGN);
 }

@@ -405,30 +405,30 @@ static inline const uint8_t *range_src(const struct loader_core *c,
 	return (s->ranges.in_place ? s->host : s->ranges.buf) + at;
 }
 
-/* Field @f of range record @r of @s: its bytes and their length (a
- * variable field's from its block's offsets table, kept since open). */
+/* The length of field @f of range record @r of @s (a variable field's
+ * from its block's offsets table, kept since open). */
+static inline uint64_t range_len(const struct loader_core *c,
+				 const struct slot *s, uint32_t r, uint32_t f)
+{
+	const struct shard_field *fd = &c->ds->schema.fields[f];
+	uint64_t g = s->ranges.rec_block[r];
+	const uint64_t *o;
+
+	if (!fd->variable)
+		return fd->record_bytes;
+	o = c->ranges.offs[f] + c->block_first[g] + g + s->rec_in_block[r];
+	return o[1] - o[0];
+}
+
+/* Field @f of range record @r of @s: its bytes and their length. */
 static inline void range_field(const struct loader_core *c,
 			       const struct slot *s, uint32_t r, uint32_t f,
 			       const uint8_t **ptr, uint64_t *len)
 {
-	const struct shard_field *fd = &c->ds->schema.fields[f];
-
-	if (fd->variable) {
-		uint64_t g = s->ranges.rec_block[r];
-		const uint64_t *o = c->ranges.offs[f] + c->block_first[g] + g +
-				    s->rec_in_block[r];
-
-		*len = o[1] - o[0];
-		if (*len == 0) {
-			/* not read: no place in ranges.buf (which may be
-			 * NULL); any valid pointer for 0 bytes */
-			*ptr = (const uint8_t *)(const void *)o;
-			return;
-		}
-	} else {
-		*len = fd->record_bytes;
-	}
-	*ptr = range_src(c, s, r, f);
+	*len = range_len(c, s, r, f);
+	/* an empty value was not read: no place in ranges.buf (which may
+	 * be NULL); any valid pointer for 0 bytes */
+	*ptr = *len ? range_src(c, s, r, f) : (const uint8_t *)(const void *)s;
 }
 
 #endif /* SLUICE_PIPELINE_LOADER_H */

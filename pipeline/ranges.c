@@ -234,27 +234,55 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 static int in_place_take_locked(struct loader_core *c, struct slot *s)
 {
 	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t t = 0;
 
 	if (!c->ranges.in_place)
 		return 0;
-	for (uint32_t f = 0; f < sc->nfields; f++)  /* fixed: one each */
-		s->tensors[f].shape[0] = s->count;
+	/* the batch's shapes, as measure_batch_locked will find them: a
+	 * variable field (the main one, flat) holds its values' items,
+	 * known from the offsets tables read at open */
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t items = 0;
+
+		s->tensors[t++].shape[0] = s->count;
+		if (!sc->fields[f].variable)
+			continue;
+		for (uint32_t r = 0; r < s->count; r++)
+			items += range_len(c, s, r, f) /
+				 sc->fields[f].unit_bytes;
+		s->tensors[t - 1].shape[0] = (int64_t)items;
+		s->tensors[t++].shape[0] = s->count + 1;
+	}
 	s->host_bytes = slot_place_tensors(c, s);
 	return batch_memory_take_early_locked(c, s);
 }
 
-/* In place: each sorted piece its own read, to its row in the batch. */
+/* The tensor of field @f in a batch's layout. */
+static uint32_t field_tensor(const struct loader_core *c, uint32_t f)
+{
+	uint32_t t = 0;
+
+	for (uint32_t k = 0; k < f; k++)
+		t += c->ds->schema.fields[k].variable ? 2 : 1;
+	return t;
+}
+
+/* In place: each sorted piece its own read, to its place in the batch:
+ * a fixed field's row, a variable one's after the values before it. */
 static void build_reads_in_place(struct loader_core *c, struct slot *s,
 				 uint32_t npieces)
 {
 	uint32_t nf = c->ds->schema.nfields, m = c->ranges.main_field;
-	uint64_t rb = c->ds->schema.fields[m].record_bytes;
+	uint64_t at = s->tensors[field_tensor(c, m)].offset;
 
+	for (uint32_t r = 0; r < s->count; r++) {
+		s->ranges.rec_src[(uint64_t)r * nf + m] = at;
+		at += range_len(c, s, r, m);
+	}
 	for (uint32_t k = 0; k < npieces; k++) {
 		const struct range_piece *p = &c->ranges.pieces[k];
 		struct range_read *rr = &s->ranges.reads[k];
-		uint64_t row = s->tensors[m].offset +
-			       (uint64_t)(p->slot_index / nf) * rb;
+		uint64_t row = s->ranges.rec_src[p->slot_index];
 
 		*rr = (struct range_read){
 			.rd = { .file = p->file, .offset = p->offset,
@@ -264,7 +292,6 @@ static void build_reads_in_place(struct loader_core *c, struct slot *s,
 			.span_lo = 0, .span_hi = 0,
 		};
 		s->ranges.order[k] = p->slot_index;
-		s->ranges.rec_src[p->slot_index] = row;
 	}
 	s->ranges.nreads = npieces;
 	s->ranges.nspans = 0;

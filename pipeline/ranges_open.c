@@ -50,26 +50,37 @@ static int in_place_refused(void)
  * (O_DIRECT), whole blocks read in order stay.  What is cheap to tell is
  * checked here, what the open learns after (in_place_fits).
  */
+static uint64_t dataset_raw_bytes(const struct loader_core *c);
+
 static int in_place_likely(const struct loader_core *c, uint64_t min)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t largest = 0;
+	uint64_t bytes;
 
-	if (c->has_zstd ||
-	    c->has_variable || c->cfg.on_error == SLUICE_ON_ERROR_SKIP ||
+	if (c->has_zstd || (c->has_variable && c->cfg.pad_length) ||
+	    c->cfg.on_error == SLUICE_ON_ERROR_SKIP ||
 	    c->cfg.direct_io == SLUICE_DIRECT_IO_ON ||
 	    c->nblocks > RANGE_RESIDENT_BLOCKS_MAX || in_place_refused() ||
 	    device_offloads(c->cfg.device, c->cfg.device_id))
 		return 0;
+	/* the largest as load_resident_fields picks it: a variable field
+	 * if there is one */
 	for (uint32_t f = 1; f < sc->nfields; f++)
-		if (sc->fields[f].record_bytes >
-		    sc->fields[largest].record_bytes)
+		if (!sc->fields[largest].variable &&
+		    (sc->fields[f].variable || sc->fields[f].record_bytes >
+					       sc->fields[largest].record_bytes))
 			largest = f;
-	if (sc->fields[largest].record_bytes < min)
+	/* a variable field's mean value is known once its layout is read
+	 * (in_place_fits): until then, the blocks' bytes per record */
+	bytes = sc->fields[largest].variable
+		? dataset_raw_bytes(c) / (c->ds->record_count ? c->ds->record_count : 1)
+		: sc->fields[largest].record_bytes;
+	if (bytes < min)
 		return 0;
 	for (uint32_t f = 0; f < sc->nfields; f++)
-		if (f != largest &&
-		    sc->fields[f].record_bytes > RANGE_RESIDENT_FIELD_MAX)
+		if (f != largest && (sc->fields[f].variable ||
+		    sc->fields[f].record_bytes > RANGE_RESIDENT_FIELD_MAX))
 			return 0;
 	/* the workers read only files the ring keeps open (io_ring_pread_fd) */
 	if (!io_files_stay_open(c->ds->nshards))
@@ -80,17 +91,19 @@ static int in_place_likely(const struct loader_core *c, uint64_t min)
 	return 1;
 }
 
+static uint64_t main_value_bytes(const struct loader_core *c);
+
 /* Once the ranges are open: every record of every block read by range,
- * its one field not kept in memory long enough to be read in place. */
-static int in_place_fits(const struct loader_core *c)
+ * its one field not kept in memory at least @min bytes, on average where
+ * it is variable. */
+static int in_place_fits(const struct loader_core *c, uint64_t min)
 {
-	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t m = c->ranges.main_field;
 
 	if (!c->ranges.all || c->ranges.framed || c->ranges.resident[m] ||
-	    sc->fields[m].variable || sc->fields[m].record_bytes < IN_PLACE_MIN)
+	    main_value_bytes(c) < min)
 		return 0;
-	for (uint32_t f = 0; f < sc->nfields; f++)
+	for (uint32_t f = 0; f < c->ds->schema.nfields; f++)
 		if (f != m && !c->ranges.resident[f])
 			return 0;
 	return 1;
@@ -380,6 +393,27 @@ static uint64_t variable_mean(const struct loader_core *c, uint32_t f)
 		n += c->block_first[g + 1] - c->block_first[g];
 	}
 	return n ? sum / n : 0;
+}
+
+/* The main field's bytes a record: its mean value where variable. */
+static uint64_t main_value_bytes(const struct loader_core *c)
+{
+	const struct shard_field *fd =
+		&c->ds->schema.fields[c->ranges.main_field];
+
+	return fd->variable ? variable_mean(c, c->ranges.main_field)
+			    : fd->record_bytes;
+}
+
+/* The blocks' decoded bytes, all of them. */
+static uint64_t dataset_raw_bytes(const struct loader_core *c)
+{
+	uint64_t sum = 0;
+	uint32_t shard;
+
+	for (uint64_t g = 0; g < c->nblocks; g++)
+		sum += loader_block(c, g, &shard)->raw_size;
+	return sum;
 }
 
 /* The framed blocks' mean frame, decoded, and their stored bytes per
@@ -697,7 +731,9 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	r = load_resident_fields(c, err, errlen);
 	if (r < 0)
 		return r;
-	if (in_place && !in_place_fits(c)) {
+	if (in_place && !in_place_fits(c, c->ranges.for_in_place
+						  ? AUTO_IN_PLACE_MIN
+						  : IN_PLACE_MIN)) {
 		in_place = 0;
 		/* blocks then, as range_reads auto has always read them */
 		if (c->ranges.for_in_place) {
@@ -709,8 +745,11 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	/* Read in place, batches in flight hold their records in batch
 	 * memory: io memory is for the ranges of a batch that cannot take
 	 * its memory yet, in batch order (in_place_take_locked), one at a
-	 * time. */
-	if (in_place)
+	 * time, where one batch's fixed rows always fit.  Variable values
+	 * keep room for several batches at their mean sizes (and the odds
+	 * below): one batch at the mean refused 16 values of 1.5 MB among
+	 * empty ones while the consumer held the last batch. */
+	if (in_place && !sc->fields[c->ranges.main_field].variable)
 		in_flight = 1;
 	/* Each batch in flight reads at most a page more than each of its
 	 * ranges on both sides: a variable field's, of its average value
@@ -1021,10 +1060,14 @@ void ranges_in_place_init(struct loader_core *c)
 	if (!c->ranges.on || c->ranges.device)
 		return;
 	for (uint32_t f = 0; f < sc->nfields; f++)
-		if (sc->fields[f].variable ||
-		    (f != m && !c->ranges.resident[f]))
+		if (f != m && !c->ranges.resident[f])
 			c->ranges.in_place_off =
 				"fields other than the largest read by range";
+	/* a variable value's place in the batch follows every value
+	 * before it: all read by range, none cut short or padded */
+	if (sc->fields[m].variable && (c->cfg.pad_length || !c->ranges.all))
+		c->ranges.in_place_off = c->cfg.pad_length
+			? "variable values padded" : "blocks read whole too";
 	if (c->ranges.in_place_off)
 		return;
 	for (uint32_t s = 0; s < c->ds->nshards; s++)
@@ -1036,7 +1079,7 @@ void ranges_in_place_init(struct loader_core *c)
 	c->ranges.in_place_off =
 		c->ranges.framed ? "zstd frames decoded first"
 		: c->ranges.resident[m] ? "no field read by range"
-		: sc->fields[m].record_bytes < IN_PLACE_MIN
+		: main_value_bytes(c) < IN_PLACE_MIN
 		? "records shorter than 4 KiB (reads joined)"
 		: c->cfg.on_error == SLUICE_ON_ERROR_SKIP
 		? "on_error=skip moves records"

@@ -136,7 +136,7 @@ static struct batch_run fixed_run(const struct loader_core *c,
  * after it. */
 static struct batch_run variable_run(const struct loader_core *c,
 				     const struct slot *s,
-				     const struct run_cursor *cur, uint32_t r)
+				     struct run_cursor *cur, uint32_t r)
 {
 	const struct shard_field *fd = &c->ds->schema.fields[cur->field];
 	const int64_t *index = (const int64_t *)(const void *)
@@ -155,8 +155,13 @@ static struct batch_run variable_run(const struct loader_core *c,
 		return (struct batch_run){ p, dst + (uint64_t)r * cap, n,
 					   cap - n };
 	}
-	return (struct batch_run){ p, dst + (uint64_t)index[r] * unit, len,
-				   0 };
+	dst += (uint64_t)index[r] * unit;
+	/* read into its place (ranges.c): nothing moves */
+	if (len && p == s->host + dst) {
+		cur->in_place += len;
+		return (struct batch_run){ p, dst, 0, 0 };
+	}
+	return (struct batch_run){ p, dst, len, 0 };
 }
 
 uint32_t runs_next(struct loader_core *c, struct slot *s,

@@ -8,7 +8,9 @@
  * blocks'; a flipped value byte is caught (file and offset named) or
  * skipped; a block whose offsets table is bad is read whole, which
  * reports it.  zstd blocks (format v4: frames a record is decoded from
- * alone) are read by range the same way.
+ * alone) are read by range the same way.  A dataset of one variable
+ * field and a label reads its flat values straight into their place in
+ * the batch (ranges.in_place), and padded ones through io memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +43,7 @@ static uint8_t ref_byte(uint64_t i, uint32_t f, uint64_t k)
 
 static uint64_t g_big;  /* w's base length: small, or ~16 KiB records */
 static int g_level;     /* the writer's: 0 raw, else zstd */
+static int g_one;       /* only "w" and "label" (write_var) */
 
 static void write_var(const char *dir, uint64_t big, uint64_t block_size)
 {
@@ -61,7 +64,9 @@ static void write_var(const char *dir, uint64_t big, uint64_t block_size)
 	wc.threads = 2;
 	for (int k = 0; k < 4; k++)
 		T_ASSERT((buf[k] = malloc(big + 4096)) != NULL);
-	T_OK(sluice_writer_open(dir, f, 4, &wc, &w));
+	if (g_one)      /* "w", then "label": their bytes as below */
+		f[0] = f[2];
+	T_OK(sluice_writer_open(dir, f, g_one ? 2 : 4, &wc, &w));
 	for (uint64_t i = 0; i < NREC; i++) {
 		const void *vals[4] = { buf[0], buf[1], buf[2], buf[3] };
 		uint64_t len[4] = { v_units(i) * 6, 8, w_bytes(i, big), TAIL };
@@ -69,6 +74,10 @@ static void write_var(const char *dir, uint64_t big, uint64_t block_size)
 		for (uint32_t fi = 0; fi < 4; fi++)
 			for (uint64_t k = 0; k < len[fi]; k++)
 				buf[fi][k] = ref_byte(i, fi, k);
+		if (g_one) {
+			vals[0] = buf[2];
+			len[0] = len[2];
+		}
 		T_OK(sluice_writer_add(w, vals, len));
 	}
 	T_OK(sluice_writer_close(w, NULL));
@@ -161,10 +170,12 @@ static void stream(const char *path, const struct sluice_loader_config *cfg,
 	while (out->rc == 0 && (out->rc = sluice_loader_next(ld, &b)) == 0) {
 		const uint64_t *idx = sluice_batch_indices(b);
 
-		check_var(b, "v", 0, 6, cfg->pad_length);
+		if (!g_one)
+			check_var(b, "v", 0, 6, cfg->pad_length);
 		check_var(b, "w", 2, 1, cfg->pad_length);
 		check_fixed(b, "label", 1, 8);
-		check_fixed(b, "tail", 3, TAIL);
+		if (!g_one)
+			check_fixed(b, "tail", 3, TAIL);
 		for (uint32_t r = 0; r < sluice_batch_size(b); r++) {
 			T_ASSERT(idx[r] < NREC && out->n < 2 * NREC);
 			out->order[out->n++] = idx[r];
@@ -217,6 +228,11 @@ static void check_equal(const char *dir)
 			T_EQ(ra.seen[i], 1);
 		T_EQ(ra.st.blocks_read, 0);
 		T_ASSERT(ra.st.range_records >= NREC);
+		/* one variable field of ~16 KiB values, flat: in place */
+		if (g_one && g_big > 4096 && !pads[k] && !g_level)
+			T_ASSERT(ra.st.range_records_in_place > 0);
+		else
+			T_EQ(ra.st.range_records_in_place, 0);
 		if (pads[k])
 			T_ASSERT(ra.st.values_truncated > 0);
 		cfg.range_reads = SLUICE_RANGE_READS_OFF;
@@ -479,6 +495,18 @@ int main(void)
 	check_read_once(big);
 	check_corrupt();
 	check_nothing_to_read();
+	/* one variable field and a label: flat values read in place */
+	g_one = 1;
+	TU_FMT(big, "%s/one", root);
+	write_var(big, 16384, 256 << 10);
+	check_equal(big);
+	runs_test_cap = 1;
+	check_equal(big);
+	runs_test_cap = 0;
+	TU_FMT(small, "%s/one-small", root);
+	write_var(small, 200, 8192);
+	check_equal(small);
+	g_one = 0;
 	/* zstd: the values' frames are read and decoded */
 	g_level = 3;
 	TU_FMT(small, "%s/zsmall", root);
