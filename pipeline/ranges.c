@@ -22,6 +22,12 @@
  * and the batch's size is known when it is planned.  A block whose layout
  * is bad is read whole, which reports it.
  *
+ * Host batches whose records have one field to read, the rest kept in
+ * memory, read it in place instead: each record straight into the
+ * batch's own memory, taken when the batch is planned, and checked there
+ * by the worker that read it (in_place_take_locked, ranges_open.c's
+ * ranges_in_place_init).
+ *
  * Memory: the io piece is the batch's io memory from planning until its
  * assembly ends (or until it is dropped), taken like a block's (evicting
  * unpinned cached blocks), so the budget holds: a batch whose ranges do
@@ -224,7 +230,7 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 /*
  * A batch whose every piece is its record's main field, read whole by a
  * worker (ranges.in_place): take its memory now and read each piece
- * straight to its row there, a read each.  Before, each went into io
+ * straight to its place there, a read each.  Before, each went into io
  * memory, was checked from there and copied into the batch: on the VM,
  * a full shuffle of 16 KiB records 6.69 -> 8.57 GB/s, of 1 MiB records
  * 9.47 -> 16.62 (bench/results/2026-11-29-ranges-in-place.md).  Where
