@@ -1,9 +1,10 @@
 /*
  * fetch.c - reads the decode workers make themselves, not the ring: raw
- * blocks that go only to the device, and full shuffle's record ranges
- * from the page cache (at the end of the file), into io memory or, where
- * they go to the device (ranges.device), through a staging buffer as the
- * blocks' parts do.
+ * blocks that go only to the device, and record ranges from the page
+ * cache (at the end of the file): into io memory, straight into their
+ * batch where they are read in place (ranges.in_place), or, where they go
+ * to the device (ranges.device), through a staging buffer as the blocks'
+ * parts do.
  *
  * A block: each part of it (4 MiB) is pread() into a staging buffer
  * while the CPU's cache holds it and uploaded from there (stage.c says

@@ -39,19 +39,19 @@ static int in_place_refused(void)
 	return v && strcmp(v, "0") == 0;
 }
 
+static uint64_t dataset_raw_bytes(const struct loader_core *c);
+
 /*
  * Would host batches read records of at least @min bytes in place
  * (ranges_in_place_init), from the page cache?  A full shuffle's ranges
- * then need io memory for one batch only.  And from RANGE_AUTO_IN_PLACE
- * up, record ranges beat whole blocks in every shuffle, so range_reads
- * auto takes them: a page-cache copy straight into the batch and a
- * checksum while the cache holds it, where a block is copied into io
- * memory, checked, and copied again into the batch.  From disk
- * (O_DIRECT), whole blocks read in order stay.  What is cheap to tell is
- * checked here, what the open learns after (in_place_fits).
+ * then need less io memory.  And from RANGE_AUTO_IN_PLACE_MIN up,
+ * record ranges beat whole blocks in every shuffle, so range_reads auto
+ * takes them: a page-cache copy straight into the batch and a checksum
+ * while the cache holds it, where a block is copied into io memory,
+ * checked, and copied again into the batch.  From disk (O_DIRECT), whole
+ * blocks read in order stay.  What is cheap to tell is checked here,
+ * what the open learns after (in_place_fits).
  */
-static uint64_t dataset_raw_bytes(const struct loader_core *c);
-
 static int in_place_likely(const struct loader_core *c, uint64_t min)
 {
 	const struct shard_schema *sc = &c->ds->schema;
@@ -73,9 +73,10 @@ static int in_place_likely(const struct loader_core *c, uint64_t min)
 			largest = f;
 	/* a variable field's mean value is known once its layout is read
 	 * (in_place_fits): until then, the blocks' bytes per record */
-	bytes = sc->fields[largest].variable
-		? dataset_raw_bytes(c) / (c->ds->record_count ? c->ds->record_count : 1)
-		: sc->fields[largest].record_bytes;
+	bytes = !sc->fields[largest].variable
+		? sc->fields[largest].record_bytes
+		: c->ds->record_count
+		? dataset_raw_bytes(c) / c->ds->record_count : 0;
 	if (bytes < min)
 		return 0;
 	for (uint32_t f = 0; f < sc->nfields; f++)
@@ -1044,11 +1045,12 @@ void ranges_device_init(struct loader_core *c)
  * records' bytes then land where the batch wants them, and the worker
  * that read them checks them while its cache holds them: no io memory,
  * no copy, no second pass over memory to check them.  Only where that is
- * the whole story: every field fixed-shape and, but for the main one,
- * kept since open; no frames to decode; each shard read buffered by the
- * workers (fetch.c), which need no alignment; no records dropped (skip),
- * which would move the rest; no chunks, which take their memory their
- * own way.  SLUICE_RANGES_IN_PLACE=0 turns it off for benchmarks' A/B.
+ * the whole story: every field but the main one kept since open; a
+ * variable main one unpadded, every block read by range (a value's place
+ * follows the values before it); no frames to decode; each shard read
+ * buffered by the workers (fetch.c), which need no alignment; no records
+ * dropped (skip), which would move the rest; no chunks, which take their
+ * memory their own way.  SLUICE_RANGES_IN_PLACE=0 turns it off for benchmarks' A/B.
  */
 void ranges_in_place_init(struct loader_core *c)
 {
