@@ -397,12 +397,12 @@ static inline const uint8_t *range_src(const struct loader_core *c,
 				       uint32_t f)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	uint64_t at = s->ranges.rec_src[(uint64_t)r * sc->nfields + f];
 
 	if (c->ranges.resident[f] && !c->ranges.device)
 		return c->ranges.resident[f] +
 		       s->indices[r] * sc->fields[f].record_bytes;
-	return (s->ranges.in_place ? s->host : s->ranges.buf) + at;
+	return (s->ranges.in_place ? s->host : s->ranges.buf) +
+	       s->ranges.rec_src[(uint64_t)r * sc->nfields + f];
 }
 
 /* The length of field @f of range record @r of @s (a variable field's

@@ -232,8 +232,8 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
  * worker (ranges.in_place): take its memory now and read each piece
  * straight to its place there, a read each.  Before, each went into io
  * memory, was checked from there and copied into the batch: on the VM,
- * a full shuffle of 16 KiB records 6.69 -> 8.57 GB/s, of 1 MiB records
- * 9.47 -> 16.62 (bench/results/2026-11-29-ranges-in-place.md).  Where
+ * a full shuffle of 16 KiB records 5.81 -> 7.05 GB/s, of 1 MiB records
+ * 8.71 -> 16.16 (bench/results/2026-11-29-ranges-in-place.md).  Where
  * memory cannot be taken in batch order yet, the batch's ranges go
  * through io memory as before.  @return: 1 when the batch reads in place.
  */

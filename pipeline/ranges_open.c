@@ -41,6 +41,20 @@ static int in_place_refused(void)
 
 static uint64_t dataset_raw_bytes(const struct loader_core *c);
 
+/* The field read by range whatever else is kept in memory: the largest,
+ * a variable one if there is one (record_bytes 0). */
+static uint32_t largest_field(const struct shard_schema *sc)
+{
+	uint32_t largest = 0;
+
+	for (uint32_t f = 1; f < sc->nfields; f++)
+		if (!sc->fields[largest].variable &&
+		    (sc->fields[f].variable || sc->fields[f].record_bytes >
+					       sc->fields[largest].record_bytes))
+			largest = f;
+	return largest;
+}
+
 /*
  * Would host batches read records of at least @min bytes in place
  * (ranges_in_place_init), from the page cache?  A full shuffle's ranges
@@ -55,7 +69,7 @@ static uint64_t dataset_raw_bytes(const struct loader_core *c);
 static int in_place_likely(const struct loader_core *c, uint64_t min)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	uint32_t largest = 0;
+	uint32_t largest = largest_field(sc);
 	uint64_t bytes;
 
 	if (c->has_zstd || (c->has_variable && c->cfg.pad_length) ||
@@ -64,13 +78,6 @@ static int in_place_likely(const struct loader_core *c, uint64_t min)
 	    c->nblocks > RANGE_RESIDENT_BLOCKS_MAX || in_place_refused() ||
 	    device_offloads(c->cfg.device, c->cfg.device_id))
 		return 0;
-	/* the largest as load_resident_fields picks it: a variable field
-	 * if there is one */
-	for (uint32_t f = 1; f < sc->nfields; f++)
-		if (!sc->fields[largest].variable &&
-		    (sc->fields[f].variable || sc->fields[f].record_bytes >
-					       sc->fields[largest].record_bytes))
-			largest = f;
 	/* a variable field's mean value is known once its layout is read
 	 * (in_place_fits): until then, the blocks' bytes per record */
 	bytes = !sc->fields[largest].variable
@@ -334,15 +341,8 @@ static int load_resident_fields(struct loader_core *c, char *err,
 	const struct dataset *ds = c->ds;
 	const struct shard_schema *sc = &ds->schema;
 	uint64_t total = 0;
-	uint32_t largest = 0;
+	uint32_t largest = largest_field(sc);
 
-	/* The largest: a variable field if there is one (record_bytes 0) */
-	for (uint32_t f = 1; f < sc->nfields; f++)
-		if (!sc->fields[largest].variable &&
-		    (sc->fields[f].variable ||
-		     sc->fields[f].record_bytes >
-			     sc->fields[largest].record_bytes))
-			largest = f;
 	c->ranges.main_field = largest;
 	if (c->nblocks > RANGE_RESIDENT_BLOCKS_MAX)
 		return 0;
