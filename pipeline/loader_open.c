@@ -67,8 +67,11 @@ static int build_geometry(struct loader_core *c)
 			c->block_first[g] = ds->shard_first[s] +
 					    sf->blocks[b].first_record;
 			c->block_shard[g] = s;
-			if (sf->blocks[b].codec == DLS_CODEC_ZSTD)
-				c->has_zstd = 1;
+			if (sf->blocks[b].codec != DLS_CODEC_ZSTD)
+				continue;
+			c->has_zstd = 1;
+			if (sf->blocks[b].stored_size > c->zstd_stored_max)
+				c->zstd_stored_max = sf->blocks[b].stored_size;
 		}
 	}
 	c->shard_block_base[ds->nshards] = g;
