@@ -139,7 +139,8 @@ struct loader_core {
 	uint32_t *block_shard;      /* shard of each global block */
 	uint64_t *shard_block_base; /* global id of each shard's block 0 */
 	int has_zstd;
-	uint64_t zstd_stored_max;    /* its largest zstd block, stored */
+	uint64_t zstd_blocks;        /* blocks of zstd */
+	uint64_t zstd_stored_max;    /* the largest one's stored bytes */
 	int has_variable;           /* a field of variable shape */
 	uint32_t nvariable;         /* such fields */
 	uint32_t tensors_per_batch;

@@ -70,6 +70,7 @@ static int build_geometry(struct loader_core *c)
 			if (sf->blocks[b].codec != DLS_CODEC_ZSTD)
 				continue;
 			c->has_zstd = 1;
+			c->zstd_blocks++;
 			if (sf->blocks[b].stored_size > c->zstd_stored_max)
 				c->zstd_stored_max = sf->blocks[b].stored_size;
 		}

@@ -49,17 +49,17 @@
  * SLUICE_FETCH_OVERLAP=0 reads and uploads each part in turn, with a
  * buffer per worker. */
 #define STAGE_BUFFERS_MAX 128u
-/* A zstd block of host batches is read and decompressed a part at a time
- * by one worker through its own buffer: a part of 1 MiB, which the
- * CPU's cache holds from the read to the decoder, and never fewer
- * buffers than workers, as a worker without one waits.  On the VM (2
+/* A zstd block is read and decompressed a part at a time by one worker
+ * through one buffer: a part of 1 MiB, which the CPU's cache holds from
+ * the read to the decoder, and never fewer buffers than workers, as a
+ * worker without one waits.  On the VM (2
  * cores), 16 KiB records in 1 MiB blocks, shuffle none, parts of 128 KiB
  * to 4 MiB, two runs each (GB/s): 9.6/9.0, 10.1/9.8, 10.2/10.1,
  * 10.8/10.4, 10.1/10.4, 9.1/10.1.  At 4 MiB the default budget's io
  * memory left one buffer for two workers, which read every block in
  * turn: 7.2 GB/s, 12.1 with a buffer each. */
-#define HOST_DECODE_PART ((uint64_t)1 << 20)
-#define HOST_DECODE_PART_MIN ((uint64_t)64 << 10)
+#define DECODE_PART ((uint64_t)1 << 20)
+#define DECODE_PART_MIN ((uint64_t)64 << 10)
 
 /* @name's value in the environment (benchmarks' A/B), or @fallback;
  * within [@lo, @hi]. */
@@ -102,8 +102,15 @@ int stage_open(struct loader_core *c)
 	int host = decode && !(h && strcmp(h, "0") == 0) && c->has_zstd &&
 		   !c->gather.on && !c->ranges.on &&
 		   c->cfg.direct_io != SLUICE_DIRECT_IO_ON;
+	/* every block fetched is a zstd block that one worker reads and
+	 * decompresses whole through one buffer, no part's upload to
+	 * overlap: host batches', or all gathered on the device (not
+	 * record ranges, whose reads ranges_open sized by the buffers) */
+	int decoded_only = host ||
+			   (decode && c->gather.on && !c->ranges.on &&
+			    c->zstd_blocks == c->nblocks);
 	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
-				(overlap && !host ? 2 : 1) *
+				(overlap && !decoded_only ? 2 : 1) *
 					c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
 	/* blocks': a quarter of the io memory at most; ranges': what the
@@ -140,22 +147,22 @@ int stage_open(struct loader_core *c)
 	/* At most the room, leaving a batch's blocks or every range batch
 	 * in flight (what the budget promised); the read-ahead has the
 	 * rest.  Where that is tight, fewer buffers, then shorter ones;
-	 * host decodes' shorter ones first. */
+	 * decodes' shorter ones first. */
 	bytes = (uint64_t)pieces * IO_PIECE_BYTES;
-	if (host)   /* no longer than the longest block's stored bytes */
-		bytes = c->zstd_stored_max < HOST_DECODE_PART
+	if (decoded_only)   /* no longer than the longest block's bytes */
+		bytes = c->zstd_stored_max < DECODE_PART
 			? (c->zstd_stored_max + 4095) / 4096 * 4096
-			: HOST_DECODE_PART;
+			: DECODE_PART;
 	for (;;) {
 		if ((uint64_t)n * bytes <= room &&
 		    (uint64_t)n * bytes <= c->io_bytes &&
 		    c->io_bytes - (uint64_t)n * bytes >= keep)
 			break;
-		if (host && bytes > HOST_DECODE_PART_MIN) {
+		if (decoded_only && bytes > DECODE_PART_MIN) {
 			bytes /= 2;
 		} else if (n > 1) {
 			n--;
-		} else if (!host && pieces > 1) {
+		} else if (!decoded_only && pieces > 1) {
 			pieces /= 2;
 			bytes = (uint64_t)pieces * IO_PIECE_BYTES;
 		} else {

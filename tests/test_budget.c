@@ -1197,39 +1197,156 @@ static void check_default_caches_zstd(const char *dir, const char *fx)
 	sluice_dataset_close(ds);
 }
 
+/* Byte @k of record @i of write_noise()'s dataset: zstd halves it. */
+static uint8_t noise_byte(uint64_t i, uint64_t k)
+{
+	uint64_t z;
+
+	if (k & 8)
+		return 0;
+	z = (i << 20 | k >> 3) * 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (uint8_t)((z ^ (z >> 31)) >> (8 * (k & 7)));
+}
+
+/* @n records of 64 KiB that zstd halves, in zstd blocks of 4 MiB: each
+ * block's stored bytes are two staging buffers long. */
+static void write_noise(const char *dir, uint32_t n)
+{
+	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
+					65536);
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	static uint8_t rec[65536];
+
+	sluice_writer_config_init(&wc);
+	wc.block_size = 4 * MIB;
+	wc.compression_level = 1;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < n; i++) {
+		const void *v[1] = { rec };
+		uint64_t len[1] = { sizeof(rec) };
+
+		for (uint64_t k = 0; k < sizeof(rec); k++)
+			rec[k] = noise_byte(i, k);
+		T_OK(sluice_writer_add(w, v, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+}
+
+/* An epoch of write_noise()'s @n records, each checked byte for byte. */
+static void check_noise_epoch(sluice_loader *ld, uint32_t n)
+{
+	uint64_t got = 0;
+	sluice_batch *b;
+	int r;
+
+	while ((r = sluice_loader_next(ld, &b)) == 0) {
+		DLManagedTensor *t;
+		int64_t rows;
+		const uint8_t *x = fx_tensor(b, "x", &t, &rows);
+		const uint64_t *idx = sluice_batch_indices(b);
+
+		for (int64_t row = 0; row < rows; row++)
+			for (uint64_t k = 0; k < 65536; k++)
+				if (x[row * 65536 + (int64_t)k] !=
+				    noise_byte(idx[row], k))
+					T_FAIL_AT("record %llu byte %llu "
+						  "differs",
+						  (unsigned long long)idx[row],
+						  (unsigned long long)k);
+		got += (uint64_t)rows;
+		t->deleter(t);
+		sluice_batch_release(b);
+	}
+	T_EQ(r, SLUICE_EOF);
+	T_EQ(got, n);
+}
+
+/* write_noise()'s @n records gathered on the simulated device, zstd
+ * blocks fetched and decoded by the workers through a buffer each. */
+static void check_sim_decode_buffers(const char *dir, uint32_t n)
+{
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+	struct loader_core *c;
+
+	T_OK(setenv("SLUICE_DEVICE_SIM", "1", 1));
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_NONE;
+	cfg.batch_size = 16;
+	cfg.epochs = 1;
+	cfg.decode_threads = 4;
+	cfg.device = SLUICE_DEVICE_AUTO;
+	cfg.device_gather = SLUICE_DEVICE_GATHER_ON;
+	budget_test_default_cap = 24 * MIB;     /* not cached, as above */
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	budget_test_default_cap = 0;
+	c = ld->core;
+	T_ASSERT(c->gather.on && c->stage.on && !c->stage.host_decode);
+	T_EQ(c->stage.pool_bytes / c->stage.buffer_bytes, 4);
+	T_ASSERT(c->stage.buffer_bytes <= MIB);
+	T_EQ(stream_to_end(ld, "sim device, zstd gathered"), n);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+	T_OK(unsetenv("SLUICE_DEVICE_SIM"));
+}
+
 /* zstd blocks of host batches are read and decompressed by the workers
  * through staging buffers, one each, under the default budget too: it
  * left one 4 MiB buffer, or none, for the two workers, which then read
  * every block in turn (16 KiB records in 1 MiB blocks, shuffle none:
  * 7.2 GB/s on the VM, 12.1 with a buffer each).  Each buffer holds the
- * longest block's stored bytes, at most 1 MiB. */
-static void check_host_decode_buffers(const char *fx)
+ * longest block's stored bytes, at most 1 MiB: blocks longer than that
+ * (@noise's) stream through the decoder a buffer at a time. */
+static void check_host_decode_buffers(const char *fx, const char *noise)
 {
-	sluice_dataset *ds = NULL;
+	const char *dirs[2] = { fx, noise };
 
-	T_OK(sluice_dataset_open(fx, &ds));
-	for (uint32_t threads = 1; threads <= 4; threads += 3) {
-		struct sluice_loader_config cfg;
-		sluice_loader *ld = NULL;
-		struct loader_core *c;
+	write_noise(noise, 384);
+	for (int d = 0; d < 2; d++) {
+		sluice_dataset *ds = NULL;
 
-		sluice_loader_config_init(&cfg);
-		cfg.shuffle = SLUICE_SHUFFLE_NONE;
-		cfg.batch_size = 16;
-		cfg.epochs = 1;
-		cfg.decode_threads = threads;
-		cfg.device = SLUICE_DEVICE_HOST;
-		T_OK(sluice_loader_open(ds, &cfg, &ld));
-		c = ld->core;
-		T_ASSERT(c->stage.host_decode);
-		T_EQ(c->stage.nfree, threads);
-		T_ASSERT(c->stage.buffer_bytes >= c->zstd_stored_max);
-		T_ASSERT(c->stage.buffer_bytes <= MIB);
-		run_epoch_once(ld, N);
-		T_EQ(c->stage.nfree, threads);
-		sluice_loader_close(ld);
+		T_OK(sluice_dataset_open(dirs[d], &ds));
+		for (uint32_t threads = 1; threads <= 4; threads += 3) {
+			struct sluice_loader_config cfg;
+			sluice_loader *ld = NULL;
+			struct loader_core *c;
+
+			sluice_loader_config_init(&cfg);
+			cfg.shuffle = SLUICE_SHUFFLE_NONE;
+			cfg.batch_size = 16;
+			cfg.epochs = 1;
+			cfg.decode_threads = threads;
+			cfg.device = SLUICE_DEVICE_HOST;
+			/* below the noise's 36 MiB of io memory: not cached */
+			budget_test_default_cap = 24 * MIB;
+			T_OK(sluice_loader_open(ds, &cfg, &ld));
+			budget_test_default_cap = 0;
+			c = ld->core;
+			T_ASSERT(c->stage.host_decode);
+			T_EQ(c->stage.pool_bytes / c->stage.buffer_bytes,
+			     threads);
+			T_ASSERT(c->stage.buffer_bytes <= MIB);
+			if (d)
+				check_noise_epoch(ld, 384);
+			else
+				run_epoch_once(ld, N);
+			T_ASSERT(d ? c->zstd_stored_max > MIB + MIB / 2
+				   : c->stage.buffer_bytes >=
+				     c->zstd_stored_max);
+			sluice_loader_close(ld);
+		}
+		sluice_dataset_close(ds);
 	}
-	sluice_dataset_close(ds);
+	/* gathered on a device, a zstd block is decoded whole by one worker
+	 * too: a buffer each, not two (the second overlaps raw parts'
+	 * uploads) */
+	check_sim_decode_buffers(noise, 384);
 }
 
 /* On a GPU the default budget's cap is at most an eighth of its memory
@@ -2051,7 +2168,8 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/zstd_cached", dir);
 	snprintf(fx, sizeof(fx), "%s/zstd", dir);
 	check_default_caches_zstd(path, fx);
-	check_host_decode_buffers(fx);
+	snprintf(path, sizeof(path), "%s/noise", dir);
+	check_host_decode_buffers(fx, path);
 	snprintf(path, sizeof(path), "%s/gpu_cap", dir);
 	check_default_gpu_cap(path);
 	snprintf(path, sizeof(path), "%s/short", dir);
