@@ -32,12 +32,18 @@
 #define DEFAULT_BUDGET_SHARE 8
 
 /* Read buffer (with room for direct I/O's alignment around the block),
- * then the decode buffer when the block is compressed.  Blocks are at
- * most DLS_MAX_BLOCK_BYTES, so this cannot overflow. */
-uint64_t block_io_bytes(const struct shard_block *blk)
+ * then the decode buffer when the block is compressed; only the decode
+ * buffer where a worker reads the block through a staging buffer
+ * (c->zstd_fetched).  Blocks are at most DLS_MAX_BLOCK_BYTES, so this
+ * cannot overflow. */
+uint64_t block_io_bytes(const struct loader_core *c,
+			const struct shard_block *blk)
 {
 	uint64_t n = align_up(blk->stored_size, IO_ALIGN) + IO_ALIGN;
 
+	/* read through a staging buffer: no room for its stored bytes */
+	if (blk->codec == DLS_CODEC_ZSTD && c->zstd_fetched)
+		return align_up(blk->raw_size, IO_ALIGN);
 	if (blk->codec == DLS_CODEC_ZSTD)
 		n += align_up(blk->raw_size, IO_ALIGN);
 	return n;
@@ -150,7 +156,7 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 		uint32_t shard;
 		const struct shard_block *blk = loader_block(c, g, &shard);
 
-		io[g] = block_io_bytes(blk);
+		io[g] = block_io_bytes(c, blk);
 		raw[g] = blk->raw_size;
 		rec[g].count = blk->record_count;
 		rec[g].bytes = blk->record_count
@@ -385,7 +391,8 @@ int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
 	if (c->cfg.cache_bytes || !c->nblocks || measure_blocks(c, &z))
 		return 0;
 	return add_sat(batch_want_bytes(c, &z, batch_fixed),
-		       align_up(z.io_sum, IO_ALIGN)) <= budget;
+		       align_up(add_sat(z.io_sum, stage_fetch_want(c)),
+				IO_ALIGN)) <= budget;
 }
 
 /* The io memory the loader wants: @entries median blocks and the
@@ -417,6 +424,7 @@ static uint64_t io_want_bytes(const struct loader_core *c,
 	if (want > z->io_sum)
 		want = z->io_sum;       /* the whole dataset fits */
 	want = add_sat(want, c->ranges.io_want);
+	want = add_sat(want, stage_fetch_want(c));
 	return align_up(want ? want : IO_ALIGN, IO_ALIGN);
 }
 
@@ -502,7 +510,8 @@ static uint64_t io_min_bytes(const struct loader_core *c,
 	uint64_t blocks = c->ranges.all ? 0
 			  : c->chunks.chunked ? z->io_max : z->io_top_need;
 
-	return align_up(add_sat(blocks, c->ranges.io_want), IO_ALIGN);
+	return align_up(add_sat(add_sat(blocks, c->ranges.io_want),
+				stage_fetch_want(c)), IO_ALIGN);
 }
 
 /*

@@ -14,7 +14,8 @@ struct loader_core;
 struct shard_block;
 struct slot;
 
-uint64_t block_io_bytes(const struct shard_block *blk);
+uint64_t block_io_bytes(const struct loader_core *c,
+			const struct shard_block *blk);
 int budget_open(struct loader_core *c, uint64_t *entries,
 		uint64_t batch_fixed_bytes, char *err, size_t errlen);
 int budget_caches_dataset(const struct loader_core *c,

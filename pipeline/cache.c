@@ -217,7 +217,7 @@ static int cache_take_memory(struct loader_core *c, uint32_t i,
 			     const struct shard_block *blk, int spare)
 {
 	struct cache_entry *e = &c->cache.entries[i];
-	uint64_t len = block_io_bytes(blk), off;
+	uint64_t len = block_io_bytes(c, blk), off;
 
 	if (alloc_io(c, len, &off, spare))
 		return -EAGAIN;
@@ -274,7 +274,7 @@ static int claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	if (c->cache.lru_head == NIL)
 		return -EAGAIN;
 	blk = loader_block(c, block, &shard);
-	if (keep && cache_reclaimable(c) < block_io_bytes(blk) + keep)
+	if (keep && cache_reclaimable(c) < block_io_bytes(c, blk) + keep)
 		return -EAGAIN;
 	i = c->cache.lru_head;
 	while (spare && i != NIL && waits_for_batch(c, &c->cache.entries[i]))
@@ -328,7 +328,7 @@ uint64_t cache_dataset_bytes(const struct loader_core *c)
 	for (uint64_t g = 0; g < c->nblocks; g++) {
 		uint32_t shard;
 
-		sum += block_io_bytes(loader_block(c, g, &shard));
+		sum += block_io_bytes(c, loader_block(c, g, &shard));
 	}
 	return sum;
 }

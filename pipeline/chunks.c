@@ -248,7 +248,7 @@ static int claim_chunk_locked(struct loader_core *c, struct slot *s,
 			/* at most c->need blocks and io_need_bytes (at most
 			 * half the io memory), or one block: a chunk fits
 			 * beside any other */
-			uint64_t len = block_io_bytes(loader_block(c, g, &shard));
+			uint64_t len = block_io_bytes(c, loader_block(c, g, &shard));
 
 			if (s->nentries == c->need ||
 			    (s->nentries && bytes + len > c->io_need_bytes))

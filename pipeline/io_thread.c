@@ -196,7 +196,7 @@ static int plan_one_locked(struct loader_core *c, unsigned *nsubmit)
 						c->shard_block_base[shard]),
 					(unsigned long long)c->block_first[g],
 					(unsigned long long)(c->block_first[g + 1] - 1),
-					(unsigned long long)block_io_bytes(blk),
+					(unsigned long long)block_io_bytes(c, blk),
 					(unsigned long long)c->plan_batch,
 					(unsigned long long)c->plan_epoch,
 					(unsigned long long)(c->io_bytes -

@@ -141,6 +141,10 @@ struct loader_core {
 	int has_zstd;
 	uint64_t zstd_blocks;        /* blocks of zstd */
 	uint64_t zstd_stored_max;    /* the largest one's stored bytes */
+	int zstd_fetched;           /* every zstd block is read and decoded
+				       by a worker through a staging buffer,
+				       its io memory only its decoded bytes
+				       (stage_fetches_zstd, block_io_bytes) */
 	int has_variable;           /* a field of variable shape */
 	uint32_t nvariable;         /* such fields */
 	uint32_t tensors_per_batch;

@@ -106,8 +106,11 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 	const char **paths = malloc(ds->nshards * sizeof(*paths));
 	struct io_ring_config rc = {
 		.queue_depth = c->cfg.queue_depth,
+		/* zstd_fetched: auto found every shard cached, and the
+		 * workers read only files opened buffered */
 		.direct = c->cfg.direct_io == SLUICE_DIRECT_IO_ON ? 1
-			  : c->cfg.direct_io == SLUICE_DIRECT_IO_OFF ? 0 : -1,
+			  : c->cfg.direct_io == SLUICE_DIRECT_IO_OFF ||
+			    c->zstd_fetched ? 0 : -1,
 		.sqpoll = c->cfg.sqpoll,
 		.plain_reads = !!(sluice_loader_config_forced(&c->cfg) &
 				  SLUICE_FORCE_PLAIN_READS),
@@ -319,7 +322,7 @@ static uint32_t window_for_memory(const struct loader_core *c)
 	for (uint64_t g = 0; g < c->nblocks; g++) {
 		uint32_t shard;
 
-		io[g] = block_io_bytes(loader_block(c, g, &shard));
+		io[g] = block_io_bytes(c, loader_block(c, g, &shard));
 	}
 	qsort(io, c->nblocks, sizeof(*io), cmp_u64_desc);
 	for (; w > 1; w /= 2) {
@@ -445,6 +448,9 @@ static int open_core(struct loader_core *c,
 			 c->cfg.batch_size);
 		return r;
 	}
+	/* zstd blocks read through staging buffers take no io memory for
+	 * their stored bytes: known before any block is sized */
+	c->zstd_fetched = stage_fetches_zstd(c);
 	r = fit_window_to_memory(c, specs, nspecs, err, errlen);
 	if (r)
 		return r;
@@ -467,6 +473,8 @@ static int open_core(struct loader_core *c,
 	r = ranges_open(c, batch_fixed, err, errlen);
 	if (r)
 		return r;
+	if (c->ranges.on)   /* their blocks read whole go through the ring */
+		c->zstd_fetched = 0;
 	need = cache_needed(c, c->cfg.batch_size);
 	if (c->ranges.on) {
 		/* A batch reads whole only the blocks not read by range

@@ -59,7 +59,11 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->io_memory_bytes = c->io_bytes;
 	st->batches_over_budget = atomic_load(&c->over_budget);
 	st->direct_io = c->ring_info.direct;
-	st->cached_shards = c->ring_info.cached_files;
+	/* direct_io auto found them all cached at open and, for the
+	 * workers' reads of zstd blocks, opened them buffered */
+	st->cached_shards = c->zstd_fetched &&
+			    c->cfg.direct_io == SLUICE_DIRECT_IO_AUTO
+		? c->ds->nshards : c->ring_info.cached_files;
 	st->registered_buffers = c->ring_info.fixed_buffers;
 	st->registered_files = c->ring_info.fixed_files;
 	st->sqpoll = c->ring_info.sqpoll;

@@ -87,20 +87,57 @@ uint64_t stage_ranges_want(const struct loader_core *c)
 	return 2 * (uint64_t)c->cfg.decode_threads * stage_buffer_nominal();
 }
 
+/* The staging buffer a zstd block goes through whole: a part of
+ * DECODE_PART, or its longest block's stored bytes where less. */
+static uint64_t decode_part(const struct loader_core *c)
+{
+	return c->zstd_stored_max < DECODE_PART
+		? (c->zstd_stored_max + 4095) / 4096 * 4096 : DECODE_PART;
+}
+
+static int env_off(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && strcmp(v, "0") == 0;
+}
+
+int stage_fetches_zstd(const struct loader_core *c)
+{
+	if (!c->has_zstd || env_off("SLUICE_STAGED_DECODE") ||
+	    env_off("SLUICE_HOST_STAGED_DECODE") ||
+	    device_offloads(c->cfg.device, c->cfg.device_id) ||
+	    c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON ||
+	    c->cfg.direct_io == SLUICE_DIRECT_IO_ON ||
+	    !io_files_stay_open(c->ds->nshards))
+		return 0;
+	/* direct_io auto reads buffered what the page cache holds */
+	for (uint32_t s = 0; c->cfg.direct_io != SLUICE_DIRECT_IO_OFF &&
+			     s < c->ds->nshards; s++)
+		if (!io_path_cached(c->ds->shards[s].path))
+			return 0;
+	return 1;
+}
+
+uint64_t stage_fetch_want(const struct loader_core *c)
+{
+	return c->zstd_fetched
+		? (uint64_t)c->cfg.decode_threads * decode_part(c) : 0;
+}
+
 int stage_open(struct loader_core *c)
 {
 	struct stage_pool *p = &c->stage;
 	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
 	const char *o = getenv("SLUICE_FETCH_OVERLAP");
 	int overlap = !(o && strcmp(o, "0") == 0);
-	const char *d = getenv("SLUICE_STAGED_DECODE");  /* "0": A/B */
-	const char *h = getenv("SLUICE_HOST_STAGED_DECODE");  /* "0": A/B */
-	int decode = !(d && strcmp(d, "0") == 0);
+	/* "0": benchmarks' A/B */
+	int decode = !env_off("SLUICE_STAGED_DECODE");
 	/* zstd blocks of host batches, read and decompressed by a worker
 	 * through a buffer (no upload to overlap: one each); O_DIRECT
 	 * reads, the device's DMA, stay on the ring (stage_choose_locked) */
-	int host = decode && !(h && strcmp(h, "0") == 0) && c->has_zstd &&
-		   !c->gather.on && !c->ranges.on &&
+	int host = decode && !env_off("SLUICE_HOST_STAGED_DECODE") &&
+		   c->has_zstd && !c->gather.on && !c->ranges.on &&
 		   c->cfg.direct_io != SLUICE_DIRECT_IO_ON;
 	/* every block fetched is a zstd block that one worker reads and
 	 * decompresses whole through one buffer, no part's upload to
@@ -115,9 +152,11 @@ int stage_open(struct loader_core *c)
 				1, STAGE_BUFFERS_MAX);
 	/* blocks': a quarter of the io memory at most; ranges': what the
 	 * budget added for them, leaving the ranges theirs */
-	uint64_t room = c->ranges.all ? c->ranges.stage_want : c->io_bytes / 4;
+	uint64_t room = c->ranges.all ? c->ranges.stage_want
+		      : c->zstd_fetched ? stage_fetch_want(c) : c->io_bytes / 4;
 	uint64_t keep = c->ranges.all
-		? c->ranges.io_want - c->ranges.stage_want : c->io_batch_max;
+		? c->ranges.io_want - c->ranges.stage_want
+		: c->zstd_fetched ? 0 : c->io_batch_max;
 	uint32_t pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES, 1,
 				     STAGE_PIECES_MAX);
 	uint64_t bytes;
@@ -128,7 +167,8 @@ int stage_open(struct loader_core *c)
 	 * the dataset reads each block once anyway (where blocks are read:
 	 * record ranges are read every epoch). */
 	p->off_why = host
-		? (c->cache.all ? "the cache holds the dataset" : NULL)
+		? (c->cache.all && !c->zstd_fetched
+		   ? "the cache holds the dataset" : NULL)
 		: !c->gather.on || !(c->dev_info.caps & DEVICE_CAP_MIRROR)
 		? "no gathers"
 		: c->cfg.verify && !c->gather.checks
@@ -143,16 +183,13 @@ int stage_open(struct loader_core *c)
 		? "the cache holds the dataset"
 		: v && strcmp(v, "0") == 0 ? "SLUICE_STAGING=0" : NULL;
 	if (p->off_why)
-		return 0;
+		return c->zstd_fetched ? -EINVAL : 0;   /* never: the same test */
 	/* At most the room, leaving a batch's blocks or every range batch
 	 * in flight (what the budget promised); the read-ahead has the
 	 * rest.  Where that is tight, fewer buffers, then shorter ones;
 	 * decodes' shorter ones first. */
-	bytes = (uint64_t)pieces * IO_PIECE_BYTES;
-	if (decoded_only)   /* no longer than the longest block's bytes */
-		bytes = c->zstd_stored_max < DECODE_PART
-			? (c->zstd_stored_max + 4095) / 4096 * 4096
-			: DECODE_PART;
+	bytes = decoded_only ? decode_part(c)
+			     : (uint64_t)pieces * IO_PIECE_BYTES;
 	for (;;) {
 		if ((uint64_t)n * bytes <= room &&
 		    (uint64_t)n * bytes <= c->io_bytes &&
@@ -167,12 +204,13 @@ int stage_open(struct loader_core *c)
 			bytes = (uint64_t)pieces * IO_PIECE_BYTES;
 		} else {
 			p->off_why = "no room in the io memory";
-			return 0;
+			return c->zstd_fetched ? -ENOSPC : 0;
 		}
 	}
+	/* the budget kept the room of c->zstd_fetched's (the first taken) */
 	if (pool_alloc(&c->io_pool, (uint64_t)n * bytes, &p->off)) {
 		p->off_why = "no room in the io pool";
-		return 0;
+		return c->zstd_fetched ? -ENOSPC : 0;
 	}
 	p->pool_bytes = (uint64_t)n * bytes;
 	p->free = calloc(n, sizeof(*p->free));
@@ -221,6 +259,10 @@ void stage_choose_locked(struct loader_core *c, struct cache_entry *e,
 			block_tables_known(c, e->block)) || zstd) &&
 		      !c->ring_info.direct &&
 		      io_ring_pread_fd(c->ring, c->block_shard[e->block]) >= 0;
+	/* its io memory holds only its decoded bytes (block_io_bytes): a
+	 * worker reads it, or fails saying why (io_ring_pread) */
+	if (c->zstd_fetched && blk->codec == DLS_CODEC_ZSTD)
+		e->fetch.on = 1;
 	e->fetch.decoded = e->fetch.on && zstd;
 }
 

@@ -43,6 +43,14 @@ struct stage_pool {
  * its upload and checksummed there.  0 or -ENOMEM. */
 int stage_open(struct loader_core *c);
 void stage_close(struct loader_core *c);
+/* Before the budget: will every zstd block be read and decompressed by
+ * a worker through a staging buffer, as host batches' are where the
+ * page cache holds the shards and the ring keeps them open?  Its io
+ * memory then holds only its decoded bytes (block_io_bytes; record
+ * ranges rule it out: loader_open.c sets c->zstd_fetched). */
+int stage_fetches_zstd(const struct loader_core *c);
+/* The io memory the buffers of c->zstd_fetched take (the budget's). */
+uint64_t stage_fetch_want(const struct loader_core *c);
 /* A staging buffer's bytes, unless memory is tight (stage_open): what
  * a record range must fit before the device opens (ranges_device_suits). */
 uint64_t stage_buffer_nominal(void);

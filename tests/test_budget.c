@@ -1296,6 +1296,39 @@ static void check_sim_decode_buffers(const char *dir, uint32_t n)
 	T_OK(unsetenv("SLUICE_DEVICE_SIM"));
 }
 
+/* A zstd block its workers read through a staging buffer takes only its
+ * decoded bytes of io memory, not room for its stored bytes too: 40 MiB
+ * hold @dir's 24 MiB decoded beside its batches, not with its 12 MiB
+ * stored too, and each block is read once in three epochs (13 reads of
+ * 6 before). */
+static void check_fetched_take_decoded(const char *dir, uint32_t n)
+{
+	struct sluice_stats st = { .size = sizeof(st) };
+	struct sluice_loader_config cfg;
+	sluice_dataset *ds = NULL;
+	sluice_loader *ld = NULL;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.window_blocks = 2;
+	cfg.batch_size = 16;
+	cfg.epochs = 3;
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.direct_io = SLUICE_DIRECT_IO_OFF;
+	cfg.memory_bytes = 40 * MIB;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	T_ASSERT(ld->core->zstd_fetched);
+	for (int e = 0; e < 3; e++)
+		check_noise_epoch(ld, n);
+	T_OK(sluice_loader_stats(ld, &st));
+	T_EQ(st.blocks_read, dataset_table(ds)->block_count);
+	T_ASSERT(st.memory_bytes <= 40 * MIB);
+	sluice_loader_close(ld);
+	sluice_dataset_close(ds);
+}
+
 /* zstd blocks of host batches are read and decompressed by the workers
  * through staging buffers, one each, under the default budget too: it
  * left one 4 MiB buffer, or none, for the two workers, which then read
@@ -1323,6 +1356,8 @@ static void check_host_decode_buffers(const char *fx, const char *noise)
 			cfg.epochs = 1;
 			cfg.decode_threads = threads;
 			cfg.device = SLUICE_DEVICE_HOST;
+			/* the workers read the shards, cached or not */
+			cfg.direct_io = SLUICE_DIRECT_IO_OFF;
 			/* below the noise's 36 MiB of io memory: not cached */
 			budget_test_default_cap = 24 * MIB;
 			T_OK(sluice_loader_open(ds, &cfg, &ld));
@@ -1347,6 +1382,7 @@ static void check_host_decode_buffers(const char *fx, const char *noise)
 	 * too: a buffer each, not two (the second overlaps raw parts'
 	 * uploads) */
 	check_sim_decode_buffers(noise, 384);
+	check_fetched_take_decoded(noise, 384);
 }
 
 /* On a GPU the default budget's cap is at most an eighth of its memory

@@ -26,7 +26,7 @@
 
 #include "sluice.h"
 #include "sluice_tools.h"
-#include "loader.h"
+#include "io_sizes.h"    /* host_dataset_io_bytes; loader.h */
 #include "budget_test.h"
 
 #define N 1050u
@@ -136,25 +136,6 @@ static void check_batch(sluice_batch *b, enum layout l, uint32_t *seen)
 		to->deleter(to);
 }
 
-/* io memory the loader's cache needs to hold every block of @ds; the
- * largest block's in *@max. */
-static uint64_t dataset_io_bytes(const sluice_dataset *ds, uint64_t *max)
-{
-	const struct dataset *d = dataset_table(ds);
-	uint64_t sum = 0;
-
-	*max = 0;
-	for (uint32_t s = 0; s < d->nshards; s++)
-		for (uint64_t b = 0; b < d->shards[s].block_count; b++) {
-			uint64_t n = block_io_bytes(&d->shards[s].blocks[b]);
-
-			sum += n;
-			if (n > *max)
-				*max = n;
-		}
-	return sum;
-}
-
 /*
  * EPOCHS epochs under @cfg, every record once per epoch with its bytes.
  * @return the loader's stats at the end.
@@ -239,13 +220,13 @@ int main(void)
 	T_ASSERT(mkdtemp(dir));
 	for (int l = 0; l < NLAYOUTS; l++) {
 		sluice_dataset *ds = NULL;
-		uint64_t blocks, io, io_max;
+		uint64_t blocks, io, io_max, nb;
 
 		snprintf(path, sizeof(path), "%s/%s", dir, layout_names[l]);
 		write_dataset(path, (enum layout)l);
 		T_OK(sluice_dataset_open(path, &ds));
 		blocks = sluice_dataset_blocks(ds);
-		io = dataset_io_bytes(ds, &io_max);
+		io = host_dataset_io_bytes(ds, &io_max, &nb);
 		T_ASSERT(blocks >= 16);
 		for (int sh = SLUICE_SHUFFLE_NONE; sh <= SLUICE_SHUFFLE_FULL;
 		     sh++) {

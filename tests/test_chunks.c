@@ -468,7 +468,11 @@ static void check_variable(const char *dir, int level)
 		int r;
 
 		loader_config(&cfg, SLUICE_ON_ERROR_FAIL);
-		cfg.memory_bytes = VAR_MEMORY;
+		/* zstd blocks read by the workers take only their decoded
+		 * bytes (direct_io off: whether or not the page cache
+		 * holds them), and 2 MiB holds a batch's: half does not */
+		cfg.memory_bytes = level ? VAR_MEMORY / 2 : VAR_MEMORY;
+		cfg.direct_io = SLUICE_DIRECT_IO_OFF;
 		cfg.pad_length = pads[k];
 		r = sluice_loader_open(ds, &cfg, &ld);
 		if (r) {
