@@ -119,10 +119,16 @@ int stage_fetches_zstd(const struct loader_core *c)
 	return 1;
 }
 
+/* A buffer per worker that decodes a block whole, no more than blocks. */
+static uint32_t decode_buffers(const struct loader_core *c)
+{
+	return c->zstd_blocks < c->cfg.decode_threads
+		? (uint32_t)c->zstd_blocks : c->cfg.decode_threads;
+}
+
 uint64_t stage_fetch_want(const struct loader_core *c)
 {
-	return c->zstd_fetched
-		? (uint64_t)c->cfg.decode_threads * decode_part(c) : 0;
+	return c->zstd_fetched ? decode_buffers(c) * decode_part(c) : 0;
 }
 
 int stage_open(struct loader_core *c)
@@ -147,8 +153,8 @@ int stage_open(struct loader_core *c)
 			   (decode && c->gather.on && !c->ranges.on &&
 			    c->zstd_blocks == c->nblocks);
 	uint32_t n = env_within("SLUICE_STAGE_BUFFERS",
-				(overlap && !decoded_only ? 2 : 1) *
-					c->cfg.decode_threads,
+				decoded_only ? decode_buffers(c)
+				: (overlap ? 2 : 1) * c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
 	/* blocks': a quarter of the io memory at most; ranges': what the
 	 * budget added for them, leaving the ranges theirs */
