@@ -48,11 +48,13 @@ def shard_files(path):
 # 1 MiB records, half compressible; variable: 0, 1 or 2 units of 512 KiB
 FIXED_FIELD = "data:uint8:1024x1024:0.5"
 VARIABLE_FIELD = "data:uint8:-1x524288:0.5"
+SMALL_FIELD = "data:uint8:16384:0.5"
 
 
-def make_dataset(shard, path, records, codec, field=FIXED_FIELD):
+def make_dataset(shard, path, records, codec, field=FIXED_FIELD,
+                 block_size=64 << 20):
     stamp = os.path.join(path, ".records")
-    want = "%d %s %s" % (records, codec, field)
+    want = "%d %s %s %d" % (records, codec, field, block_size)
     try:
         with open(stamp) as f:
             if f.read() == want:
@@ -66,7 +68,7 @@ def make_dataset(shard, path, records, codec, field=FIXED_FIELD):
                     "--records", str(records), "--seed", "1",
                     "--field", field,
                     "--field", "label:int64", "--compression", codec,
-                    "--block-size", str(64 << 20),
+                    "--block-size", str(block_size),
                     "--threads", str(os.cpu_count()), "--quiet"],
                    check=True)
     with open(stamp, "w") as f:
@@ -486,6 +488,18 @@ def main():
             ("zstd-window", zst, base + ["--shuffle", "window"] + epochs,
              None, 1),
             ("zstd-full", zst, base + ["--shuffle", "full"] + epochs,
+             None, 1)], a.timeout, out, a.json)
+        # 16 KiB records in 1 MiB blocks (convert's default): each
+        # decode worker reads a block through a staging buffer of its
+        # own, 1 MiB or the longest block's stored bytes (stage.c; two
+        # of 4 MiB a worker before, fewer where the io memory was short)
+        z16 = os.path.join(a.data, "zstd16")
+        make_dataset(shard, z16, int(a.zstd_gb * 1e9 / (1 << 14)), "zstd",
+                     SMALL_FIELD, 1 << 20)
+        out["rows"] += interleaved(sluice, [
+            ("zstd16-none", z16, base + ["--shuffle", "none"] + epochs,
+             None, 1),
+            ("zstd16-window", z16, base + ["--shuffle", "window"] + epochs,
              None, 1)], a.timeout, out, a.json)
     if "variable" in groups:
         # variable-size records (512 KiB on average): gathered on the
