@@ -109,9 +109,12 @@ static int cmp_u64(const void *a, const void *b)
 /* Typical sizes from the index, robust to the outliers that a mean would
  * spread over every block: the (lower) median of the blocks' io bytes,
  * the median record's raw bytes (each block's records weighed as its
- * average), the largest io bytes and their sum. */
+ * average), the largest io bytes and their sum.  The staging buffers
+ * of c->zstd_fetched lie in the io memory beside every block: io_max,
+ * io_top_need and io_sum count them, as every floor must. */
 struct block_sizes {
 	uint64_t io_median, io_max, io_sum, record_median;
+	uint64_t stage;             /* those buffers (stage_fetch_want) */
 	uint64_t io_top_need;       /* the c->need largest io bytes, summed */
 	uint64_t raw_top_one;       /* the batch_records_max() largest raw
 				       sizes, summed: no batch holds more */
@@ -173,6 +176,10 @@ static int measure_blocks(const struct loader_core *c, struct block_sizes *z)
 	z->io_median = io[(n - 1) / 2];
 	for (uint64_t k = 0; k < c->need && k < n; k++)
 		z->io_top_need = add_sat(z->io_top_need, io[n - 1 - k]);
+	z->stage = stage_fetch_want(c);
+	z->io_max = add_sat(z->io_max, z->stage);
+	z->io_top_need = add_sat(z->io_top_need, z->stage);
+	z->io_sum = add_sat(z->io_sum, z->stage);
 	/* A batch's records come from at most batch_records_max() blocks,
 	 * and its records of one block hold at most that block's raw
 	 * bytes. */
@@ -391,8 +398,7 @@ int budget_caches_dataset(const struct loader_core *c, uint64_t batch_fixed)
 	if (c->cfg.cache_bytes || !c->nblocks || measure_blocks(c, &z))
 		return 0;
 	return add_sat(batch_want_bytes(c, &z, batch_fixed),
-		       align_up(add_sat(z.io_sum, stage_fetch_want(c)),
-				IO_ALIGN)) <= budget;
+		       align_up(z.io_sum, IO_ALIGN)) <= budget;
 }
 
 /* The io memory the loader wants: @entries median blocks and the
@@ -424,7 +430,6 @@ static uint64_t io_want_bytes(const struct loader_core *c,
 	if (want > z->io_sum)
 		want = z->io_sum;       /* the whole dataset fits */
 	want = add_sat(want, c->ranges.io_want);
-	want = add_sat(want, stage_fetch_want(c));
 	return align_up(want ? want : IO_ALIGN, IO_ALIGN);
 }
 
@@ -482,7 +487,8 @@ static void split_surplus(struct loader_core *c, const struct block_sizes *z,
 					IO_ALIGN);
 		uint64_t room = (budget - batch_want) &
 				~(uint64_t)(IO_ALIGN - 1);
-		uint64_t avg = c->nblocks ? z->io_sum / c->nblocks : 0;
+		uint64_t avg = c->nblocks ? (z->io_sum - z->stage) /
+					    c->nblocks : 0;
 		uint64_t held;
 
 		c->io_bytes = room < all ? room : all;
@@ -510,8 +516,7 @@ static uint64_t io_min_bytes(const struct loader_core *c,
 	uint64_t blocks = c->ranges.all ? 0
 			  : c->chunks.chunked ? z->io_max : z->io_top_need;
 
-	return align_up(add_sat(add_sat(blocks, c->ranges.io_want),
-				stage_fetch_want(c)), IO_ALIGN);
+	return align_up(add_sat(blocks, c->ranges.io_want), IO_ALIGN);
 }
 
 /*
@@ -569,7 +574,11 @@ static void split_short(struct loader_core *c, const struct block_sizes *z,
 		 * half of it made the window chunked) */
 		uint64_t least = io_min_bytes(c, z);
 
-		c->io_bytes = least < budget && least > half ? least
+		/* (and a batch's fixed bytes beside them: a full shuffle's
+		 * ranges' least left 4 KiB of 1.26 MB for batches and was
+		 * refused, where 1.25 MB, short of them, ran) */
+		c->io_bytes = least < budget && least > half &&
+			      budget - least >= batch_fixed ? least
 			      : z->io_max > half ? z->io_max : half;
 	}
 	keep = batch_keep_bytes(c, z, budget, batch_fixed);
@@ -673,14 +682,15 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 							     &shard);
 
 		snprintf(err, errlen,
-			 "%s: block %llu (records %llu..%llu): reading and decoding it takes %llu bytes, more than %s allows beside batch memory: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			 "%s: block %llu (records %llu..%llu): reading and decoding it takes %llu bytes (%llu of them the workers' staging buffers), more than %s allows beside batch memory: raise memory_bytes (sluice --memory, Python memory_bytes=)",
 			 c->ds->shards[shard].path,
 			 (unsigned long long)(z->max_block -
 					      c->shard_block_base[shard]),
 			 (unsigned long long)(c->block_first[z->max_block]),
 			 (unsigned long long)(c->block_first[z->max_block] +
 					      blk->record_count - 1),
-			 (unsigned long long)z->io_max, words);
+			 (unsigned long long)z->io_max,
+			 (unsigned long long)z->stage, words);
 		return -ENOSPC;
 	}
 	if (c->batch_bytes < batch_fixed) {
