@@ -136,6 +136,7 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 	s->rec_entry = malloc(b * sizeof(*s->rec_entry));
 	s->rec_in_block = malloc(b * sizeof(*s->rec_in_block));
 	s->entries = malloc(b * sizeof(*s->entries));
+	s->wait_next = malloc(b * sizeof(*s->wait_next));
 	s->handle.core = c;
 	s->handle.slot = id;
 	memcpy(s->tensors, c->tensor_layout,
@@ -147,6 +148,7 @@ int slot_init(struct loader_core *c, struct slot *s, uint32_t id)
 						sizeof(*s->chunk.items));
 	}
 	if (!s->indices || !s->rec_entry || !s->rec_in_block || !s->entries ||
+	    !s->wait_next ||
 	    (c->chunks.chunked && !s->chunk.rows) ||
 	    (c->chunks.chunked && c->nvariable && !c->cfg.pad_length &&
 	     !s->chunk.items) ||
@@ -165,6 +167,7 @@ void slot_free(struct slot *s)
 	free(s->rec_entry);
 	free(s->rec_in_block);
 	free(s->entries);
+	free(s->wait_next);
 	free(s->chunk.rows);
 	free(s->chunk.items);
 	slot_ranges_free(s);

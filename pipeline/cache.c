@@ -35,9 +35,7 @@ int cache_init(struct loader_core *c, uint32_t nentries)
 	for (uint32_t i = 0; i < nentries; i++) {
 		struct cache_entry *e = &c->cache.entries[i];
 
-		e->waiters = calloc(c->slots_cap, sizeof(*e->waiters));
-		if (!e->waiters)
-			return -ENOMEM;
+		e->wait_first = e->wait_last = WAIT_NONE;
 		cache_lru_push(c, i);
 	}
 	return 0;
@@ -45,10 +43,6 @@ int cache_init(struct loader_core *c, uint32_t nentries)
 
 void cache_destroy(struct loader_core *c)
 {
-	if (c->cache.entries) {
-		for (uint32_t i = 0; i < c->cache.nentries; i++)
-			free(c->cache.entries[i].waiters);
-	}
 	free(c->cache.entries);
 	free(c->cache.block_entry);
 	c->cache.entries = NULL;
@@ -292,6 +286,7 @@ static int claim(struct loader_core *c, uint64_t block, uint64_t keep,
 	e->state = ENTRY_EMPTY;
 	e->refs = 1;
 	e->nwaiters = 0;
+	e->wait_first = e->wait_last = WAIT_NONE;
 	e->error = 0;
 	e->corrupt = 0;
 	e->forget = 0;

@@ -40,14 +40,18 @@ int jobs_pop_locked(struct loader_core *c, struct job *j)
 void entry_ready_locked(struct loader_core *c, uint32_t i)
 {
 	struct cache_entry *e = &c->cache.entries[i];
+	uint64_t w = e->nwaiters ? e->wait_first : WAIT_NONE;
 
-	for (uint32_t k = 0; k < e->nwaiters; k++) {
-		struct slot *s = c->slots[e->waiters[k]];
+	/* the slots in the order they waited (batch order) */
+	e->nwaiters = 0;
+	e->wait_first = e->wait_last = WAIT_NONE;
+	while (w != WAIT_NONE) {
+		struct slot *s = c->slots[w >> 32];
 
+		w = s->wait_next[(uint32_t)w];
 		if (--s->pending == 0)
 			slot_assemble_locked(c, s);
 	}
-	e->nwaiters = 0;
 	if (e->ahead) {
 		e->ahead = 0;
 		c->ahead.inflight--;

@@ -87,6 +87,8 @@ struct slot {
 	uint32_t *rec_entry;    /* cache entry per record */
 	uint32_t *rec_in_block; /* record within its block */
 	uint32_t *entries;      /* distinct entries pinned (nentries) */
+	uint64_t *wait_next;    /* [k]: the wait after this slot's for
+				   entries[k] (cache_entry.wait_first) [mu] */
 	uint32_t nentries;
 	uint32_t pending;       /* entries not READY yet [mu] */
 	uint32_t parts_left;    /* assembly parts running [mu] */

@@ -51,10 +51,10 @@
 #define STAGE_BUFFERS_MAX 128u
 /* A zstd block is read and decompressed a part at a time by one worker
  * through one buffer: a part of 1 MiB, which the CPU's cache holds from
- * the read to the decoder, and never fewer buffers than workers, as a
- * worker without one waits.  On the VM (2
- * cores), 16 KiB records in 1 MiB blocks, shuffle none, parts of 128 KiB
- * to 4 MiB, two runs each (GB/s): 9.6/9.0, 10.1/9.8, 10.2/10.1,
+ * the read to the decoder; a buffer per worker (no more than blocks),
+ * shorter ones before fewer, as a worker without one waits.  On the VM
+ * (2 cores), 16 KiB records in 1 MiB blocks, shuffle none, parts of 128
+ * KiB to 4 MiB, two runs each (GB/s): 9.6/9.0, 10.1/9.8, 10.2/10.1,
  * 10.8/10.4, 10.1/10.4, 9.1/10.1.  At 4 MiB the default budget's io
  * memory left one buffer for two workers, which read every block in
  * turn: 7.2 GB/s, 12.1 with a buffer each. */
