@@ -1211,32 +1211,35 @@ static uint8_t noise_byte(uint64_t i, uint64_t k)
 	return (uint8_t)((z ^ (z >> 31)) >> (8 * (k & 7)));
 }
 
-/* @n records of 64 KiB that zstd halves, in zstd blocks of 4 MiB: each
- * block's stored bytes are two staging buffers long. */
-static void write_noise(const char *dir, uint32_t n)
+/* @n records of @bytes (at most 64 KiB) that zstd halves, in zstd
+ * blocks of @block_size at @level. */
+static void write_noise(const char *dir, uint32_t n, uint32_t bytes,
+			uint64_t block_size, int level)
 {
 	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
-					65536);
+					bytes);
 	struct sluice_writer_config wc;
 	sluice_writer *w = NULL;
 	static uint8_t rec[65536];
 
+	T_ASSERT(bytes <= sizeof(rec));
 	sluice_writer_config_init(&wc);
-	wc.block_size = 4 * MIB;
-	wc.compression_level = 1;
+	wc.block_size = block_size;
+	wc.compression_level = level;
 	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
 	for (uint32_t i = 0; i < n; i++) {
 		const void *v[1] = { rec };
-		uint64_t len[1] = { sizeof(rec) };
+		uint64_t len[1] = { bytes };
 
-		for (uint64_t k = 0; k < sizeof(rec); k++)
+		for (uint64_t k = 0; k < bytes; k++)
 			rec[k] = noise_byte(i, k);
 		T_OK(sluice_writer_add(w, v, len));
 	}
 	T_OK(sluice_writer_close(w, NULL));
 }
 
-/* An epoch of write_noise()'s @n records, each checked byte for byte. */
+/* An epoch of @n records of 64 KiB from write_noise(), each checked byte
+ * for byte. */
 static void check_noise_epoch(sluice_loader *ld, uint32_t n)
 {
 	uint64_t got = 0;
@@ -1278,26 +1281,9 @@ static void check_noise_epoch(sluice_loader *ld, uint32_t n)
  */
 static void check_ranges_split_monotone(const char *dir)
 {
-	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
-					12072);
-	struct sluice_writer_config wc;
-	sluice_writer *w = NULL;
 	sluice_dataset *ds = NULL;
-	static uint8_t rec[12072];
 
-	sluice_writer_config_init(&wc);
-	wc.block_size = 1338014;
-	wc.compression_level = 3;
-	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
-	for (uint32_t i = 0; i < 42; i++) {
-		const void *v[1] = { rec };
-		uint64_t len[1] = { sizeof(rec) };
-
-		for (uint64_t k = 0; k < sizeof(rec); k++)
-			rec[k] = noise_byte(i, k);
-		T_OK(sluice_writer_add(w, v, len));
-	}
-	T_OK(sluice_writer_close(w, NULL));
+	write_noise(dir, 42, 12072, 1338014, 3);
 	T_OK(sluice_dataset_open(dir, &ds));
 	for (int ring = 0; ring < 2; ring++) {
 		if (ring)
@@ -1402,7 +1388,8 @@ static void check_host_decode_buffers(const char *fx, const char *noise)
 {
 	const char *dirs[2] = { fx, noise };
 
-	write_noise(noise, 384);
+	/* 64 KiB records in 4 MiB blocks: two staging buffers long each */
+	write_noise(noise, 384, 65536, 4 * MIB, 1);
 	for (int d = 0; d < 2; d++) {
 		sluice_dataset *ds = NULL;
 
