@@ -153,10 +153,9 @@ static void let_go(struct held *h, uint64_t k)
  * would show the consumer's writes.  (A cache that holds every block
  * makes no views and no direct decodes at all, issue 22: test_cache.)
  */
-static uint64_t cache_all_but_two(const sluice_dataset *ds)
+static uint64_t cache_all_but_two(sluice_dataset *ds)
 {
-	uint64_t max, n, sum = host_dataset_io_bytes((sluice_dataset *)ds,
-						     &max, &n);
+	uint64_t max, n, sum = host_dataset_io_bytes(ds, &max, &n);
 
 	T_ASSERT(n > 4);
 	return sum / n * (n - 2);
@@ -166,7 +165,7 @@ static uint64_t cache_all_but_two(const sluice_dataset *ds)
  * default budget) for raw blocks; for zstd ones a cache short of the
  * dataset, which the default budget takes whole for a job of more than
  * one epoch (making no views). */
-static uint64_t views_cache_bytes(const sluice_dataset *ds)
+static uint64_t views_cache_bytes(sluice_dataset *ds)
 {
 	const struct dataset *d = dataset_table(ds);
 
