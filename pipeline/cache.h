@@ -23,12 +23,13 @@ enum entry_state {
 	ENTRY_FAILED,
 };
 
-/* One decoded-block cache entry: while it holds a block, an io buffer
- * carved from the arena's io pool, followed by a decode buffer when the
- * block is zstd (sized for that block, not the largest). */
 /* No wait (cache_entry.wait_first, slot.wait_next). */
 #define WAIT_NONE UINT64_MAX
 
+/* One decoded-block cache entry: while it holds a block, an io buffer
+ * carved from the arena's io pool, followed by a decode buffer when the
+ * block is zstd (sized for that block, not the largest; only the decode
+ * buffer where c->zstd_fetched). */
 struct cache_entry {
 	uint64_t block;         /* global block id [mu] */
 	int state;              /* enum entry_state [mu] */

@@ -72,9 +72,6 @@ static struct slot *free_slot(struct loader_core *c)
 	return NULL;
 }
 
-/* Slot @s waits for those of its pinned blocks not yet decoded: the
- * ones not read yet join c->submit (after *@nsubmit entries, which it
- * advances), the rest already on their way only count @s as a waiter. */
 /* Slot @s waits for @e, its entries[@k]: last in @e's list of waits. */
 static void entry_wait(struct loader_core *c, struct cache_entry *e,
 		       struct slot *s, uint32_t k)
@@ -82,14 +79,19 @@ static void entry_wait(struct loader_core *c, struct cache_entry *e,
 	uint64_t w = (uint64_t)s->id << 32 | k;
 
 	s->wait_next[k] = WAIT_NONE;
-	if (e->nwaiters++ == 0)
+	if (e->nwaiters++ == 0) {
 		e->wait_first = w;
-	else
-		c->slots[e->wait_last >> 32]->wait_next[(uint32_t)e->wait_last] =
-			w;
+	} else {
+		struct slot *last = c->slots[e->wait_last >> 32];
+
+		last->wait_next[(uint32_t)e->wait_last] = w;
+	}
 	e->wait_last = w;
 }
 
+/* Slot @s waits for those of its pinned blocks not yet decoded: the
+ * ones not read yet join c->submit (after *@nsubmit entries, which it
+ * advances), the rest already on their way only count @s as a waiter. */
 void slot_await_entries_locked(struct loader_core *c, struct slot *s,
 			       unsigned *nsubmit)
 {

@@ -141,8 +141,8 @@ struct loader_core {
 	uint32_t *block_shard;      /* shard of each global block */
 	uint64_t *shard_block_base; /* global id of each shard's block 0 */
 	int has_zstd;
-	uint64_t zstd_blocks;        /* blocks of zstd */
-	uint64_t zstd_stored_max;    /* the largest one's stored bytes */
+	uint64_t zstd_blocks;       /* blocks of zstd */
+	uint64_t zstd_stored_max;   /* the largest one's stored bytes */
 	int zstd_fetched;           /* every zstd block is read and decoded
 				       by a worker through a staging buffer,
 				       its io memory only its decoded bytes

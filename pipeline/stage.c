@@ -189,7 +189,7 @@ int stage_open(struct loader_core *c)
 		? "the cache holds the dataset"
 		: v && strcmp(v, "0") == 0 ? "SLUICE_STAGING=0" : NULL;
 	if (p->off_why)
-		return c->zstd_fetched ? -EINVAL : 0;   /* never: the same test */
+		return c->zstd_fetched ? -ENOSPC : 0;   /* never: the same test */
 	/* At most the room, leaving a batch's blocks or every range batch
 	 * in flight (what the budget promised); the read-ahead has the
 	 * rest.  Where that is tight, fewer buffers, then shorter ones;

@@ -40,7 +40,9 @@ struct stage_pool {
 
 /* At open, once the device and the gathers are set (gather_init): the
  * buffers, where every block a batch uses is gathered on the device from
- * its upload and checksummed there.  0 or -ENOMEM. */
+ * its upload and checksummed there, and for zstd blocks of host batches.
+ * 0, -ENOMEM, or where c->zstd_fetched the budget kept no room for them
+ * (never: it counts them) -ENOSPC. */
 int stage_open(struct loader_core *c);
 void stage_close(struct loader_core *c);
 /* Before the budget: will every zstd block be read and decompressed by
