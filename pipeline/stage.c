@@ -30,6 +30,9 @@
  * 16 KiB records in 1 MiB blocks, window shuffle, 8.04 -> 10.49 GB/s;
  * 1 MiB records in 64 MiB blocks, window 8.30 -> 10.56, shuffle none
  * with views 10.65 -> 12.73 (bench/results/2026-11-29-host-staged-decode.md).
+ * Where every zstd block goes so (stage_fetches_zstd), a block's io
+ * memory is only its decoded bytes, and the budget keeps these buffers'
+ * room (stage_fetch_want).
  */
 #include <errno.h>
 #include <stdlib.h>
