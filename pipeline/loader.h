@@ -301,6 +301,14 @@ uint32_t local_ranks(void);
  * value is out of range. */
 int loader_config_check(struct sluice_loader_config *cfg, char *err,
 			size_t errlen);
+/* Is @name "0" in the environment: a path turned off, for benchmarks'
+ * A/B runs (SLUICE_STAGING=0 and the like)? */
+int env_off(const char *name);
+
+/* loader_open.c, before the ring opens: does it keep every shard open
+ * for its life, and does the page cache hold each one, as the workers'
+ * own reads need (io_ring_pread_fd: not on demand, not O_DIRECT)? */
+int shards_open_cached(const struct loader_core *c);
 
 /* loader_open.c */
 sluice_loader *loader_failed(int code, const char *msg);

@@ -12,6 +12,13 @@
 
 #include "loader.h"
 
+int env_off(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && strcmp(v, "0") == 0;
+}
+
 #define MAX_DECODE_THREADS 64
 /* The default's ceiling: past it, more workers mostly contend for memory
  * bandwidth (and each one adds two blocks of read-ahead). */

@@ -85,6 +85,16 @@ static int build_geometry(struct loader_core *c)
 	return 0;
 }
 
+int shards_open_cached(const struct loader_core *c)
+{
+	if (!io_files_stay_open(c->ds->nshards))
+		return 0;
+	for (uint32_t s = 0; s < c->ds->nshards; s++)
+		if (!io_path_cached(c->ds->shards[s].path))
+			return 0;
+	return 1;
+}
+
 static int alloc_slots(struct loader_core *c, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {

@@ -31,13 +31,6 @@ uint64_t ranges_test_in_place_min;
 #define AUTO_IN_PLACE_MIN RANGE_AUTO_IN_PLACE_MIN
 #endif
 
-/* SLUICE_RANGES_IN_PLACE=0: no records read in place (benchmarks' A/B). */
-static int in_place_refused(void)
-{
-	const char *v = getenv("SLUICE_RANGES_IN_PLACE");
-
-	return v && strcmp(v, "0") == 0;
-}
 
 static uint64_t dataset_raw_bytes(const struct loader_core *c);
 
@@ -75,7 +68,8 @@ static int in_place_likely(const struct loader_core *c, uint64_t min)
 	if (c->has_zstd || (c->has_variable && c->cfg.pad_length) ||
 	    c->cfg.on_error == SLUICE_ON_ERROR_SKIP ||
 	    c->cfg.direct_io == SLUICE_DIRECT_IO_ON ||
-	    c->nblocks > RANGE_RESIDENT_BLOCKS_MAX || in_place_refused() ||
+	    c->nblocks > RANGE_RESIDENT_BLOCKS_MAX ||
+	    env_off("SLUICE_RANGES_IN_PLACE") ||
 	    device_offloads(c->cfg.device, c->cfg.device_id))
 		return 0;
 	/* a variable field's mean value is known once its layout is read
@@ -90,13 +84,7 @@ static int in_place_likely(const struct loader_core *c, uint64_t min)
 		if (f != largest && (sc->fields[f].variable ||
 		    sc->fields[f].record_bytes > RANGE_RESIDENT_FIELD_MAX))
 			return 0;
-	/* the workers read only files the ring keeps open (io_ring_pread_fd) */
-	if (!io_files_stay_open(c->ds->nshards))
-		return 0;
-	for (uint32_t s = 0; s < c->ds->nshards; s++)
-		if (!io_path_cached(c->ds->shards[s].path))
-			return 0;
-	return 1;
+	return shards_open_cached(c);
 }
 
 static uint64_t main_value_bytes(const struct loader_core *c);
@@ -1086,6 +1074,7 @@ void ranges_in_place_init(struct loader_core *c)
 		: c->cfg.on_error == SLUICE_ON_ERROR_SKIP
 		? "on_error=skip moves records"
 		: c->chunks.chunked ? "chunked batches"
-		: in_place_refused() ? "SLUICE_RANGES_IN_PLACE=0" : NULL;
+		: env_off("SLUICE_RANGES_IN_PLACE")
+		? "SLUICE_RANGES_IN_PLACE=0" : NULL;
 	c->ranges.in_place = c->ranges.in_place_off == NULL;
 }

@@ -57,7 +57,7 @@
  * the read to the decoder; a buffer per worker (no more than blocks),
  * shorter ones before fewer, as a worker without one waits.  On the VM
  * (2 cores), 16 KiB records in 1 MiB blocks, shuffle none, parts of 128
- * KiB to 4 MiB, two runs each (GB/s): 9.6/9.0, 10.1/9.8, 10.2/10.1,
+ * KiB to 4 MiB (a local build's knob), two runs each (GB/s): 9.6/9.0, 10.1/9.8, 10.2/10.1,
  * 10.8/10.4, 10.1/10.4, 9.1/10.1.  At 4 MiB the default budget's io
  * memory left one buffer for two workers, which read every block in
  * turn: 7.2 GB/s, 12.1 with a buffer each. */
@@ -98,28 +98,17 @@ static uint64_t decode_part(const struct loader_core *c)
 		? (c->zstd_stored_max + 4095) / 4096 * 4096 : DECODE_PART;
 }
 
-static int env_off(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && strcmp(v, "0") == 0;
-}
-
 int stage_fetches_zstd(const struct loader_core *c)
 {
 	if (!c->has_zstd || env_off("SLUICE_STAGED_DECODE") ||
 	    env_off("SLUICE_HOST_STAGED_DECODE") ||
 	    device_offloads(c->cfg.device, c->cfg.device_id) ||
 	    c->cfg.device_gather == SLUICE_DEVICE_GATHER_ON ||
-	    c->cfg.direct_io == SLUICE_DIRECT_IO_ON ||
-	    !io_files_stay_open(c->ds->nshards))
+	    c->cfg.direct_io == SLUICE_DIRECT_IO_ON)
 		return 0;
 	/* direct_io auto reads buffered what the page cache holds */
-	for (uint32_t s = 0; c->cfg.direct_io != SLUICE_DIRECT_IO_OFF &&
-			     s < c->ds->nshards; s++)
-		if (!io_path_cached(c->ds->shards[s].path))
-			return 0;
-	return 1;
+	return c->cfg.direct_io == SLUICE_DIRECT_IO_OFF
+		? io_files_stay_open(c->ds->nshards) : shards_open_cached(c);
 }
 
 /* A buffer per worker that decodes a block whole, no more than blocks. */
@@ -137,10 +126,7 @@ uint64_t stage_fetch_want(const struct loader_core *c)
 int stage_open(struct loader_core *c)
 {
 	struct stage_pool *p = &c->stage;
-	const char *v = getenv("SLUICE_STAGING");   /* "0": benchmarks' A/B */
-	const char *o = getenv("SLUICE_FETCH_OVERLAP");
-	int overlap = !(o && strcmp(o, "0") == 0);
-	/* "0": benchmarks' A/B */
+	int overlap = !env_off("SLUICE_FETCH_OVERLAP");
 	int decode = !env_off("SLUICE_STAGED_DECODE");
 	/* zstd blocks of host batches, read and decompressed by a worker
 	 * through a buffer (no upload to overlap: one each); O_DIRECT
@@ -190,7 +176,7 @@ int stage_open(struct loader_core *c)
 		? "record ranges copied on the CPU"
 		: c->cache.all && !c->ranges.all
 		? "the cache holds the dataset"
-		: v && strcmp(v, "0") == 0 ? "SLUICE_STAGING=0" : NULL;
+		: env_off("SLUICE_STAGING") ? "SLUICE_STAGING=0" : NULL;
 	if (p->off_why)
 		return c->zstd_fetched ? -ENOSPC : 0;   /* never: the same test */
 	/* At most the room, leaving a batch's blocks or every range batch
