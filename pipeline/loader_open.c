@@ -310,14 +310,19 @@ static int cmp_u64_desc(const void *a, const void *b)
 
 /*
  * The window an explicit memory_bytes leaves: halved until two windows of
- * the largest blocks take less than memory_bytes (one window being read
- * while the last one's batches go out; a batch's blocks at once take at
- * least that much).  It depends on memory_bytes, the blocks and the
- * window asked only, never on batch_size, world_size or prefetch_depth,
- * so that a job resumed elastically with the same memory_bytes keeps its
- * order (a rule that asked budget_open() instead gave batch 16 of 8
- * ranks another window than batch 256 of one).  @return: the window, or
- * 0 when out of memory.
+ * the largest blocks take at most three quarters of memory_bytes (one
+ * window being read while the last one's batches go out: a batch that
+ * spans two windows takes both windows' blocks at once), the rest being
+ * the batches' and the staging buffers'.  Two windows within the whole
+ * memory_bytes left none: 16 KiB zstd records in 1 MiB blocks, batch
+ * 256, window 16 under --memory 32M to 38M were gathered by chunks,
+ * each block decoded 2 to 3 times an epoch (3.9 GB/s, against 8.9 for
+ * the window of 8 that 30M left).  It depends on memory_bytes, the
+ * blocks and the window asked only, never on batch_size, world_size or
+ * prefetch_depth, so that a job resumed elastically with the same
+ * memory_bytes keeps its order (a rule that asked budget_open() instead
+ * gave batch 16 of 8 ranks another window than batch 256 of one).
+ * @return: the window, or 0 when out of memory.
  */
 static uint32_t window_for_memory(const struct loader_core *c)
 {
@@ -339,7 +344,7 @@ static uint32_t window_for_memory(const struct loader_core *c)
 		sum = 0;
 		for (uint64_t k = 0; k < 2ull * w && k < c->nblocks; k++)
 			sum += io[k];
-		if (sum < c->cfg.memory_bytes)
+		if (sum <= c->cfg.memory_bytes / 4 * 3)
 			break;
 	}
 	free(io);

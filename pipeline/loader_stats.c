@@ -122,7 +122,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 			 "memory binds: shuffle window of %u blocks, not %u (%s memory_bytes for the whole window)",
 			 c->cfg.window_blocks, c->window_asked,
 			 c->cfg.memory_bytes
-				 ? "two windows of its largest blocks within memory_bytes; raise"
+				 ? "two windows of its largest blocks within 3/4 of memory_bytes; raise"
 				 : "what the io memory the default memory_bytes leaves holds; set");
 		fallbacks_append(st->fallbacks, sizeof(st->fallbacks), note);
 	}
