@@ -940,6 +940,13 @@ struct sluice_stats {
 					      the batch and checked there:
 					      neither io memory nor a
 					      copy */
+	uint64_t records_decoded_in_batch; /* records whose own zstd
+					      frame was decoded straight
+					      into their row of the batch
+					      (window shuffle, format v4,
+					      16 KiB or more): their block
+					      never decoded whole, no
+					      copy */
 };
 
 /**

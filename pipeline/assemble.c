@@ -306,24 +306,63 @@ void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
 /* Runs a copying part makes and carries out at a time: on its stack. */
 #define COPY_RUNS 256u
 
+/* A frame of the slot's run @bad did not decode (@err): fail the batch
+ * naming its block, found by where its bytes lie. */
+static void frame_failed(struct loader_core *c, struct slot *s,
+			 const struct batch_run *bad, int err)
+{
+	core_lock(c);
+	for (uint32_t k = 0; k < s->nentries; k++) {
+		const struct cache_entry *e = &c->cache.entries[s->entries[k]];
+		uint32_t shard;
+		const struct shard_block *blk;
+
+		if (!e->frame_at || bad->src < e->stored)
+			continue;
+		blk = loader_block(c, e->block, &shard);
+		if (bad->src >= e->stored + blk->stored_size)
+			continue;
+		loader_fail_locked(c, err,
+			"%s: block %llu: offset %llu: a record's zstd frame at offset %llu does not decode to its %llu bytes: %s (corrupt block)",
+			c->ds->shards[shard].path,
+			(unsigned long long)(e->block -
+					     c->shard_block_base[shard]),
+			(unsigned long long)blk->offset,
+			(unsigned long long)(blk->offset +
+					     (uint64_t)(bad->src - e->stored)),
+			(unsigned long long)bad->len, sluice_strerror(err));
+		break;
+	}
+	if (!s->error)
+		s->error = err;
+	pthread_mutex_unlock(&c->mu);
+}
+
 /* Copy the runs of positions [lo, hi) of the slot (its records, or a
- * chunk's rows), a few at a time (runs.c).  @return: the bytes of the
- * batch they make, copied or found in place. */
+ * chunk's rows), a few at a time (runs.c), decoding records' frames
+ * (framed.c) with @dctx.  @return: the bytes of the batch they make,
+ * copied or found in place; *@decode_ns: the time frames took. */
 static uint64_t copy_part(struct loader_core *c, struct slot *s, uint32_t lo,
-			  uint32_t hi, uint64_t *verify_ns)
+			  uint32_t hi, ZSTD_DCtx *dctx, uint64_t *verify_ns,
+			  uint64_t *decode_ns)
 {
 	struct batch_run runs[COPY_RUNS];
+	struct runs_copied done = { 0 };
 	struct run_cursor cur;
-	uint64_t bytes = 0;
 	uint32_t n;
+	int r = 0;
 
 	runs_start(s, lo, hi, &cur);
-	while ((n = runs_next(c, s, &cur, runs, COPY_RUNS)) > 0)
-		bytes += runs_copy(s->host, runs, n);
-	/* the runs that did not move: the batch's bytes all the same */
-	bytes += cur.in_place;
+	while (!r && (n = runs_next(c, s, &cur, runs, COPY_RUNS)) > 0)
+		r = runs_copy(s->host, runs, n, dctx, &done);
+	if (r)
+		frame_failed(c, s, done.bad, r);
+	if (done.frames)
+		atomic_fetch_add(&c->framed.records, done.frames);
 	*verify_ns = cur.verify_ns;
-	return bytes;
+	*decode_ns = done.decode_ns;
+	/* the runs that did not move: the batch's bytes all the same */
+	return done.bytes + cur.in_place;
 }
 
 /* The last part is done: unpin the blocks, start the device copy, and
@@ -447,7 +486,7 @@ static uint32_t copy_part_start(const struct loader_core *c,
 	return lo;
 }
 
-void run_assemble(struct loader_core *c, struct job j)
+void run_assemble(struct loader_core *c, struct job j, ZSTD_DCtx *dctx)
 {
 	struct slot *s = c->slots[j.id];
 	int last, next_chunk;
@@ -466,22 +505,27 @@ void run_assemble(struct loader_core *c, struct job j)
 			? base + (uint32_t)((uint64_t)n * (j.part + 1) / j.parts)
 			: copy_part_start(c, s, j.part + 1, j.parts);
 		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), verify = 0;
-		uint64_t bytes = 0;
+		uint64_t bytes = 0, decode = 0;
 
 		/* No copy reads this memory any more: it returned to the
 		 * budget only after its last copy (batch.c, loader.c). */
 		if (s->place == PLACE_GATHER)
 			bytes = gather_plan(c, s);  /* the device copies */
 		else
-			bytes = copy_part(c, s, lo, hi, &verify);
+			bytes = copy_part(c, s, lo, hi, dctx, &verify,
+					  &decode);
 		atomic_fetch_add(&c->st_assemble.bytes, bytes);
 		uint64_t t1 = now_ns(), cpu = thread_cpu_ns() - cpu0;
 
-		/* Checksums checked while copying (ranges.c) are verify's */
+		/* Checksums checked while copying (ranges.c) are verify's,
+		 * frames decoded (framed.c) decompress's */
 		if (verify > cpu)
 			verify = cpu;
+		if (decode > cpu - verify)
+			decode = cpu - verify;
 		atomic_fetch_add(&c->cpu_verify_ns, verify);
-		atomic_fetch_add(&c->cpu_assemble_ns, cpu - verify);
+		atomic_fetch_add(&c->cpu_decompress_ns, decode);
+		atomic_fetch_add(&c->cpu_assemble_ns, cpu - verify - decode);
 
 		loader_span(c, SLUICE_STAGE_ASSEMBLE, t0, t1, bytes);
 		atomic_fetch_add(&c->st_assemble.busy_ns, t1 - t0);

@@ -41,6 +41,9 @@ uint64_t block_io_bytes(const struct loader_core *c,
 {
 	uint64_t n = align_up(blk->stored_size, IO_ALIGN) + IO_ALIGN;
 
+	/* its frames decoded at assembly (framed.c) */
+	if (blk->codec == DLS_CODEC_ZSTD && c->framed.sized)
+		return framed_io_bytes(c, blk);
 	/* read through a staging buffer: no room for its stored bytes */
 	if (blk->codec == DLS_CODEC_ZSTD && c->zstd_fetched)
 		return align_up(blk->raw_size, IO_ALIGN);

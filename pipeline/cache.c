@@ -218,6 +218,7 @@ static int cache_take_memory(struct loader_core *c, uint32_t i,
 	e->mem_off = off;
 	e->mem_len = len;
 	e->stored = c->arena + off;
+	e->frame_at = NULL;
 	e->scratch = blk->codec == DLS_CODEC_ZSTD
 		? e->stored + len - ((blk->raw_size + 4095) & ~4095ull) : NULL;
 	return 0;

@@ -48,6 +48,10 @@ struct cache_entry {
 	uint8_t *scratch;       /* decode buffer (zstd), after stored */
 	const uint8_t *raw;     /* decoded bytes (stored or scratch) */
 	struct block_view view;
+	const uint64_t *frame_at; /* its main field's record i is the zstd
+				   frame [frame_at[i], frame_at[i + 1]) of
+				   stored, decoded at assembly (framed.c);
+				   NULL: decoded whole */
 	int error;              /* negative code when FAILED */
 	int corrupt;            /* FAILED for bad data (skippable) */
 	int ahead;              /* read ahead of any batch: pinned by the

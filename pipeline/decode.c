@@ -94,7 +94,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	 * block not at all, a zstd block only to decompress it; unless its
 	 * fetch decompressed it (and checked it on the way) */
 	int on_device;
-	int r = 0, ahead, decoded, decode_err;
+	int r = 0, ahead, decoded, decode_err, framed;
 	/* what failed on the device: its checksum, or the upload of the
 	 * decoded block (else the block itself is at fault) */
 	const char *dev_failed = NULL;
@@ -110,12 +110,14 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	fetch_err = e->fetch.upload_err;
 	decoded = e->fetch.decoded;
 	decode_err = e->fetch.decode_err;
+	/* its view made by its fetch, on its frames (framed.c) */
+	framed = decoded && e->frame_at;
 	pthread_mutex_unlock(&c->mu);
 	on_device = !decoded && gather_checks(c, blk);
 	if (decoded) {
 		/* checked and decompressed by its fetch (fetch.c) */
 		r = decode_err;
-		raw = into;
+		raw = framed ? NULL : into;
 	} else if (on_device) {
 		r = check_on_device(c, e, blk, stored, fetched, fetch_err,
 				    &dev_failed);
@@ -136,7 +138,7 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	if (!r && !decoded)
 		r = block_decode(dctx, blk, stored, 0, into,
 				 into ? blk->raw_size : 0, &raw);
-	if (!r)
+	if (!r && !framed)
 		r = block_view_init(&c->ds->schema,
 				    c->ds->shards[shard].max_value_bytes, raw,
 				    blk->raw_size, blk->record_count, &e->view);
@@ -261,7 +263,7 @@ void *decode_worker_main(void *arg)
 		else if (j.kind == JOB_RANGES_DECODE)
 			ranges_decode_part(c, j, dctx);
 		else
-			run_assemble(c, j);
+			run_assemble(c, j, dctx);
 		core_lock(c);
 	}
 	pthread_mutex_unlock(&c->mu);

@@ -323,11 +323,19 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	if (decoded) {
 		/* the block's only job, long: the last upload waits not */
 		uint32_t bad_part = 0;
-		int decode_err = 0;
+		int decode_err = 0, whole = !skip;
 		uint64_t read_end = now_ns();
 
 		settle(c, pending, 0);
-		if (!skip)
+		/* its main field's frames left for the assembly (framed.c),
+		 * or, where it is not cut so, decoded whole */
+		if (!skip && c->framed.on) {
+			read_err = framed_fetch(c, e, blk, dctx, hash,
+						&bad_part, &decode_err,
+						&read_end);
+			whole = read_err == FRAMED_NOT_CUT;
+		}
+		if (whole)
 			read_err = fetch_decode(c, e, buffer, dctx, hash,
 						&bad_part, &decode_err,
 						&read_end);

@@ -38,6 +38,7 @@
 #include "cache.h"
 #include "chunks.h"
 #include "direct.h"
+#include "framed.h"
 #include "gather.h"
 #include "jobs.h"
 #include "plan.h"
@@ -164,6 +165,8 @@ struct loader_core {
 				       take memory or a slot [mu] */
 	struct loader_views views;  /* views of blocks (view.c) */
 	struct loader_direct direct; /* decodes into batches (direct.c) */
+	struct loader_framed framed; /* records' frames decoded into batches
+				       (framed.c) */
 	struct loader_chunks chunks; /* chunked assembly (chunks.c) */
 	uint32_t window_asked;      /* 0, or the window_blocks asked for,
 				       halved to fit (cfg has the one used) */
@@ -378,8 +381,9 @@ void slot_continue_assembly_locked(struct loader_core *c, struct slot *s);
 void assemble_jobs_push_locked(struct loader_core *c, struct slot *s,
 			       uint32_t parts);
 /* A decode worker's assembly job: a part of a batch's copy (or a chunk's,
- * or its gather's run table); the last part finishes the batch. */
-void run_assemble(struct loader_core *c, struct job j);
+ * or its gather's run table), records' frames decoded with @dctx; the
+ * last part finishes the batch. */
+void run_assemble(struct loader_core *c, struct job j, ZSTD_DCtx *dctx);
 int value_over_bound_locked(struct loader_core *c, uint64_t g, uint64_t index,
 			    uint32_t f, uint64_t len, uint64_t bound, int moved);
 

@@ -466,6 +466,7 @@ static int open_core(struct loader_core *c,
 	/* zstd blocks read through staging buffers take no io memory for
 	 * their stored bytes: known before any block is sized */
 	c->zstd_fetched = stage_fetches_zstd(c);
+	framed_open(c);
 	r = fit_window_to_memory(c, specs, nspecs, err, errlen);
 	if (r)
 		return r;
@@ -488,8 +489,10 @@ static int open_core(struct loader_core *c,
 	r = ranges_open(c, batch_fixed, err, errlen);
 	if (r)
 		return r;
-	if (c->ranges.on)   /* their blocks read whole go through the ring */
+	if (c->ranges.on) { /* their blocks read whole go through the ring */
 		c->zstd_fetched = 0;
+		framed_open(c);     /* nor are their frames left to batches */
+	}
 	need = cache_needed(c, c->cfg.batch_size);
 	if (c->ranges.on) {
 		/* A batch reads whole only the blocks not read by range
@@ -537,6 +540,7 @@ static int open_core(struct loader_core *c,
 	if (!r)
 		c->cache.all = cache_holds_dataset(c);
 	ranges_whole_note(c);
+	framed_init(c);
 	views_init(c);
 	direct_init(c);
 	gather_init(c);

@@ -78,6 +78,7 @@ SLUICE_API int sluice_loader_stats(const sluice_loader *ld,
 	st->range_reads = atomic_load(&c->ranges.reads);
 	st->range_records = atomic_load(&c->ranges.records);
 	st->range_records_in_place = atomic_load(&c->ranges.records_in_place);
+	st->records_decoded_in_batch = atomic_load(&c->framed.records);
 	st->batches_gathered = atomic_load(&c->gather.batches_gathered);
 	st->gather_runs = atomic_load(&c->gather.runs);
 	st->device_upload_bytes = atomic_load(&c->gather.device_upload_bytes);

@@ -8,18 +8,22 @@
 #define SLUICE_PIPELINE_RUNS_H
 
 #include <stdint.h>
+#include <zstd.h>
 
 struct loader_core;
 struct slot;
 
 /* One piece of a batch: @len bytes from @src (a decoded block, a range
  * read's buffer, a field kept since open) to byte @dst of the batch's
- * memory, then @zeros bytes of zeros (a value padded to pad_length). */
+ * memory, then @zeros bytes of zeros (a value padded to pad_length).
+ * With @frame, @src is a zstd frame of that many bytes that decodes to
+ * the @len (framed.c). */
 struct batch_run {
 	const uint8_t *src;
 	uint64_t dst;
 	uint64_t len;
 	uint64_t zeros;
+	uint64_t frame;
 };
 
 /* Where runs_next() goes on from: field by field, positions [lo, hi) of
@@ -62,7 +66,17 @@ uint32_t runs_next(struct loader_core *c, struct slot *s,
 extern uint32_t runs_test_cap;
 #endif
 
-/* Carry @runs out on the CPU into @batch.  @return: bytes written. */
-uint64_t runs_copy(uint8_t *batch, const struct batch_run *runs, uint32_t n);
+/* What runs_copy() did: the bytes it wrote, the frames it decoded and
+ * the time that took, and the first run whose frame did not decode. */
+struct runs_copied {
+	uint64_t bytes, frames, decode_ns;
+	const struct batch_run *bad;
+};
+
+/* Carry @runs out on the CPU into @batch, decoding frames with @dctx;
+ * adds to @done.  @return: 0, or a decode error (done->bad: its run;
+ * the runs after it are left). */
+int runs_copy(uint8_t *batch, const struct batch_run *runs, uint32_t n,
+	      ZSTD_DCtx *dctx, struct runs_copied *done);
 
 #endif /* SLUICE_PIPELINE_RUNS_H */

@@ -34,7 +34,7 @@ void views_init(struct loader_core *c)
 	/* A cache that holds every block keeps them clean for the next
 	 * epochs: a viewed block would be read again each pass (cache.c). */
 	c->views.on = !(c->dev_info.caps & DEVICE_CAP_MIRROR) &&
-		      !c->cache.all && !c->has_variable;
+		      !c->cache.all && !c->has_variable && !c->framed.on;
 	/* A stream that repeats within an epoch delivers some records
 	 * twice in one pass: a later batch would read (or view) the rows a
 	 * consumer wrote into.  Such mixtures copy every batch; their

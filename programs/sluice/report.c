@@ -80,12 +80,14 @@ static double cpu_checked(const struct bench_report *r)
 }
 
 /* The share of the delivered bytes the CPU copies into batches: none
- * where the device gathers every batch, less the records read straight
- * into their batch (their main field, nearly all of their bytes). */
+ * where the device gathers every batch, less the records read or
+ * decoded straight into their batch (their main field, nearly all of
+ * their bytes). */
 static double cpu_copied(const struct bench_report *r, int gathered)
 {
 	const struct sluice_stats *st = &r->run->stats;
-	double in_place = div0((double)st->range_records_in_place,
+	double in_place = div0((double)(st->range_records_in_place +
+					st->records_decoded_in_batch),
 			       (double)st->records);
 
 	if (gathered)
@@ -384,10 +386,11 @@ void report_text(FILE *f, const struct bench_report *r)
 	fprintf(f, "         CPU s/GB by stage: read %.3f  verify %.3f  decompress %.3f  assemble %.3f  other %.3f\n",
 		x.cpu_read, x.cpu_verify, x.cpu_decompress, x.cpu_assemble,
 		x.cpu_other);
-	fprintf(f, "         no copy: %llu of %llu batches viewed their block, %llu blocks decompressed straight into their batch\n",
+	fprintf(f, "         no copy: %llu of %llu batches viewed their block, %llu blocks decompressed straight into their batch, %llu records from their own frames\n",
 		(unsigned long long)st->batches_viewed,
 		(unsigned long long)st->batches,
-		(unsigned long long)st->blocks_direct);
+		(unsigned long long)st->blocks_direct,
+		(unsigned long long)st->records_decoded_in_batch);
 	fprintf(f, "         checked as landed: %.3f GB of %.3f GB read (in cache, before the block was whole); on the GPU: %.3f GB; read through staging buffers the cache holds: %.3f GB (%.3f GB uploaded while the next part was read); read-ahead %llu blocks\n",
 		(double)st->bytes_verified_landing / GB,
 		(double)st->read.bytes / GB,
@@ -631,6 +634,7 @@ static void json_result(FILE *f, const struct bench_report *r,
 	fputs("},", f);
 	jint(f, "batches_viewed", st->batches_viewed, 0);
 	jint(f, "blocks_direct", st->blocks_direct, 0);
+	jint(f, "records_decoded_in_batch", st->records_decoded_in_batch, 0);
 	jint(f, "batches_gathered", st->batches_gathered, 0);
 	jint(f, "gather_runs", st->gather_runs, 0);
 	jint(f, "device_upload_bytes", st->device_upload_bytes, 0);

@@ -704,7 +704,7 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		return raise_loader(self->ld, r, "stats");
 	/* Counters are per library loader: they restart after a rollover. */
 	return Py_BuildValue(
-		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsIsK}",
+		"{sNsNsNsNsKsKsKsKsKsKsKsKsIsKsKsKsisIsisisisisssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsIsKsK}",
 		"read",
 		stage_dict(&s.read), "decode", stage_dict(&s.decode),
 		"assemble", stage_dict(&s.assemble), "copy",
@@ -750,7 +750,9 @@ static PyObject *loader_stats(PyObject *o, PyObject *unused)
 		(unsigned long long)s.device_check_ns, "lock_wait_ns",
 		(unsigned long long)s.lock_wait_ns, "decode_threads",
 		(unsigned)s.decode_threads, "range_records_in_place",
-		(unsigned long long)s.range_records_in_place);
+		(unsigned long long)s.range_records_in_place,
+		"records_decoded_in_batch",
+		(unsigned long long)s.records_decoded_in_batch);
 }
 
 static PyObject *loader_close(PyObject *o, PyObject *unused)

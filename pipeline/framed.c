@@ -1,0 +1,256 @@
+/*
+ * framed.c - zstd records decoded from their own frames straight into
+ * their batch (issue 22): under a window shuffle, no block is decoded
+ * whole.
+ *
+ * A window batch takes a few records from each block of its window, so a
+ * block decoded whole (fetch.c) waits in io memory until its last batch
+ * copies its last record out: every record is written to memory by the
+ * decoder and read back by the copy, by then long out of the CPU's
+ * cache.  Format v4 cuts a block's frames at record boundaries, and a
+ * record of FRAMED_RECORD_MIN or more is a frame of its own
+ * (datasets/block_frames.c).  Such a record's frame is decoded by the
+ * assembly straight into its row of the batch (runs.c): the block keeps
+ * only its stored bytes, checked as they were read, its other (small)
+ * fields decoded, and where each record's frame starts.  On the VM
+ * (medians of 5, SLUICE_FRAMED=0 against the default), a window shuffle
+ * of 16 KiB zstd records in 1 MiB blocks went from 8.77 to 9.35 GB/s
+ * (0.225 -> 0.206 CPU s/GB), of 1 MiB records in 64 MiB blocks from
+ * 7.87 to 10.62 (0.251 -> 0.185; bench/results/2026-11-29-framed-window.md).
+ *
+ * Only for host batches of fixed-shape fields whose blocks a worker
+ * reads (c->zstd_fetched), under a window shuffle: a shuffle none or
+ * block decodes whole blocks into their batch (direct.c); a cache that
+ * holds the dataset would decode every record again each epoch, where a
+ * copy of its decoded block costs less; chunks and views need decoded
+ * blocks; on_error=skip drops a bad block's records, which its checksum
+ * finds before any assembly, but a frame the checksum passed and zstd
+ * refuses would fail the loader instead.  A block not cut so (another
+ * writer's) is decoded whole, as before.
+ *
+ * Entry layout: its stored bytes, then each other field's values (in
+ * field order, 8-aligned), then frame_at (records + 1 offsets); never
+ * less than its decoded bytes, so that a block decoded whole fits it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+/* The writer cuts a frame at every record boundary past 16 KiB of it
+ * (datasets/block_frames.c's FRAME_MIN_BYTES): a record of at least this
+ * is a frame of its own. */
+#define FRAMED_RECORD_MIN ((uint64_t)16 << 10)
+
+static uint64_t align8(uint64_t n)
+{
+	return (n + 7) & ~(uint64_t)7;
+}
+
+void framed_open(struct loader_core *c)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t main = 0;
+
+	c->framed.sized = c->framed.on = 0;
+	if (!c->zstd_fetched || c->has_variable ||
+	    c->cfg.shuffle != SLUICE_SHUFFLE_WINDOW ||
+	    c->cfg.on_error == SLUICE_ON_ERROR_SKIP || env_off("SLUICE_FRAMED"))
+		return;
+	for (uint32_t s = 0; s < c->ds->nshards; s++)
+		if (c->ds->shards[s].version <= DLS_VERSION_SINGLE_FRAME)
+			return;
+	for (uint32_t f = 1; f < sc->nfields; f++)
+		if (sc->fields[f].record_bytes > sc->fields[main].record_bytes)
+			main = f;
+	if (sc->fields[main].record_bytes < FRAMED_RECORD_MIN)
+		return;
+	c->framed.field = main;
+	c->framed.sized = c->framed.on = 1;
+}
+
+void framed_init(struct loader_core *c)
+{
+	c->framed.on = c->framed.sized && !c->cache.all && !c->chunks.chunked;
+}
+
+/* Bytes of @n records' fields other than the main one, each field's
+ * 8-aligned. */
+static uint64_t other_bytes(const struct loader_core *c, uint64_t n)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint64_t sum = 0;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		if (f != c->framed.field)
+			sum += align8(n * sc->fields[f].record_bytes);
+	return sum;
+}
+
+uint64_t framed_io_bytes(const struct loader_core *c,
+			 const struct shard_block *blk)
+{
+	uint64_t n = blk->record_count;
+	uint64_t framed = align8(blk->stored_size) + other_bytes(c, n) +
+			  (n + 1) * sizeof(uint64_t);
+	uint64_t whole = blk->raw_size;
+
+	/* blocks are at most DLS_MAX_BLOCK_BYTES: no overflow */
+	return ((framed > whole ? framed : whole) + 4095) & ~(uint64_t)4095;
+}
+
+/* Read @blk's stored bytes into @to a part at a time, hashing each as it
+ * lands.  @return: 0, or the read's error (*@bad_part set). */
+static int read_stored(struct loader_core *c, const struct shard_block *blk,
+		       uint32_t shard, uint8_t *to, struct block_hash *hash,
+		       uint32_t *bad_part, uint64_t *read_end)
+{
+	uint64_t part = c->stage.buffer_bytes, cpu_read = 0, cpu_hash = 0;
+	uint64_t read_ns = 0;
+	int r = 0;
+
+	block_hash_reset(hash);
+	for (uint64_t from = 0; from < blk->stored_size; from += part) {
+		uint64_t len = blk->stored_size - from < part
+			? blk->stored_size - from : part;
+		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
+		int64_t got;
+		int stop;
+
+		/* a close or a failure does not wait for the whole block */
+		core_lock(c);
+		stop = c->stop || c->failed;
+		pthread_mutex_unlock(&c->mu);
+		got = stop ? -ECANCELED
+			   : io_ring_pread(c->ring, shard, to + from, len,
+					   blk->offset + from);
+		*read_end = now_ns();
+		read_ns += *read_end - t0;
+		cpu_read += thread_cpu_ns() - cpu0;
+		if (got < 0 || (uint64_t)got < len) {
+			*bad_part = (uint32_t)(from / part);
+			/* short: the file ends before its index says */
+			r = got < 0 ? (int)got : -ENODATA;
+			break;
+		}
+		cpu0 = thread_cpu_ns();
+		if (c->cfg.verify)
+			block_hash_feed(hash, to + from, len);
+		cpu_hash += thread_cpu_ns() - cpu0;
+	}
+	atomic_fetch_add(&c->cpu_read_ns, cpu_read);
+	atomic_fetch_add(&c->cpu_verify_ns, cpu_hash);
+	atomic_fetch_add(&c->st_read.busy_ns, read_ns);
+	if (!r && c->cfg.verify)
+		atomic_fetch_add(&c->bytes_verified_landing, blk->stored_size);
+	return r;
+}
+
+/* Frames @k0.. of @fr holding decoded bytes [@at, @at + @len) exactly,
+ * but for the padding to the next 8-aligned section: *@k1 the last.
+ * @return: 1 when they do. */
+static int frames_hold(const struct block_frames *fr, uint64_t at,
+		       uint64_t len, uint32_t *k0, uint32_t *k1)
+{
+	if (len == 0 || at + len > fr->raw[fr->n])
+		return 0;
+	*k0 = block_frame_of(fr, at);
+	*k1 = block_frame_of(fr, at + len - 1);
+	return fr->raw[*k0] == at && fr->raw[*k1 + 1] >= at + len &&
+	       fr->raw[*k1 + 1] <= align8(at + len);
+}
+
+/*
+ * Lay entry @e out for block @blk, its stored bytes read and parsed into
+ * @fr: each record's frame of the main field in frame_at, the other
+ * fields decoded after the stored bytes, the view on them.  @return: 0,
+ * FRAMED_NOT_CUT, or a decode error (-SLUICE_EZSTD, -SLUICE_ECORRUPT).
+ */
+static int lay_out(struct loader_core *c, struct cache_entry *e,
+		   const struct shard_block *blk,
+		   const struct block_frames *fr, ZSTD_DCtx *dctx)
+{
+	const struct shard_schema *sc = &c->ds->schema;
+	uint32_t n = blk->record_count, m = c->framed.field;
+	uint64_t sec = 0, main_at = 0, rb = sc->fields[m].record_bytes;
+	uint8_t *others = e->stored + align8(blk->stored_size);
+	uint64_t *frame_at = (uint64_t *)(void *)(others + other_bytes(c, n));
+	struct block_view view = { .n = n };
+	uint32_t k0, k1;
+
+	/* the sections as block_view_init() finds them: all fixed */
+	for (uint32_t f = 0; f < sc->nfields; f++) {
+		uint64_t len = (uint64_t)n * sc->fields[f].record_bytes;
+
+		sec = align8(sec);
+		if (f == m) {
+			main_at = sec;
+		} else if (len) {
+			if (!frames_hold(fr, sec, len, &k0, &k1))
+				return FRAMED_NOT_CUT;
+			int r = block_frames_decode(dctx, fr, k0, k1,
+						    e->stored + fr->at[k0],
+						    others);
+
+			if (r < 0)
+				return r;
+			view.data[f] = others;
+			others += align8(len);
+		} else {
+			view.data[f] = others;
+		}
+		sec += len;
+	}
+	if (sec != blk->raw_size)
+		return FRAMED_NOT_CUT;
+	/* a frame per record of the main field */
+	for (uint32_t i = 0; i < n; i++) {
+		if (!frames_hold(fr, main_at + i * rb, rb, &k0, &k1) ||
+		    k0 != k1 || fr->raw[k0 + 1] != main_at + (i + 1) * rb)
+			return FRAMED_NOT_CUT;
+		frame_at[i] = fr->at[k0];
+		frame_at[i + 1] = fr->at[k0 + 1];
+	}
+	e->frame_at = frame_at;
+	e->view = view;
+	return 0;
+}
+
+int framed_fetch(struct loader_core *c, struct cache_entry *e,
+		 const struct shard_block *blk, ZSTD_DCtx *dctx,
+		 struct block_hash *hash, uint32_t *bad_part, int *decode_err,
+		 uint64_t *read_end)
+{
+	uint32_t shard = c->block_shard[e->block];
+	struct block_frames fr;
+	uint64_t need, t0, cpu0;
+	int r;
+
+	*decode_err = 0;
+	e->frame_at = NULL;
+	r = read_stored(c, blk, shard, e->stored, hash, bad_part, read_end);
+	if (r)
+		return r;
+	if (c->cfg.verify && block_hash_check(blk, hash)) {
+		*decode_err = -SLUICE_ECORRUPT;
+		return 0;
+	}
+	/* the whole block is here: its table too */
+	r = block_frames_parse(blk, e->stored, blk->stored_size, &fr, &need);
+	if (r == -ENOMEM) {
+		*decode_err = r;
+		return 0;
+	}
+	if (r)
+		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
+	cpu0 = thread_cpu_ns();
+	t0 = now_ns();
+	r = lay_out(c, e, blk, &fr, dctx);
+	block_frames_free(&fr);
+	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu0);
+	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
+	if (r < 0)
+		*decode_err = r;
+	return r > 0 ? r : 0;
+}

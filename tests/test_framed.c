@@ -1,0 +1,342 @@
+/*
+ * test_framed.c - zstd records decoded from their own frames straight
+ * into their batch (pipeline/framed.c) under a window shuffle: the same
+ * batches, byte for byte, as blocks decoded whole (SLUICE_FRAMED=0);
+ * a block another writer cut otherwise is decoded whole; and a frame
+ * that zstd refuses, its block's checksum right, fails the loader with
+ * the shard's path and the block's offset, as the whole decode does.
+ *
+ * Fields: d, 16 KiB a record (a frame each), z of 12 bytes (its section
+ * ends off 8 bytes: padding before the next) and y, an int64.
+ */
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_frameHeaderSize */
+#include <zstd.h>
+
+#include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
+#include "shard_patch.h"
+#include "t_field.h"
+
+#define NREC 1500u
+#define D (16u << 10)
+#define Z 12u
+#define B 48u
+
+/* about 6 bits of entropy a byte: zstd keeps about 3/4 */
+static uint8_t ref_byte(uint64_t i, uint64_t k)
+{
+	uint64_t x = (i * D + k + 1) * 0x9e3779b97f4a7c15ull;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;    /* splitmix64 */
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return (uint8_t)(x >> 58);
+}
+
+static void write_data(const char *dir)
+{
+	struct sluice_field f[3] = {
+		t_field("d", (DLDataType){ kDLUInt, 8, 1 }, D),
+		t_field("z", (DLDataType){ kDLUInt, 8, 1 }, Z),
+		t_field("y", (DLDataType){ kDLInt, 64, 1 }, 1),
+	};
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	uint8_t d[D], z[Z];
+
+	sluice_writer_config_init(&wc);
+	wc.block_size = 1u << 20;       /* 63 records a block */
+	wc.compression_level = 1;
+	T_OK(sluice_writer_open(dir, f, 3, &wc, &w));
+	for (uint64_t i = 0; i < NREC; i++) {
+		int64_t y = (int64_t)i * 3 - 7;
+		const void *vals[3] = { d, z, &y };
+		uint64_t len[3] = { D, Z, sizeof(y) };
+
+		for (uint64_t k = 0; k < D; k++)
+			d[k] = ref_byte(i, k);
+		memset(z, (int)(i % 251), Z);
+		T_OK(sluice_writer_add(w, vals, len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+}
+
+struct outcome {
+	int r;                  /* next()'s last return */
+	char msg[512];
+	uint64_t records, decoded_in_batch, memory;
+	uint8_t *bytes;         /* every batch's d, z, y, in order */
+	uint64_t len;
+};
+
+/* Batch @b's fields appended to @o's bytes (at most @cap), its records
+ * checked against the writer's, and released. */
+static void take_batch(sluice_batch *b, struct outcome *o, uint64_t cap)
+{
+	static const char *const names[3] = { "d", "z", "y" };
+	uint32_t n = sluice_batch_size(b);
+	const uint64_t *idx = sluice_batch_indices(b);
+
+	for (int f = 0; f < 3; f++) {
+		DLManagedTensor *t;
+		uint64_t len = (uint64_t)n * (f == 0 ? D : f == 1 ? Z : 8);
+
+		T_OK(sluice_batch_tensor(b, names[f], 0, &t));
+		T_ASSERT(o->len + len <= cap);
+		memcpy(o->bytes + o->len, t->dl_tensor.data, len);
+		o->len += len;
+		t->deleter(t);
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		const uint8_t *d = o->bytes + o->len -
+				   (uint64_t)n * (D + Z + 8) + (uint64_t)r * D;
+
+		for (uint64_t k = 0; k < D; k += 997)
+			if (d[k] != ref_byte(idx[r], k))
+				T_FAIL_AT("record %llu byte %llu",
+					  (unsigned long long)idx[r],
+					  (unsigned long long)k);
+	}
+	o->records += n;
+	sluice_batch_release(b);
+}
+
+/* Two epochs of a window shuffle, host batches, frames decoded into
+ * their batch unless @whole. */
+static void run(sluice_dataset *ds, int whole, struct outcome *o)
+{
+	struct sluice_loader_config cfg;
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_loader *ld = NULL;
+	sluice_batch *b;
+	uint64_t cap = 2ull * NREC * (D + Z + 8);
+
+	memset(o, 0, sizeof(*o));
+	o->bytes = malloc(cap);
+	T_ASSERT(o->bytes != NULL);
+	if (whole)
+		T_OK(setenv("SLUICE_FRAMED", "0", 1) ? -1 : 0);
+	sluice_loader_config_init(&cfg);
+	cfg.batch_size = B;
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.seed = 5;
+	cfg.epochs = 2;
+	cfg.decode_threads = 2;
+	cfg.device = SLUICE_DEVICE_HOST;
+	/* less than the dataset's 24.6 MB: its blocks read every epoch */
+	cfg.memory_bytes = 12u << 20;
+	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	/* an epoch's end is SLUICE_EOF; the last one's, or a failure,
+	 * ends the run */
+	for (;;) {
+		uint64_t before = o->records;
+
+		while ((o->r = sluice_loader_next(ld, &b)) == 0)
+			take_batch(b, o, cap);
+		if (o->r != SLUICE_EOF || o->records == before ||
+		    o->records == 2ull * NREC)
+			break;
+	}
+	sluice_loader_error(ld, o->msg, sizeof(o->msg));
+	T_OK(sluice_loader_stats(ld, &st));
+	o->decoded_in_batch = st.records_decoded_in_batch;
+	o->memory = st.memory_bytes;
+	sluice_loader_close(ld);
+	T_OK(unsetenv("SLUICE_FRAMED") ? -1 : 0);
+}
+
+/* Both ways give the same batches; @framed_records of them decoded from
+ * their frames (all but those of a block decoded whole). */
+static void check_same(const char *dir, uint64_t framed_records)
+{
+	struct outcome o[2];
+	sluice_dataset *ds = NULL;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	run(ds, 0, &o[0]);
+	run(ds, 1, &o[1]);
+	printf("%s: %llu records, %llu decoded from their frames\n", dir,
+	       (unsigned long long)o[0].records,
+	       (unsigned long long)o[0].decoded_in_batch);
+	for (int k = 0; k < 2; k++) {
+		T_EQ(o[k].r, SLUICE_EOF);
+		T_EQ(o[k].records, 2 * NREC);
+		T_ASSERT(o[k].memory <= 12u << 20);
+	}
+	T_EQ(o[0].decoded_in_batch, framed_records);
+	T_EQ(o[1].decoded_in_batch, 0);
+	T_EQ(o[0].len, o[1].len);
+	T_MEMEQ(o[0].bytes, o[1].bytes, o[0].len);
+	free(o[0].bytes);
+	free(o[1].bytes);
+	sluice_dataset_close(ds);
+}
+
+/* Block @at's decoded bytes (@e: its index entry). */
+static uint8_t *decoded_block(const char *dir, uint32_t at,
+			      struct dls_index_entry_disk *e)
+{
+	uint8_t *stored = sp_block(dir, at, e);
+	uint8_t *raw = malloc(e->raw_size);
+	size_t got;
+
+	T_ASSERT(raw != NULL);
+	got = ZSTD_decompress(raw, e->raw_size, stored, e->stored_size);
+	T_ASSERT(!ZSTD_isError(got));
+	T_EQ(got, e->raw_size);
+	free(stored);
+	return raw;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+/* The bytes block @at (not the last) may take: up to the next one. */
+static uint64_t block_room(const char *dir, uint32_t at)
+{
+	struct dls_index_entry_disk e, next;
+
+	free(sp_block(dir, at, &e));
+	free(sp_block(dir, at + 1, &next));
+	return next.offset - e.offset;
+}
+
+/* Block @at rewritten as frames of its own decoded bytes, each record of
+ * d one, the rest one each section (z and its padding, y), with a seek
+ * table; record @bad's frame (if below its records) damaged after the
+ * frame header, so that zstd refuses it.  @return: that frame's file
+ * offset. */
+static uint64_t frame_block(const char *dir, uint32_t at, uint32_t bad)
+{
+	struct dls_index_entry_disk e;
+	uint8_t *raw = decoded_block(dir, at, &e);
+	uint32_t n = e.record_count;
+	uint64_t cuts[NREC + 4], bad_at = 0;
+	uint32_t ncuts = 0;
+	size_t cap = ZSTD_compressBound(e.raw_size) + 64 * (n + 4), len = 0;
+	uint8_t *out = malloc(cap), *table;
+	uint32_t *sizes = malloc(2 * (n + 3) * sizeof(*sizes));
+
+	T_ASSERT(out && sizes);
+	for (uint32_t i = 0; i <= n; i++)
+		cuts[ncuts++] = (uint64_t)i * D;
+	cuts[ncuts++] = ((uint64_t)n * (D + Z) + 7) / 8 * 8;    /* y */
+	cuts[ncuts++] = e.raw_size;
+	for (uint32_t k = 0; k + 1 < ncuts; k++) {
+		size_t got = ZSTD_compress(out + len, cap - len,
+					   raw + cuts[k],
+					   cuts[k + 1] - cuts[k], 1);
+
+		T_ASSERT(!ZSTD_isError(got));
+		if (k == bad) {
+			/* the first zstd block's size, high bits */
+			out[len + ZSTD_frameHeaderSize(out + len, got) + 2] ^=
+				0x80;
+			bad_at = e.offset + len;
+		}
+		sizes[2 * k] = (uint32_t)got;
+		sizes[2 * k + 1] = (uint32_t)(cuts[k + 1] - cuts[k]);
+		len += got;
+	}
+	/* the seek table: a skippable frame, entries, footer */
+	table = out + len;
+	put32(table, 0x184D2A5Eu);
+	put32(table + 4, (ncuts - 1) * 8 + 9);
+	for (uint32_t k = 0; k + 1 < ncuts; k++) {
+		put32(table + 8 + 8 * k, sizes[2 * k]);
+		put32(table + 12 + 8 * k, sizes[2 * k + 1]);
+	}
+	len += 8 + (ncuts - 1) * 8;
+	put32(out + len, ncuts - 1);
+	out[len + 4] = 0;
+	put32(out + len + 5, 0x8F92EAB1u);
+	len += 9;
+	sp_rewrite_block(dir, at, out, len, block_room(dir, at));
+	free(sizes);
+	free(out);
+	free(raw);
+	return bad_at;
+}
+
+/* Block @at rewritten as one frame of its decoded bytes: no seek table,
+ * as format v3 wrote it (the one-shot decoder reads it all the same). */
+static void one_frame_block(const char *dir, uint32_t at)
+{
+	struct dls_index_entry_disk e;
+	uint8_t *raw = decoded_block(dir, at, &e);
+	size_t cap = ZSTD_compressBound(e.raw_size);
+	uint8_t *out = malloc(cap);
+	size_t len;
+
+	T_ASSERT(out != NULL);
+	len = ZSTD_compress(out, cap, raw, e.raw_size, 1);
+	T_ASSERT(!ZSTD_isError(len));
+	sp_rewrite_block(dir, at, out, len, block_room(dir, at));
+	free(out);
+	free(raw);
+}
+
+/* The frame of record 5 of block @at refused by zstd, its block's
+ * checksum right: both ways fail with zstd's error, the shard's path
+ * and the block's offset; the frames' way names the frame's offset. */
+static void check_bad_frame(const char *dir, uint32_t at)
+{
+	struct dls_index_entry_disk e;
+	struct outcome o[2];
+	sluice_dataset *ds = NULL;
+	char shard[1024], where[64], frame[64];
+	uint8_t *blk;
+	uint64_t bad_at = frame_block(dir, at, 5);
+
+	sp_shard0(dir, shard, sizeof(shard));
+	blk = sp_block(dir, at, &e);
+	free(blk);
+	snprintf(where, sizeof(where), "block %u: offset %llu", at,
+		 (unsigned long long)e.offset);
+	snprintf(frame, sizeof(frame), "frame at offset %llu",
+		 (unsigned long long)bad_at);
+	T_OK(sluice_dataset_open(dir, &ds));
+	run(ds, 0, &o[0]);
+	run(ds, 1, &o[1]);
+	for (int k = 0; k < 2; k++) {
+		printf("bad frame, %s: %s\n", k ? "whole" : "frames",
+		       o[k].msg);
+		T_EQ(o[k].r, -SLUICE_EZSTD);
+		T_CONTAINS(o[k].msg, shard);
+		T_CONTAINS(o[k].msg, where);
+		T_ASSERT(o[k].records < 2 * NREC);
+		free(o[k].bytes);
+	}
+	T_CONTAINS(o[0].msg, frame);
+	sluice_dataset_close(ds);
+}
+
+int main(void)
+{
+	char *root = fx_tmpdir();
+	char dir[700], cmd[1500];
+	struct dls_index_entry_disk e;
+
+	snprintf(dir, sizeof(dir), "%s/framed", root);
+	write_data(dir);
+	check_same(dir, 2 * NREC);
+
+	/* the writer's frames rewritten by this test's own, the same
+	 * cuts: still decoded from them */
+	frame_block(dir, 1, UINT32_MAX);
+	check_same(dir, 2 * NREC);
+
+	/* a block of one frame: decoded whole, the others from theirs */
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s/one'", dir, root);
+	T_EQ(system(cmd), 0);
+	snprintf(dir, sizeof(dir), "%s/one", root);
+	free(sp_block(dir, 2, &e));
+	one_frame_block(dir, 2);
+	check_same(dir, 2 * (NREC - e.record_count));
+
+	snprintf(dir, sizeof(dir), "%s/framed", root);
+	check_bad_frame(dir, 3);
+	fx_rmrf(root);
+	free(root);
+	return 0;
+}
