@@ -943,8 +943,8 @@ struct sluice_stats {
 	uint64_t records_decoded_in_batch; /* records whose own zstd
 					      frame was decoded straight
 					      into their row of the batch
-					      (window shuffle, format v4,
-					      16 KiB or more): their block
+					      (format v4, 16 KiB or more,
+					      host batches): their block
 					      never decoded whole, no
 					      copy */
 };

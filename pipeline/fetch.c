@@ -304,7 +304,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	 * mirror's offset (never written here) */
 	const uint8_t *io = e->stored + (blk->offset - e->rd.offset) + from;
 	struct device_upload upload;
-	int read_err = 0, upload_err = 0, skip, settle_first, decoded;
+	int read_err = 0, upload_err = 0, skip, settle_first, decoded, direct;
 
 	/* after a failure, the block's other parts and the loader's other
 	 * fetches only finish; a block a part of which was never read
@@ -319,6 +319,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 	settle_first = pending->on && !pending->nranges &&
 		     c->cache.entries[pending->job.id].fetch.left == 1;
 	decoded = e->fetch.decoded;
+	direct = e->direct != NULL;
 	pthread_mutex_unlock(&c->mu);
 	if (decoded) {
 		/* the block's only job, long: the last upload waits not */
@@ -329,7 +330,7 @@ void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		settle(c, pending, 0);
 		/* its main field's frames left for the assembly (framed.c),
 		 * or, where it is not cut so, decoded whole */
-		if (!skip && c->framed.on) {
+		if (!skip && c->framed.on && !direct) {
 			read_err = framed_fetch(c, e, blk, dctx, hash,
 						&bad_part, &decode_err,
 						&read_end);

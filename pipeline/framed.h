@@ -27,8 +27,8 @@ struct loader_framed {
 	_Atomic uint64_t records;   /* records decoded into their batch */
 };
 
-/* Before the budget: may window batches decode their records' frames?
- * (sets sized, on and field) */
+/* Before the budget: may batches decode their records' frames? (sets
+ * sized, on and field) */
 void framed_open(struct loader_core *c);
 /* Once the cache and chunks are known: on stays where it pays. */
 void framed_init(struct loader_core *c);

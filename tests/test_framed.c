@@ -1,7 +1,9 @@
 /*
  * test_framed.c - zstd records decoded from their own frames straight
- * into their batch (pipeline/framed.c) under a window shuffle: the same
- * batches, byte for byte, as blocks decoded whole (SLUICE_FRAMED=0);
+ * into their batch (pipeline/framed.c): under a window shuffle, a full
+ * one (blocks read whole) and a block shuffle of batches larger than a
+ * block, the same batches, byte for byte, as blocks decoded whole
+ * (SLUICE_FRAMED=0), and batches smaller than a block still views;
  * a block another writer cut otherwise is decoded whole; and a frame
  * that zstd refuses, its block's checksum right, fails the loader with
  * the shard's path and the block's offset, as the whole decode does.
@@ -19,7 +21,15 @@
 #define NREC 1500u
 #define D (16u << 10)
 #define Z 12u
-#define B 48u
+
+/* How a run shuffles: its mode, batch size and range reads. */
+struct shape {
+	enum sluice_shuffle shuffle;
+	uint32_t batch;
+	enum sluice_range_reads ranges;
+};
+static const struct shape window = { SLUICE_SHUFFLE_WINDOW, 48,
+				     SLUICE_RANGE_READS_AUTO };
 
 /* about 6 bits of entropy a byte: zstd keeps about 3/4 */
 static uint8_t ref_byte(uint64_t i, uint64_t k)
@@ -62,7 +72,7 @@ static void write_data(const char *dir)
 struct outcome {
 	int r;                  /* next()'s last return */
 	char msg[512];
-	uint64_t records, decoded_in_batch, memory;
+	uint64_t records, decoded_in_batch, viewed, memory;
 	uint8_t *bytes;         /* every batch's d, z, y, in order */
 	uint64_t len;
 };
@@ -99,9 +109,10 @@ static void take_batch(sluice_batch *b, struct outcome *o, uint64_t cap)
 	sluice_batch_release(b);
 }
 
-/* Two epochs of a window shuffle, host batches, frames decoded into
+/* Two epochs shuffled as @sh says, host batches, frames decoded into
  * their batch unless @whole. */
-static void run(sluice_dataset *ds, int whole, struct outcome *o)
+static void run(sluice_dataset *ds, const struct shape *sh, int whole,
+		struct outcome *o)
 {
 	struct sluice_loader_config cfg;
 	struct sluice_stats st = { .size = sizeof(st) };
@@ -115,8 +126,9 @@ static void run(sluice_dataset *ds, int whole, struct outcome *o)
 	if (whole)
 		T_OK(setenv("SLUICE_FRAMED", "0", 1) ? -1 : 0);
 	sluice_loader_config_init(&cfg);
-	cfg.batch_size = B;
-	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.batch_size = sh->batch;
+	cfg.shuffle = sh->shuffle;
+	cfg.range_reads = sh->ranges;
 	cfg.seed = 5;
 	cfg.epochs = 2;
 	cfg.decode_threads = 2;
@@ -138,6 +150,7 @@ static void run(sluice_dataset *ds, int whole, struct outcome *o)
 	sluice_loader_error(ld, o->msg, sizeof(o->msg));
 	T_OK(sluice_loader_stats(ld, &st));
 	o->decoded_in_batch = st.records_decoded_in_batch;
+	o->viewed = st.batches_viewed;
 	o->memory = st.memory_bytes;
 	sluice_loader_close(ld);
 	T_OK(unsetenv("SLUICE_FRAMED") ? -1 : 0);
@@ -145,17 +158,20 @@ static void run(sluice_dataset *ds, int whole, struct outcome *o)
 
 /* Both ways give the same batches; @framed_records of them decoded from
  * their frames (all but those of a block decoded whole). */
-static void check_same(const char *dir, uint64_t framed_records)
+static void check_same(const char *dir, const struct shape *sh,
+		       uint64_t framed_records)
 {
 	struct outcome o[2];
 	sluice_dataset *ds = NULL;
 
 	T_OK(sluice_dataset_open(dir, &ds));
-	run(ds, 0, &o[0]);
-	run(ds, 1, &o[1]);
-	printf("%s: %llu records, %llu decoded from their frames\n", dir,
+	run(ds, sh, 0, &o[0]);
+	run(ds, sh, 1, &o[1]);
+	printf("%s, shuffle %d, batch %u: %llu records, %llu decoded from their frames, %llu batches viewed\n",
+	       dir, (int)sh->shuffle, sh->batch,
 	       (unsigned long long)o[0].records,
-	       (unsigned long long)o[0].decoded_in_batch);
+	       (unsigned long long)o[0].decoded_in_batch,
+	       (unsigned long long)o[0].viewed);
 	for (int k = 0; k < 2; k++) {
 		T_EQ(o[k].r, SLUICE_EOF);
 		T_EQ(o[k].records, 2 * NREC);
@@ -163,6 +179,8 @@ static void check_same(const char *dir, uint64_t framed_records)
 	}
 	T_EQ(o[0].decoded_in_batch, framed_records);
 	T_EQ(o[1].decoded_in_batch, 0);
+	if (!framed_records)            /* the views stay */
+		T_LT(0, o[0].viewed);
 	T_EQ(o[0].len, o[1].len);
 	T_MEMEQ(o[0].bytes, o[1].bytes, o[0].len);
 	free(o[0].bytes);
@@ -296,8 +314,8 @@ static void check_bad_frame(const char *dir, uint32_t at)
 	snprintf(frame, sizeof(frame), "frame at offset %llu",
 		 (unsigned long long)bad_at);
 	T_OK(sluice_dataset_open(dir, &ds));
-	run(ds, 0, &o[0]);
-	run(ds, 1, &o[1]);
+	run(ds, &window, 0, &o[0]);
+	run(ds, &window, 1, &o[1]);
 	for (int k = 0; k < 2; k++) {
 		printf("bad frame, %s: %s\n", k ? "whole" : "frames",
 		       o[k].msg);
@@ -319,12 +337,28 @@ int main(void)
 
 	snprintf(dir, sizeof(dir), "%s/framed", root);
 	write_data(dir);
-	check_same(dir, 2 * NREC);
+	check_same(dir, &window, 2 * NREC);
+	{
+		/* blocks read whole for every batch: a batch's 8 of them
+		 * fit the budget, not gathered by chunks */
+		const struct shape full = { SLUICE_SHUFFLE_FULL, 8,
+					    SLUICE_RANGE_READS_OFF };
+		/* batches of more than a block's 63 records */
+		const struct shape block = { SLUICE_SHUFFLE_BLOCK, 100,
+					     SLUICE_RANGE_READS_AUTO };
+		/* smaller: views of their blocks, decoded whole */
+		const struct shape viewed = { SLUICE_SHUFFLE_NONE, 21,
+					      SLUICE_RANGE_READS_AUTO };
+
+		check_same(dir, &full, 2 * NREC);
+		check_same(dir, &block, 2 * NREC);
+		check_same(dir, &viewed, 0);
+	}
 
 	/* the writer's frames rewritten by this test's own, the same
 	 * cuts: still decoded from them */
 	frame_block(dir, 1, UINT32_MAX);
-	check_same(dir, 2 * NREC);
+	check_same(dir, &window, 2 * NREC);
 
 	/* a block of one frame: decoded whole, the others from theirs */
 	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s/one'", dir, root);
@@ -332,7 +366,7 @@ int main(void)
 	snprintf(dir, sizeof(dir), "%s/one", root);
 	free(sp_block(dir, 2, &e));
 	one_frame_block(dir, 2);
-	check_same(dir, 2 * (NREC - e.record_count));
+	check_same(dir, &window, 2 * (NREC - e.record_count));
 
 	snprintf(dir, sizeof(dir), "%s/framed", root);
 	check_bad_frame(dir, 3);
