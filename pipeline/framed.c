@@ -16,7 +16,8 @@
  * (medians of 5, SLUICE_FRAMED=0 against the default), a window shuffle
  * of 16 KiB zstd records in 1 MiB blocks went from 8.77 to 9.35 GB/s
  * (0.225 -> 0.206 CPU s/GB), of 1 MiB records in 64 MiB blocks from
- * 7.87 to 10.62 (0.251 -> 0.185; bench/results/2026-11-29-framed-window.md).
+ * 7.87 to 10.62 (0.251 -> 0.185); a block shuffle of the 16 KiB ones,
+ * batch 256, from 8.24 to 12.07 (bench/results/2026-11-29-framed-records.md).
  *
  * Only for host batches of fixed-shape fields whose blocks a worker
  * reads (c->zstd_fetched): not where a cache holds the dataset, whose
