@@ -172,6 +172,28 @@ void fetch_settle(struct loader_core *c, struct fetch_pending *pending)
 	settle(c, pending, 0);
 }
 
+int fetch_read_part(struct loader_core *c, uint32_t shard, uint8_t *to,
+		    uint64_t len, uint64_t at, uint64_t *read_ns,
+		    uint64_t *cpu_ns, uint64_t *end)
+{
+	uint64_t t0, cpu0;
+	int64_t got;
+	int stop;
+
+	/* a close or a failure does not wait for the whole block */
+	core_lock(c);
+	stop = c->stop || c->failed;
+	pthread_mutex_unlock(&c->mu);
+	cpu0 = thread_cpu_ns();
+	t0 = now_ns();
+	got = stop ? -ECANCELED : io_ring_pread(c->ring, shard, to, len, at);
+	*end = now_ns();
+	*read_ns += *end - t0;
+	*cpu_ns += thread_cpu_ns() - cpu0;
+	/* short: the file ends before its index says */
+	return got < 0 ? (int)got : (uint64_t)got < len ? -ENODATA : 0;
+}
+
 /*
  * A zstd block that goes only to the device (fetch.decoded): read part by
  * part through @buffer while the CPU's cache holds it, hashed and
@@ -221,25 +243,11 @@ static int fetch_decode(struct loader_core *c, struct cache_entry *e,
 		uint64_t len = blk->stored_size - from < part
 			? blk->stored_size - from : part;
 		ZSTD_inBuffer in = { staging, len, 0 };
-		int64_t got;
-		int stop;
 
-		/* a close or a failure does not wait for the whole block */
-		core_lock(c);
-		stop = c->stop || c->failed;
-		pthread_mutex_unlock(&c->mu);
-		cpu0 = thread_cpu_ns();
-		t0 = now_ns();
-		got = stop ? -ECANCELED
-			   : io_ring_pread(c->ring, shard, staging, len,
-					   blk->offset + from);
-		*read_end = now_ns();
-		read_ns += *read_end - t0;
-		cpu_read += thread_cpu_ns() - cpu0;
-		if (got < 0 || (uint64_t)got < len) {
+		r = fetch_read_part(c, shard, staging, len, blk->offset + from,
+				    &read_ns, &cpu_read, read_end);
+		if (r) {
 			*bad_part = (uint32_t)(from / part);
-			/* short: the file ends before its index says */
-			r = got < 0 ? (int)got : -ENODATA;
 			break;
 		}
 		done += len;

@@ -77,6 +77,14 @@ int fetch_pop_locked(struct loader_core *c, struct job *j, uint32_t *buffer);
 void fetch_part(struct loader_core *c, struct job j, uint32_t buffer,
 		struct fetch_pending *pending, ZSTD_DCtx *dctx,
 		struct block_hash *hash);
+/* A part of a block that a worker reads itself (unlocked): @len bytes at
+ * file offset @at of shard @shard into @to, unless the loader stops or
+ * failed (-ECANCELED).  Adds its wall and CPU time to *@read_ns and
+ * *@cpu_ns; *@end: when it ended.  @return: 0, the read's error, or
+ * -ENODATA where the file ends before its index says. */
+int fetch_read_part(struct loader_core *c, uint32_t shard, uint8_t *to,
+		    uint64_t len, uint64_t at, uint64_t *read_ns,
+		    uint64_t *cpu_ns, uint64_t *end);
 /* Wait for @pending's upload, if any, and finish its part. */
 void fetch_settle(struct loader_core *c, struct fetch_pending *pending);
 /* fetch_ranges' buffer where the reads land in io memory */

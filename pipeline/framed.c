@@ -54,7 +54,7 @@ static uint64_t align8(uint64_t n)
 void framed_open(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	uint32_t main = 0;
+	uint32_t largest = 0;
 
 	c->framed.sized = c->framed.on = 0;
 	if (!c->zstd_fetched || c->has_variable ||
@@ -70,11 +70,11 @@ void framed_open(struct loader_core *c)
 		if (c->ds->shards[s].version <= DLS_VERSION_SINGLE_FRAME)
 			return;
 	for (uint32_t f = 1; f < sc->nfields; f++)
-		if (sc->fields[f].record_bytes > sc->fields[main].record_bytes)
-			main = f;
-	if (sc->fields[main].record_bytes < FRAMED_RECORD_MIN)
+		if (sc->fields[f].record_bytes > sc->fields[largest].record_bytes)
+			largest = f;
+	if (sc->fields[largest].record_bytes < FRAMED_RECORD_MIN)
 		return;
-	c->framed.field = main;
+	c->framed.field = largest;
 	c->framed.sized = c->framed.on = 1;
 }
 
@@ -114,32 +114,23 @@ static int read_stored(struct loader_core *c, const struct shard_block *blk,
 		       uint32_t shard, uint8_t *to, struct block_hash *hash,
 		       uint32_t *bad_part, uint64_t *read_end)
 {
-	uint64_t part = c->stage.buffer_bytes, cpu_read = 0, cpu_hash = 0;
-	uint64_t read_ns = 0;
+	/* parts of a staging buffer's size: each hashed while cached */
+	uint64_t part = c->stage.buffer_bytes ? c->stage.buffer_bytes
+					      : blk->stored_size;
+	uint64_t cpu_read = 0, cpu_hash = 0, read_ns = 0;
 	int r = 0;
 
 	block_hash_reset(hash);
 	for (uint64_t from = 0; from < blk->stored_size; from += part) {
 		uint64_t len = blk->stored_size - from < part
 			? blk->stored_size - from : part;
-		uint64_t t0 = now_ns(), cpu0 = thread_cpu_ns();
-		int64_t got;
-		int stop;
+		uint64_t cpu0;
 
-		/* a close or a failure does not wait for the whole block */
-		core_lock(c);
-		stop = c->stop || c->failed;
-		pthread_mutex_unlock(&c->mu);
-		got = stop ? -ECANCELED
-			   : io_ring_pread(c->ring, shard, to + from, len,
-					   blk->offset + from);
-		*read_end = now_ns();
-		read_ns += *read_end - t0;
-		cpu_read += thread_cpu_ns() - cpu0;
-		if (got < 0 || (uint64_t)got < len) {
+		r = fetch_read_part(c, shard, to + from, len,
+				    blk->offset + from, &read_ns, &cpu_read,
+				    read_end);
+		if (r) {
 			*bad_part = (uint32_t)(from / part);
-			/* short: the file ends before its index says */
-			r = got < 0 ? (int)got : -ENODATA;
 			break;
 		}
 		cpu0 = thread_cpu_ns();
