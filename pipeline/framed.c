@@ -72,7 +72,12 @@ void framed_open(struct loader_core *c)
 	for (uint32_t f = 1; f < sc->nfields; f++)
 		if (sc->fields[f].record_bytes > sc->fields[largest].record_bytes)
 			largest = f;
-	if (sc->fields[largest].record_bytes < FRAMED_RECORD_MIN)
+	/* and its last record's frame ends with it: the padding to the
+	 * next section, which starts a frame, would go with it (a block
+	 * not cut so is read twice: for its frames, then whole) */
+	if (sc->fields[largest].record_bytes < FRAMED_RECORD_MIN ||
+	    (sc->fields[largest].record_bytes % 8 &&
+	     largest + 1 < sc->nfields))
 		return;
 	c->framed.field = largest;
 	c->framed.sized = c->framed.on = 1;
@@ -186,12 +191,12 @@ static int lay_out(struct loader_core *c, struct cache_entry *e,
 		if (f == m) {
 			main_at = sec;
 		} else if (len) {
+			int r;
+
 			if (!frames_hold(fr, sec, len, &k0, &k1))
 				return FRAMED_NOT_CUT;
-			int r = block_frames_decode(dctx, fr, k0, k1,
-						    e->stored + fr->at[k0],
-						    others);
-
+			r = block_frames_decode(dctx, fr, k0, k1,
+						e->stored + fr->at[k0], others);
 			if (r < 0)
 				return r;
 			view.data[f] = others;
