@@ -9,7 +9,10 @@
  * runs a few at a time, into its own stack, so no table grows with the
  * batch), or the device, whose gather takes the whole batch's table
  * (gather.c).  A run joins the one before it where both sides continue,
- * which also joins a chunk's rows that turn out to be neighbours.
+ * which also joins a chunk's rows that turn out to be neighbours.  A
+ * record whose block kept its stored bytes (framed.c) is a run of its own
+ * whose source is its zstd frame, decoded rather than copied; never
+ * joined.
  */
 #include <string.h>
 
