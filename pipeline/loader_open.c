@@ -315,7 +315,7 @@ static int cmp_u64_desc(const void *a, const void *b)
  * spans two windows takes both windows' blocks at once), the rest being
  * the batches' and the staging buffers'.  Two windows within the whole
  * memory_bytes left none: 16 KiB zstd records in 1 MiB blocks, batch
- * 256, window 16 under --memory 32M to 38M were gathered by chunks,
+ * 256, window 16 under --memory 32M to 36M were gathered by chunks,
  * each block decoded 2 to 3 times an epoch (3.9 GB/s, against 8.9 for
  * the window of 8 that 30M left).  It depends on memory_bytes, the
  * blocks and the window asked only, never on batch_size, world_size or

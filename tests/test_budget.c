@@ -1695,7 +1695,7 @@ static void check_window_reads_once(const char *dir)
  * by chunks: two windows within the whole memory_bytes left the batch
  * beside them no room, and from there to two windows, a batch and the
  * staging buffers, every batch read its blocks again (16 KiB zstd
- * records in 1 MiB blocks, window 16, --memory 32M to 38M: 2 to 3 block
+ * records in 1 MiB blocks, window 16, --memory 32M to 36M: 2 to 3 block
  * reads each an epoch, at half the rate).
  */
 static void check_window_memory_scan(const char *dir)
