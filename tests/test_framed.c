@@ -3,7 +3,7 @@
  * into their batch (pipeline/framed.c): under a window shuffle, a full
  * one (blocks read whole) and a block shuffle of batches larger than a
  * block, the same batches, byte for byte, as blocks decoded whole
- * (SLUICE_FRAMED=0), and batches smaller than a block still views;
+ * (SLUICE_FRAMED=0), and batches smaller than a block still view it;
  * a block another writer cut otherwise is decoded whole; and a frame
  * that zstd refuses, its block's checksum right, fails the loader with
  * the shard's path and the block's offset, as the whole decode does.
