@@ -26,19 +26,6 @@ static struct tensor_desc *add_tensor(struct tensor_desc *t, uint32_t *n,
 	return d;
 }
 
-/* a * b, or UINT64_MAX when it overflows */
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-
-	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* The most records a batch holds: batch_size, or this rank's part of an
  * epoch when that is smaller (an elastic resume only shortens the part).
  * Memory is sized for this many: the default budget refused 3 records of

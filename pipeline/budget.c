@@ -83,18 +83,6 @@ static uint64_t default_budget(const struct loader_core *c)
 	return cap;
 }
 
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-
-	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 static uint64_t min3(uint64_t a, uint64_t b, uint64_t c)
 {
 	uint64_t m = a < b ? a : b;
@@ -507,19 +495,23 @@ static void split_surplus(struct loader_core *c, const struct block_sizes *z,
 }
 
 /* The io memory a batch cannot do without: a batch's blocks at once and
- * the range reads' want.  Batches gathered by chunks read as little as
+ * one batch's range reads.  Batches gathered by chunks read as little as
  * one block at once (with 2 blocks of 48.5 MB asked for, 89.8 MB left a
  * batch 5.8 and was refused, where 60.7 was taken); with every block
  * read by range, none (14 values of up to 124 KB in one zstd block,
  * batch 2, memory_bytes 1.6 MB: counting it left batches 135 KB, and a
- * batch of 186 KB failed, where 0.94 MB without ranges streamed). */
+ * batch of 186 KB failed, where 0.94 MB without ranges streamed).  The
+ * ranges' want, room for prefetch_depth batches at their values' mean,
+ * left a window of 16 batches of values of up to 1.2 MB read in place
+ * 9.6 MB of batch memory under a 49.4 MB cap, and its batch of 13.7
+ * failed at next(); one batch at the largest values leaves it 19.1. */
 static uint64_t io_min_bytes(const struct loader_core *c,
 			     const struct block_sizes *z)
 {
 	uint64_t blocks = c->ranges.all ? 0
 			  : c->chunks.chunked ? z->io_max : z->io_top_need;
 
-	return align_up(add_sat(blocks, c->ranges.io_want), IO_ALIGN);
+	return align_up(add_sat(blocks, c->ranges.io_least), IO_ALIGN);
 }
 
 /*

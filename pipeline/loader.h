@@ -296,6 +296,19 @@ static inline uint64_t align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) & ~(a - 1);
 }
 
+/* Sizes that saturate: @a x @b, @a + @b, or UINT64_MAX past it. */
+static inline uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* loader_config.c */
 /* The loaders of this host that share its CPUs and memory: torchrun's
  * $LOCAL_WORLD_SIZE, else 1. */

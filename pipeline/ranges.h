@@ -149,6 +149,11 @@ struct loader_ranges {
 	uint64_t io_want;           /* io memory their batches in flight
 				       take at most, and stage_want
 				       (budget.c adds it) */
+	uint64_t io_least;          /* what one batch's ranges take at most,
+				       each value at its field's largest,
+				       and stage_want: the io memory a
+				       budget short of io_want keeps
+				       (budget.c) */
 	uint64_t stage_want;        /* the staging buffers they may go
 				       through (stage_ranges_want) */
 	uint32_t main_field;        /* the largest: verified in its copy */

@@ -661,7 +661,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 		size_t errlen)
 {
 	const struct shard_schema *sc = &c->ds->schema;
-	uint64_t frame_raw, stored_permille, batch_want;
+	uint64_t frame_raw, stored_permille, batch_want, record_most = 0;
 	int want, any = 0, r, in_place = 0;
 	uint64_t in_flight = c->cfg.prefetch_depth;
 
@@ -762,6 +762,8 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	if (__builtin_mul_overflow(batch_want, in_flight,
 				   &c->ranges.io_want))
 		c->ranges.io_want = UINT64_MAX;
+	/* One batch's ranges, each value at its field's largest: the least
+	 * a budget short of io_want keeps for them (budget.c) */
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		uint64_t big = 0;
 
@@ -769,6 +771,11 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 				     k < c->ds->nshards; k++)
 			if (c->ds->shards[k].max_value_bytes[f] > big)
 				big = c->ds->shards[k].max_value_bytes[f];
+		if (!c->ranges.resident[f])
+			record_most = add_sat(record_most, range_room(c,
+				sc->fields[f].variable ? big
+				: sc->fields[f].record_bytes,
+				frame_raw, stored_permille));
 		/* framed: what its frames decode to, and the frames */
 		if (c->ranges.framed && big)
 			big += big * stored_permille / 1000 + frame_raw;
@@ -778,6 +785,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 		if (__builtin_add_overflow(batch_want, big, &batch_want))
 			batch_want = UINT64_MAX;
 	}
+	c->ranges.io_least = mul_sat(record_most, batch_records_max(c));
 	/* Under a full shuffle, io memory enough for a batch of many large
 	 * values: the odds of one whose ranges do not fit, with nothing else
 	 * in flight, below half of BATCH_ODDS_REFUSED (budget.c refuses at
@@ -834,7 +842,13 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 						   tail * c->cfg.prefetch_depth,
 					   &c->ranges.io_want))
 			c->ranges.io_want = UINT64_MAX;
+		c->ranges.io_least = add_sat(c->ranges.io_least,
+					     c->ranges.stage_want + tail);
 	}
+	/* (a full shuffle's odds weigh io against batch memory: its least
+	 * is its want) */
+	if (c->ranges.io_least > c->ranges.io_want || c->ranges.odds)
+		c->ranges.io_least = c->ranges.io_want;
 	c->ranges.pieces = malloc(c->ranges.max_reads *
 				  sizeof(*c->ranges.pieces));
 	if (!c->ranges.pieces)
