@@ -317,10 +317,10 @@ static void frame_failed(struct loader_core *c, struct slot *s,
 		uint32_t shard;
 		const struct shard_block *blk;
 
-		if (!e->frame_at || bad->src < e->stored)
+		if (!e->frame_at || bad->src < e->frames)
 			continue;
 		blk = loader_block(c, e->block, &shard);
-		if (bad->src >= e->stored + blk->stored_size)
+		if (bad->src >= e->frames + blk->stored_size)
 			continue;
 		loader_fail_locked(c, err,
 			"%s: block %llu: offset %llu: a record's zstd frame at offset %llu does not decode to its %llu bytes: %s (corrupt block)",
@@ -329,7 +329,7 @@ static void frame_failed(struct loader_core *c, struct slot *s,
 					     c->shard_block_base[shard]),
 			(unsigned long long)blk->offset,
 			(unsigned long long)(blk->offset +
-					     (uint64_t)(bad->src - e->stored)),
+					     (uint64_t)(bad->src - e->frames)),
 			(unsigned long long)bad->len, sluice_strerror(err));
 		break;
 	}

@@ -50,8 +50,9 @@ struct cache_entry {
 	struct block_view view;
 	const uint64_t *frame_at; /* its main field's record i is the zstd
 				   frame [frame_at[i], frame_at[i + 1]) of
-				   stored, decoded at assembly (framed.c);
+				   frames, decoded at assembly (framed.c);
 				   NULL: decoded whole */
+	const uint8_t *frames;  /* the block's stored bytes, in stored */
 	int error;              /* negative code when FAILED */
 	int corrupt;            /* FAILED for bad data (skippable) */
 	int ahead;              /* read ahead of any batch: pinned by the

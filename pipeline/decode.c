@@ -100,12 +100,13 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 	const char *dev_failed = NULL;
 	char dev_msg[256] = "";
 	uint8_t *into;
-	int fetched, fetch_err;
+	int fetched, fetch_err, direct;
 
 	/* direct.c set it before the read, fetch.c as the parts went up;
 	 * nothing else touches them now */
 	core_lock(c);
 	into = e->direct ? e->direct : e->scratch;
+	direct = e->direct != NULL;
 	fetched = e->fetch.on;
 	fetch_err = e->fetch.upload_err;
 	decoded = e->fetch.decoded;
@@ -135,7 +136,16 @@ static void decode_entry(struct loader_core *c, ZSTD_DCtx *dctx, uint32_t i)
 		cpu1 = thread_cpu_ns();
 		atomic_fetch_add(&c->cpu_verify_ns, cpu1 - cpu0);
 	}
-	if (!r && !decoded)
+	/* its records' frames left for the assembly (framed.c), unless
+	 * it goes whole into one batch (direct.c) */
+	if (!r && !decoded && !on_device && !fetched && c->framed.on &&
+	    blk->codec == DLS_CODEC_ZSTD && !direct) {
+		r = framed_lay_out_read(c, e, blk, stored, dctx);
+		framed = r == 0;
+		if (r == FRAMED_NOT_CUT)
+			r = 0;
+	}
+	if (!r && !decoded && !framed)
 		r = block_decode(dctx, blk, stored, 0, into,
 				 into ? blk->raw_size : 0, &raw);
 	if (!r && !framed)

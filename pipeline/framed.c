@@ -19,10 +19,13 @@
  * 7.87 to 10.62 (0.251 -> 0.185); a block shuffle of the 16 KiB ones,
  * batch 256, from 8.24 to 12.07 (bench/results/2026-11-29-framed-records.md).
  *
- * Only for host batches of fixed-shape fields whose blocks a worker
- * reads (c->zstd_fetched): not where a cache holds the dataset, whose
+ * For batches of fixed-shape fields assembled on the CPU, their blocks
+ * read by a worker (c->zstd_fetched: framed_fetch) or by the ring
+ * (O_DIRECT, or the page cache where workers do not fetch: decode.c,
+ * framed_lay_out_read).  Not where a cache holds the dataset, whose
  * decoded blocks cost a copy each epoch, not a decode; nor with chunks,
- * which need decoded blocks; nor with on_error=skip, which drops a bad
+ * which need decoded blocks; nor where batches are gathered on the
+ * device from decoded blocks; nor with on_error=skip, which drops a bad
  * block's records once its checksum fails, where a frame the checksum
  * passed and zstd refuses at assembly would fail the loader instead.
  * Under a shuffle none or block, only for batches of a block's records
@@ -31,9 +34,11 @@
  * straight into it (direct.c, fetch_decode).  A block not cut a frame a
  * record (another writer's) is decoded whole, as before.
  *
- * Entry layout: its stored bytes, then each other field's values (in
- * field order, 8-aligned), then frame_at (records + 1 offsets); never
- * less than its decoded bytes, so that a block decoded whole fits it.
+ * Entry layout, fetched: its stored bytes, then each other field's
+ * values (in field order, 8-aligned), then frame_at (records + 1
+ * offsets); never less than its decoded bytes, so that a block decoded
+ * whole fits it.  Read by the ring: the same after its stored bytes, in
+ * the decode buffer that has room for them all (block_io_bytes).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -57,7 +62,7 @@ void framed_open(struct loader_core *c)
 	uint32_t largest = 0;
 
 	c->framed.sized = c->framed.on = 0;
-	if (!c->zstd_fetched || c->has_variable ||
+	if (!c->has_zstd || c->has_variable ||
 	    c->cfg.on_error == SLUICE_ON_ERROR_SKIP || env_off("SLUICE_FRAMED"))
 		return;
 	/* in order, a batch of fewer records than a block mostly views it
@@ -80,12 +85,16 @@ void framed_open(struct loader_core *c)
 	     largest + 1 < sc->nfields))
 		return;
 	c->framed.field = largest;
-	c->framed.sized = c->framed.on = 1;
+	c->framed.on = 1;
+	/* a block the ring reads has room for its stored bytes and its
+	 * decoded ones (block_io_bytes): the layout fits beside them */
+	c->framed.sized = c->zstd_fetched;
 }
 
 void framed_init(struct loader_core *c)
 {
-	c->framed.on = c->framed.sized && !c->cache.all && !c->chunks.chunked;
+	c->framed.on = c->framed.on && !c->cache.all && !c->chunks.chunked &&
+		       !gather_wanted(c);
 }
 
 /* Bytes of @n records' fields other than the main one, each field's
@@ -166,19 +175,19 @@ static int frames_hold(const struct block_frames *fr, uint64_t at,
 }
 
 /*
- * Lay entry @e out for block @blk, its stored bytes read and parsed into
- * @fr: each record's frame of the main field in frame_at, the other
- * fields decoded after the stored bytes, the view on them.  @return: 0,
+ * Lay entry @e out for block @blk, its stored bytes at @stored, parsed
+ * into @fr: each record's frame of the main field in frame_at, the other
+ * fields decoded at @others (8-aligned), the view on them.  @return: 0,
  * FRAMED_NOT_CUT, or a decode error (-SLUICE_EZSTD, -SLUICE_ECORRUPT).
  */
 static int lay_out(struct loader_core *c, struct cache_entry *e,
 		   const struct shard_block *blk,
-		   const struct block_frames *fr, ZSTD_DCtx *dctx)
+		   const struct block_frames *fr, ZSTD_DCtx *dctx,
+		   const uint8_t *stored, uint8_t *others)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t n = blk->record_count, m = c->framed.field;
 	uint64_t sec = 0, main_at = 0, rb = sc->fields[m].record_bytes;
-	uint8_t *others = e->stored + align8(blk->stored_size);
 	uint64_t *frame_at = (uint64_t *)(void *)(others + other_bytes(c, n));
 	struct block_view view = { .n = n };
 	uint32_t k0, k1;
@@ -196,7 +205,7 @@ static int lay_out(struct loader_core *c, struct cache_entry *e,
 			if (!frames_hold(fr, sec, len, &k0, &k1))
 				return FRAMED_NOT_CUT;
 			r = block_frames_decode(dctx, fr, k0, k1,
-						e->stored + fr->at[k0], others);
+						stored + fr->at[k0], others);
 			if (r < 0)
 				return r;
 			view.data[f] = others;
@@ -217,6 +226,7 @@ static int lay_out(struct loader_core *c, struct cache_entry *e,
 		frame_at[i + 1] = fr->at[k0 + 1];
 	}
 	e->frame_at = frame_at;
+	e->frames = stored;
 	e->view = view;
 	return 0;
 }
@@ -250,11 +260,36 @@ int framed_fetch(struct loader_core *c, struct cache_entry *e,
 		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
 	cpu0 = thread_cpu_ns();
 	t0 = now_ns();
-	r = lay_out(c, e, blk, &fr, dctx);
+	r = lay_out(c, e, blk, &fr, dctx, e->stored,
+		    e->stored + align8(blk->stored_size));
 	block_frames_free(&fr);
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu0);
 	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
 	if (r < 0)
 		*decode_err = r;
 	return r > 0 ? r : 0;
+}
+
+int framed_lay_out_read(struct loader_core *c, struct cache_entry *e,
+			const struct shard_block *blk, const uint8_t *stored,
+			ZSTD_DCtx *dctx)
+{
+	uint64_t room = align_up(blk->raw_size, 4096), need;
+	struct block_frames fr;
+	int r;
+
+	e->frame_at = NULL;
+	/* the decode buffer holds the other fields and the table: the main
+	 * field's records are 16 KiB or more each */
+	if (other_bytes(c, blk->record_count) +
+	    ((uint64_t)blk->record_count + 1) * sizeof(uint64_t) > room)
+		return FRAMED_NOT_CUT;
+	r = block_frames_parse(blk, stored, blk->stored_size, &fr, &need);
+	if (r == -ENOMEM)
+		return r;
+	if (r)
+		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
+	r = lay_out(c, e, blk, &fr, dctx, stored, e->scratch);
+	block_frames_free(&fr);
+	return r;
 }

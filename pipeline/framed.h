@@ -17,12 +17,15 @@ struct block_hash;
 
 /* The loader's [set at open] */
 struct loader_framed {
-	int sized;                  /* zstd blocks' io memory has room for
-				       their stored bytes, the other fields
-				       and the frame table (framed_io_bytes) */
+	int sized;                  /* zstd blocks a worker fetches: their
+				       io memory has room for their stored
+				       bytes, the other fields and the
+				       frame table (framed_io_bytes) */
 	int on;                     /* their main field is decoded at
 				       assembly (cleared where the cache
-				       holds the dataset, or by chunks) */
+				       holds the dataset, by chunks, or
+				       where batches are gathered on the
+				       device) */
 	uint32_t field;             /* the main field: a frame per record */
 	_Atomic uint64_t records;   /* records decoded into their batch */
 };
@@ -54,5 +57,16 @@ int framed_fetch(struct loader_core *c, struct cache_entry *e,
 		 const struct shard_block *blk, ZSTD_DCtx *dctx,
 		 struct block_hash *hash, uint32_t *bad_part, int *decode_err,
 		 uint64_t *read_end);
+
+/*
+ * Entry @e's zstd block @blk, read by the ring to @stored and checked
+ * (decode.c): its seek table parsed, its other fields decoded into the
+ * entry's decode buffer with @dctx, and where each record's frame lies
+ * (e->frame_at, e->frames, e->view).  @return: 0, FRAMED_NOT_CUT (the
+ * caller decodes it whole), -ENOMEM, or a decode error.
+ */
+int framed_lay_out_read(struct loader_core *c, struct cache_entry *e,
+			const struct shard_block *blk, const uint8_t *stored,
+			ZSTD_DCtx *dctx);
 
 #endif /* SLUICE_PIPELINE_FRAMED_H */

@@ -491,7 +491,7 @@ static int open_core(struct loader_core *c,
 		return r;
 	if (c->ranges.on) { /* their blocks read whole go through the ring */
 		c->zstd_fetched = 0;
-		framed_open(c);     /* nor are their frames left to batches */
+		framed_open(c);     /* their entries sized for it */
 	}
 	need = cache_needed(c, c->cfg.batch_size);
 	if (c->ranges.on) {

@@ -127,7 +127,7 @@ static struct batch_run fixed_run(const struct loader_core *c,
 		const uint64_t *at = e->frame_at + s->rec_in_block[r];
 
 		*step = 1;
-		return (struct batch_run){ e->stored + at[0], dst, rb, 0,
+		return (struct batch_run){ e->frames + at[0], dst, rb, 0,
 					   at[1] - at[0] };
 	}
 
