@@ -482,12 +482,15 @@ static void ranges_done(struct loader_core *c, struct io_read **rds,
 		io_ring_wake(c->ring);
 }
 
-/* Was @rd planned to land in its batch (ranges.c's in_place)?  Set
- * before the read was queued, under the lock that handed it here. */
+/* Was @rd planned to land in its batch (ranges.c's in_place, not from
+ * frames, which their decode puts there)?  Set before the read was
+ * queued, under the lock that handed it here. */
 static int rr_in_place(const struct io_read *rd)
 {
-	return ((const struct range_read *)(const void *)rd)->slot
-		       ->ranges.in_place;
+	const struct slot *s =
+		((const struct range_read *)(const void *)rd)->slot;
+
+	return s->ranges.in_place && !s->ranges.frames_in_place;
 }
 
 void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
@@ -525,7 +528,7 @@ void fetch_ranges(struct loader_core *c, struct io_read **rds, unsigned n,
 			cpu_check += ranges_decode_read(c,
 				(struct range_read *)(void *)rd, dctx);
 		/* checked while the cache holds them, staged or read in
-		 * place (ranges_in_place_init: never framed) */
+		 * place (decoded in place: as they were decoded) */
 		if (staging || rr_in_place(rd)) {
 			uint64_t t1 = now_ns();
 

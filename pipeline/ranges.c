@@ -26,7 +26,11 @@
  * memory, read it in place instead: each record straight into the
  * batch's own memory, taken when the batch is planned, and checked there
  * by the worker that read it (in_place_take_locked, ranges_open.c's
- * ranges_in_place_init).
+ * ranges_in_place_init).  From framed blocks, where each record is
+ * frames of its own (16 KiB or more), its frames are read into io memory
+ * and decoded straight into its row, and checked there by the worker
+ * that decoded it (frames_in_place): no copy, and the checksum reads
+ * bytes the decoder just wrote.
  *
  * Memory: the io piece is the batch's io memory from planning until its
  * assembly ends (or until it is dropped), taken like a block's (evicting
@@ -144,11 +148,12 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
  * Coalesce the sorted pieces into reads (s->ranges.reads, buffer offsets from
  * 0) and point each record's fields at their bytes.  A framed block's
  * pieces whose frames overlap are one span, read by one read and decoded
- * once, after the reads' bytes.  @return: the bytes the reads and the
- * spans take.
+ * once, after the reads' bytes; with @rows (frames_in_place), each span
+ * is one record's, decoded into its row, where rec_src points already.
+ * @return: the bytes the reads and the spans take in buf.
  */
 static uint64_t build_reads(struct loader_core *c, struct slot *s,
-			    uint32_t npieces)
+			    uint32_t npieces, int rows)
 {
 	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
 	uint64_t total = 0;
@@ -209,8 +214,9 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 		}
 		span->piece_hi = k + 1;
 		/* from the span's first decoded byte, until it has a place */
-		s->ranges.rec_src[p->slot_index] =
-			p->in_block - c->ranges.frames[p->block].raw[span->k0];
+		if (!rows)
+			s->ranges.rec_src[p->slot_index] = p->in_block -
+				c->ranges.frames[p->block].raw[span->k0];
 	}
 	if (cur)
 		total += cur->rd.length;
@@ -218,6 +224,12 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 		struct range_span *sp = &s->ranges.spans[k];
 		const struct block_frames *fr = &c->ranges.frames[sp->block];
 
+		if (rows) {
+			/* its record's row in host */
+			sp->decoded_at =
+				s->ranges.rec_src[s->ranges.order[sp->piece_lo]];
+			continue;
+		}
 		total = align_up(total, 8);
 		sp->decoded_at = total;
 		total += fr->raw[sp->k1 + 1] - fr->raw[sp->k0];
@@ -273,10 +285,10 @@ static uint32_t field_tensor(const struct loader_core *c, uint32_t f)
 	return t;
 }
 
-/* In place: each sorted piece its own read, to its place in the batch:
- * a fixed field's row, a variable one's after the values before it. */
-static void build_reads_in_place(struct loader_core *c, struct slot *s,
-				 uint32_t npieces)
+/* In place, each record's main field at its place in the batch: a fixed
+ * field's row, a variable one's after the values before it (rec_src, an
+ * offset in host). */
+static void rows_in_place(struct loader_core *c, struct slot *s)
 {
 	uint32_t nf = c->ds->schema.nfields, m = c->ranges.main_field;
 	uint64_t at = s->tensors[field_tensor(c, m)].offset;
@@ -285,6 +297,39 @@ static void build_reads_in_place(struct loader_core *c, struct slot *s,
 		s->ranges.rec_src[(uint64_t)r * nf + m] = at;
 		at += range_len(c, s, r, m);
 	}
+}
+
+/* Framed blocks: is each of the @npieces sorted pieces frames of its own,
+ * decoding to its bytes exactly, so that they may go straight into its
+ * row?  (Records of 16 KiB or more are: block_frames.c cuts a frame at
+ * the first record's end past 16 KiB.) */
+static int pieces_own_frames(const struct loader_core *c,
+			     const struct slot *s, uint32_t npieces)
+{
+	uint32_t nf = c->ds->schema.nfields;
+
+	for (uint32_t k = 0; k < npieces; k++) {
+		const struct range_piece *p = &c->ranges.pieces[k];
+		const struct block_frames *fr;
+
+		if (p->block == UINT64_MAX)
+			return 0;
+		fr = &c->ranges.frames[p->block];
+		if (fr->raw[p->k0] != p->in_block ||
+		    fr->raw[p->k1 + 1] - p->in_block !=
+			    range_len(c, s, p->slot_index / nf,
+				      p->slot_index % nf))
+			return 0;
+	}
+	return 1;
+}
+
+/* In place: each sorted piece its own read, to its place in the batch:
+ * a fixed field's row, a variable one's after the values before it. */
+static void build_reads_in_place(struct loader_core *c, struct slot *s,
+				 uint32_t npieces)
+{
+	rows_in_place(c, s);
 	for (uint32_t k = 0; k < npieces; k++) {
 		const struct range_piece *p = &c->ranges.pieces[k];
 		struct range_read *rr = &s->ranges.reads[k];
@@ -386,12 +431,22 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	npieces = collect_pieces(c, s);
 	qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
 	      by_file_offset);
-	s->ranges.in_place = npieces && in_place_take_locked(c, s);
-	if (s->ranges.in_place) {
+	/* framed: in place where each record's frames are its own, read
+	 * into io memory and decoded into its row */
+	s->ranges.frames_in_place = 0;
+	s->ranges.in_place = npieces &&
+			     (!c->ranges.framed ||
+			      pieces_own_frames(c, s, npieces)) &&
+			     in_place_take_locked(c, s);
+	if (s->ranges.in_place && c->ranges.framed) {
+		s->ranges.frames_in_place = 1;
+		rows_in_place(c, s);
+		len = build_reads(c, s, npieces, 1);
+	} else if (s->ranges.in_place) {
 		build_reads_in_place(c, s, npieces);
 		len = 0;        /* no io memory: every byte is in place */
 	} else {
-		len = build_reads(c, s, npieces);
+		len = build_reads(c, s, npieces, 0);
 	}
 	if (c->ranges.device) {
 		s->ranges.resident_off = align_up(len, 8);
@@ -405,6 +460,9 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		return 1;
 	}
 	if (len && cache_alloc_io(c, len, &s->ranges.off)) {
+		/* the batch memory it took, back (nothing waits for it: it
+		 * took it only as every batch before it had theirs) */
+		batch_memory_free_locked(c, s);
 		/* the batch's own blocks, pinned before, may split the free
 		 * memory: the caller drops every cached block and plans it
 		 * once more (first fit: its blocks go first, the ranges after
@@ -435,8 +493,8 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	for (uint32_t k = 0; k < s->ranges.nreads; k++) {
 		struct range_read *rr = &s->ranges.reads[k];
 
-		rr->rd.buf = (s->ranges.in_place ? s->host : s->ranges.buf) +
-			     rr->buf_off;
+		rr->rd.buf = (s->ranges.in_place && !s->ranges.frames_in_place
+			      ? s->host : s->ranges.buf) + rr->buf_off;
 		rr->rd.user = NULL;
 		c->submit[(*nsubmit)++] = &rr->rd;
 	}
@@ -447,6 +505,8 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	if (s->ranges.in_place)
 		atomic_fetch_add(&c->ranges.records_in_place,
 				 s->ranges.nranged);
+	if (s->ranges.frames_in_place)
+		atomic_fetch_add(&c->framed.records, s->ranges.nranged);
 	return 1;
 }
 
@@ -615,20 +675,55 @@ static void span_bad(struct loader_core *c, struct slot *s,
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Decode span @sp of @s where its read left it, or mark its records bad:
- * its read failed, or its frames do not decode to their table's sizes. */
-static void span_decode(struct loader_core *c, struct slot *s,
-			const struct range_span *sp, ZSTD_DCtx *dctx)
+/* frames_in_place: check record @r, its main field just decoded into
+ * its row (its other fields are resident: ranges_in_place_init), while
+ * the cache holds it.  One worker decodes each record's span: the lock
+ * taken after orders the mark before the batch's report. */
+static void check_decoded(struct loader_core *c, struct slot *s, uint32_t r)
 {
+	const struct shard_schema *sc = &c->ds->schema;
+	const uint8_t *ptr[DLS_MAX_FIELDS];
+	uint64_t len[DLS_MAX_FIELDS];
+	uint32_t shard;
+	const struct shard_block *blk;
+
+	for (uint32_t f = 0; f < sc->nfields; f++)
+		range_field(c, s, r, f, &ptr[f], &len[f]);
+	blk = loader_block(c, s->ranges.rec_block[r], &shard);
+	s->ranges.rec_bad[r] =
+		record_checksum(sc->nfields, ptr, len) !=
+		c->ranges.record_sums[shard][blk->first_record +
+					    s->rec_in_block[r]]
+		? RANGE_BAD_SUM : 0;
+}
+
+/* Decode span @sp of @s where its read left it, or mark its records bad:
+ * its read failed, or its frames do not decode to their table's sizes.
+ * frames_in_place: into its record's row, and checked there.  @return:
+ * the time the check took (verify's, by the wall clock). */
+static uint64_t span_decode(struct loader_core *c, struct slot *s,
+			    const struct range_span *sp, ZSTD_DCtx *dctx)
+{
+	uint64_t t0;
+
 	const struct block_frames *fr = &c->ranges.frames[sp->block];
+	uint8_t *into = (s->ranges.frames_in_place ? s->host : s->ranges.buf) +
+			sp->decoded_at;
 
 	if (s->ranges.reads[sp->read].error ||
 	    s->ranges.reads[sp->read].rd.result < 0)
 		span_bad(c, s, sp, RANGE_BAD_READ);
 	else if (!dctx || block_frames_decode(dctx, fr, sp->k0, sp->k1,
 					      s->ranges.buf + sp->stored_at,
-					      s->ranges.buf + sp->decoded_at) < 0)
+					      into) < 0)
 		span_bad(c, s, sp, RANGE_BAD_FRAME);
+	else if (s->ranges.frames_in_place && c->cfg.verify) {
+		t0 = now_ns();
+		check_decoded(c, s, s->ranges.order[sp->piece_lo] /
+				    c->ds->schema.nfields);
+		return now_ns() - t0;
+	}
+	return 0;
 }
 
 /*
@@ -643,16 +738,17 @@ uint64_t ranges_decode_read(struct loader_core *c, struct range_read *rr,
 			    ZSTD_DCtx *dctx)
 {
 	struct slot *s = rr->slot;
-	uint64_t t0;
+	uint64_t t0, checks = 0;
 
 	if (rr->span_lo == rr->span_hi)
 		return 0;
 	t0 = now_ns();
 	for (uint32_t k = rr->span_lo; k < rr->span_hi; k++)
-		span_decode(c, s, &s->ranges.spans[k], dctx);
+		checks += span_decode(c, s, &s->ranges.spans[k], dctx);
 	rr->decoded = 1;
 	t0 = now_ns() - t0;
-	atomic_fetch_add(&c->cpu_decompress_ns, t0);
+	atomic_fetch_add(&c->cpu_decompress_ns, t0 - checks);
+	atomic_fetch_add(&c->cpu_verify_ns, checks);
 	atomic_fetch_add(&c->st_decode.busy_ns, t0);
 	return t0;
 }
@@ -670,15 +766,17 @@ void ranges_decode_part(struct loader_core *c, struct job j,
 	uint32_t lo = (uint32_t)((uint64_t)s->ranges.nspans * j.part / j.parts);
 	uint32_t hi = (uint32_t)((uint64_t)s->ranges.nspans * (j.part + 1) /
 				 j.parts);
-	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
+	uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns(), checks = 0, cpu;
 
 	for (uint32_t k = lo; k < hi; k++) {
 		const struct range_span *sp = &s->ranges.spans[k];
 
 		if (!s->ranges.reads[sp->read].decoded)
-			span_decode(c, s, sp, dctx);
+			checks += span_decode(c, s, sp, dctx);
 	}
-	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu0);
+	cpu = thread_cpu_ns() - cpu0;
+	atomic_fetch_add(&c->cpu_decompress_ns, cpu > checks ? cpu - checks : 0);
+	atomic_fetch_add(&c->cpu_verify_ns, checks);
 	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
 	core_lock(c);
 	if (--s->ranges.spans_parts_left == 0)

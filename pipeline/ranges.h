@@ -76,7 +76,8 @@ struct range_span {
 	uint32_t read;          /* the read that holds them */
 	uint32_t piece_lo, piece_hi; /* its pieces: ranges.order[lo, hi) */
 	uint64_t stored_at;     /* in buf: their stored bytes */
-	uint64_t decoded_at;    /* in buf: what they decode to */
+	uint64_t decoded_at;    /* in buf: what they decode to (in host:
+				   frames_in_place) */
 };
 
 /* A slot's record-range reads (ranges.c), arrays allocated only when
@@ -115,6 +116,10 @@ struct slot_ranges {
 				   was planned, and checked there by the
 				   worker that read it: rec_src and the
 				   reads' buf_off are offsets in host [mu] */
+	int frames_in_place;    /* in place, from framed blocks: the reads
+				   land in buf and each span decodes into
+				   its record's row (decoded_at, in host),
+				   checked there (span_decode) [mu] */
 	uint64_t off, len;      /* in the io pool; 0 len: none [mu] */
 	uint8_t *buf;
 	/* ranges.device: the resident fields of the batch's range records,

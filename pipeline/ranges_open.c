@@ -1049,8 +1049,11 @@ void ranges_device_init(struct loader_core *c)
  * no copy, no second pass over memory to check them.  Only where that is
  * the whole story: every field but the main one kept since open; a
  * variable main one unpadded, every block read by range (a value's place
- * follows the values before it); no frames to decode; each shard read
- * buffered by the workers (fetch.c), which need no alignment; no records
+ * follows the values before it); each shard read buffered by the workers
+ * (fetch.c), which need no alignment, unless its blocks are framed,
+ * whose frames land in io memory and are decoded into the batch (a
+ * batch whose records do not each have frames of their own goes through
+ * io memory: ranges.c's pieces_own_frames); no records
  * dropped (skip), which would move the rest; no chunks, which take their
  * memory their own way.  SLUICE_RANGES_IN_PLACE=0 turns it off for benchmarks' A/B.
  */
@@ -1074,15 +1077,15 @@ void ranges_in_place_init(struct loader_core *c)
 			? "variable values padded" : "blocks read whole too";
 	if (c->ranges.in_place_off)
 		return;
-	for (uint32_t s = 0; s < c->ds->nshards; s++)
+	/* (frames land in io memory, and are decoded into the batch) */
+	for (uint32_t s = 0; !c->ranges.framed && s < c->ds->nshards; s++)
 		if (io_ring_pread_fd(c->ring, s) < 0)
 			c->ranges.in_place_off =
 				"shards read by O_DIRECT or opened on demand";
 	if (c->ranges.in_place_off)
 		return;
 	c->ranges.in_place_off =
-		c->ranges.framed ? "zstd frames decoded first"
-		: c->ranges.resident[m] ? "no field read by range"
+		c->ranges.resident[m] ? "no field read by range"
 		: main_value_bytes(c) < IN_PLACE_MIN
 		? "records shorter than 4 KiB (reads joined)"
 		: c->cfg.on_error == SLUICE_ON_ERROR_SKIP

@@ -9,6 +9,9 @@
  * the shard's path and the block's offset, as the whole decode does.
  * Each for blocks a worker reads (the page cache holds them), and blocks
  * the ring reads, buffered and O_DIRECT (where the filesystem allows).
+ * A full shuffle's record ranges decode each frame straight into its row
+ * (the same batches as through io memory), and there a bad frame, or a
+ * frame that decodes to other bytes, names the record.
  *
  * Fields: d, 16 KiB a record (a frame each), z of 12 bytes (its section
  * ends off 8 bytes: padding before the next) and y, an int64.
@@ -81,7 +84,7 @@ static void write_data(const char *dir)
 struct outcome {
 	int r;                  /* next()'s last return */
 	char msg[512];
-	uint64_t records, decoded_in_batch, viewed, memory;
+	uint64_t records, decoded_in_batch, viewed, memory, in_place;
 	uint8_t *bytes;         /* every batch's d, z, y, in order */
 	uint64_t len;
 };
@@ -164,6 +167,7 @@ static void run(sluice_dataset *ds, const struct shape *sh,
 	T_OK(sluice_loader_stats(ld, &st));
 	o->decoded_in_batch = st.records_decoded_in_batch;
 	o->viewed = st.batches_viewed;
+	o->in_place = st.range_records_in_place;
 	o->memory = st.memory_bytes;
 	sluice_loader_close(ld);
 	T_OK(unsetenv("SLUICE_FRAMED") ? -1 : 0);
@@ -213,6 +217,45 @@ static void check_same(const char *dir, const struct shape *sh,
 		check_same_by(dir, sh, (enum reader)by, framed_records);
 }
 
+/* A full shuffle's record ranges: each record's frame decoded straight
+ * into its row, the same batches as through io memory
+ * (SLUICE_RANGES_IN_PLACE=0), read by a worker or by the ring (O_DIRECT,
+ * its spans decoded by parts). */
+static void check_ranges_in_place(const char *dir)
+{
+	const struct shape full = { SLUICE_SHUFFLE_FULL, 48,
+				    SLUICE_RANGE_READS_AUTO };
+	static const enum reader readers[2] = { BY_WORKER, BY_RING_DIRECT };
+	struct outcome o[2];
+	sluice_dataset *ds = NULL;
+
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int k = 0; k < 2; k++) {
+		run(ds, &full, readers[k], 0, &o[0]);
+		T_OK(setenv("SLUICE_RANGES_IN_PLACE", "0", 1) ? -1 : 0);
+		run(ds, &full, readers[k], 0, &o[1]);
+		T_OK(unsetenv("SLUICE_RANGES_IN_PLACE") ? -1 : 0);
+		printf("%s, read by the %s, full shuffle by range: %llu records, %llu decoded in place (%llu through io memory)\n",
+		       dir, reader_names[readers[k]],
+		       (unsigned long long)o[0].records,
+		       (unsigned long long)o[0].in_place,
+		       (unsigned long long)o[1].records);
+		for (int i = 0; i < 2; i++) {
+			T_EQ(o[i].r, SLUICE_EOF);
+			T_EQ(o[i].records, 2 * NREC);
+		}
+		T_EQ(o[0].in_place, 2 * NREC);
+		T_EQ(o[0].decoded_in_batch, 2 * NREC);
+		T_EQ(o[1].in_place, 0);
+		T_EQ(o[1].decoded_in_batch, 0);
+		T_EQ(o[0].len, o[1].len);
+		T_MEMEQ(o[0].bytes, o[1].bytes, o[0].len);
+		free(o[0].bytes);
+		free(o[1].bytes);
+	}
+	sluice_dataset_close(ds);
+}
+
 /* Block @at's decoded bytes (@e: its index entry). */
 static uint8_t *decoded_block(const char *dir, uint32_t at,
 			      struct dls_index_entry_disk *e)
@@ -249,6 +292,10 @@ static uint64_t block_room(const char *dir, uint32_t at)
  * table; record @bad's frame (if below its records) damaged after the
  * frame header, so that zstd refuses it.  @return: that frame's file
  * offset. */
+/* frame_block() changes a byte of this record's d before it compresses
+ * it: the frames decode, to the wrong bytes. */
+static uint32_t altered_record = UINT32_MAX;
+
 static uint64_t frame_block(const char *dir, uint32_t at, uint32_t bad)
 {
 	struct dls_index_entry_disk e;
@@ -261,6 +308,8 @@ static uint64_t frame_block(const char *dir, uint32_t at, uint32_t bad)
 	uint32_t *sizes = malloc(2 * (n + 3) * sizeof(*sizes));
 
 	T_ASSERT(out && sizes);
+	if (altered_record < n)
+		raw[(uint64_t)altered_record * D + 100] ^= 0x5a;
 	for (uint32_t i = 0; i <= n; i++)
 		cuts[ncuts++] = (uint64_t)i * D;
 	cuts[ncuts++] = ((uint64_t)n * (D + Z) + 7) / 8 * 8;    /* y */
@@ -354,6 +403,52 @@ static void check_bad_frame(const char *dir, uint32_t at)
 		}
 		T_CONTAINS(o[0].msg, frame);
 	}
+	{
+		/* read by range, decoded into the batch: the record's
+		 * file and offset */
+		const struct shape full = { SLUICE_SHUFFLE_FULL, 48,
+					    SLUICE_RANGE_READS_AUTO };
+
+		run(ds, &full, BY_WORKER, 0, &o[0]);
+		printf("bad frame, by range in place: %s\n", o[0].msg);
+		T_LT(0, o[0].in_place);    /* its batches went in place */
+		T_EQ(o[0].r, -SLUICE_ECORRUPT);
+		T_CONTAINS(o[0].msg, shard);
+		T_ASSERT(o[0].records < 2 * NREC);
+		free(o[0].bytes);
+	}
+	sluice_dataset_close(ds);
+}
+
+/* Record @rec of block @at rewritten to other bytes: a full shuffle
+ * decoding each frame into its row fails at it, naming the shard, the
+ * block and the record. */
+static void check_altered_record(const char *dir, uint32_t at, uint32_t rec)
+{
+	const struct shape full = { SLUICE_SHUFFLE_FULL, 48,
+				    SLUICE_RANGE_READS_AUTO };
+	struct dls_index_entry_disk e;
+	sluice_dataset *ds = NULL;
+	struct outcome o;
+	char shard[1024], where[64], record[64];
+
+	altered_record = rec;
+	frame_block(dir, at, UINT32_MAX);
+	altered_record = UINT32_MAX;
+	sp_shard0(dir, shard, sizeof(shard));
+	free(sp_block(dir, at, &e));
+	snprintf(where, sizeof(where), "block %u: offset ", at);
+	snprintf(record, sizeof(record), ": record %llu: record checksum",
+		 (unsigned long long)(e.first_record + rec));
+	T_OK(sluice_dataset_open(dir, &ds));
+	run(ds, &full, BY_WORKER, 0, &o);
+	printf("altered record, by range in place: %s\n", o.msg);
+	T_LT(0, o.in_place);
+	T_EQ(o.r, -SLUICE_ECORRUPT);
+	T_CONTAINS(o.msg, shard);
+	T_CONTAINS(o.msg, where);
+	T_CONTAINS(o.msg, record);
+	free(o.bytes);
 	sluice_dataset_close(ds);
 }
 
@@ -383,6 +478,7 @@ int main(void)
 		check_same(dir, &block, 2 * NREC);
 		check_same(dir, &viewed, 0);
 	}
+	check_ranges_in_place(dir);
 
 	/* the writer's frames rewritten by this test's own, the same
 	 * cuts: still decoded from them */
@@ -396,6 +492,15 @@ int main(void)
 	free(sp_block(dir, 2, &e));
 	one_frame_block(dir, 2);
 	check_same(dir, &window, 2 * (NREC - e.record_count));
+
+	/* a record's frame decodes to other bytes than it was written
+	 * with, its block resealed: its record checksum, checked in its
+	 * row, names it */
+	snprintf(cmd, sizeof(cmd), "cp -r '%s/framed' '%s/altered'", root,
+		 root);
+	T_EQ(system(cmd), 0);
+	snprintf(dir, sizeof(dir), "%s/altered", root);
+	check_altered_record(dir, 2, 7);
 
 	snprintf(dir, sizeof(dir), "%s/framed", root);
 	check_bad_frame(dir, 3);
