@@ -16,6 +16,7 @@ static io_fault_fn fault_fn;
 static void *fault_ctx;
 static size_t iovec_max_override;
 static int no_cachestat;
+static uint32_t dio_alignment_override;
 
 void io_ring_set_fault(io_fault_fn fn, void *ctx)
 {
@@ -69,6 +70,23 @@ int ring_test_no_cachestat(void)
 
 	pthread_mutex_lock(&fault_lock);
 	v = no_cachestat;
+	pthread_mutex_unlock(&fault_lock);
+	return v;
+}
+
+void io_ring_test_set_dio_alignment(uint32_t bytes)
+{
+	pthread_mutex_lock(&fault_lock);
+	dio_alignment_override = bytes;
+	pthread_mutex_unlock(&fault_lock);
+}
+
+uint32_t ring_test_dio_alignment(void)
+{
+	uint32_t v;
+
+	pthread_mutex_lock(&fault_lock);
+	v = dio_alignment_override;
 	pthread_mutex_unlock(&fault_lock);
 	return v;
 }

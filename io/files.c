@@ -176,6 +176,10 @@ int ring_open_files(struct io_ring *r, const char *const *paths,
 			if (fd >= 0) {
 				uint32_t a = dio_alignment(fd);
 
+#ifdef SLUICE_TESTING
+				if (a != 0 && a < ring_test_dio_alignment())
+					a = ring_test_dio_alignment();
+#endif
 				if (a != 0) {
 					r->file_direct[i] = true;
 					if (a > align)

@@ -165,6 +165,7 @@ void ring_fault_apply(uint32_t file, uint64_t offset, uint64_t length,
 		      int *res);
 size_t ring_test_iovec_max(void);
 int ring_test_no_cachestat(void);
+uint32_t ring_test_dio_alignment(void);
 #endif
 
 #endif /* SLUICE_IO_RING_PRIVATE_H */

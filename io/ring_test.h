@@ -21,6 +21,11 @@ void io_ring_test_set_iovec_max(size_t bytes);
 
 /* 1: file residency comes from mincore, as on kernels before cachestat. */
 void io_ring_test_no_cachestat(int on);
+
+/* O_DIRECT files of rings created after the call take at least this
+ * alignment (0: theirs): a block the loader reads O_DIRECT then starts
+ * past its read's aligned start, as on a device of 4 KiB sectors. */
+void io_ring_test_set_dio_alignment(uint32_t bytes);
 #endif
 
 #endif /* SLUICE_IO_RING_TEST_H */

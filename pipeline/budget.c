@@ -524,6 +524,19 @@ static uint64_t io_min_bytes(const struct loader_core *c,
  * batch memory and failed its first batch of 2.1; without the range
  * reads' want, a full shuffle's batch of 14.7 MB of ranges found 8.3.
  */
+/* The batch memory refuse_split() asks for at least: the largest batch,
+ * and one batch beside the largest value as the headers bound it. */
+static uint64_t batches_least_bytes(const struct loader_core *c,
+				    const struct block_sizes *z,
+				    uint64_t batch_fixed)
+{
+	uint32_t field;
+	uint64_t one = batches_max_bytes(c, z, batch_fixed, 1);
+	uint64_t big = add_sat(batch_fixed, largest_value(c, &field));
+
+	return one > big ? one : big;
+}
+
 static uint64_t batch_keep_bytes(const struct loader_core *c,
 				 const struct block_sizes *z, uint64_t budget,
 				 uint64_t batch_fixed)
@@ -556,7 +569,7 @@ static void split_short(struct loader_core *c, const struct block_sizes *z,
 {
 	uint64_t half = (budget / 2) & ~(uint64_t)(IO_ALIGN - 1);
 	uint64_t floor = add_sat(mul_sat(c->need, z->io_median), z->io_max);
-	uint64_t keep;
+	uint64_t least = io_min_bytes(c, z), keep;
 
 	floor = align_up(floor < io_want ? floor : io_want, IO_ALIGN);
 	c->io_bytes = io_want < half ? io_want : floor > half ? floor : half;
@@ -566,12 +579,10 @@ static void split_short(struct loader_core *c, const struct block_sizes *z,
 	if (c->io_bytes >= budget) {
 		/* the floor does not fit: at least a batch's blocks where
 		 * they do (a window of 5 MB blocks under 12 MiB: 10 MB, where
-		 * half of it made the window chunked) */
-		uint64_t least = io_min_bytes(c, z);
-
-		/* (and a batch's fixed bytes beside them: a full shuffle's
-		 * ranges' least left 4 KiB of 1.26 MB for batches and was
-		 * refused, where 1.25 MB, short of them, ran) */
+		 * half of it made the window chunked), and a batch's fixed
+		 * bytes beside them (a full shuffle's ranges' least left 4
+		 * KiB of 1.26 MB for batches and was refused, where 1.25 MB,
+		 * short of them, ran) */
 		c->io_bytes = least < budget && least > half &&
 			      budget - least >= batch_fixed ? least
 			      : z->io_max > half ? z->io_max : half;
@@ -579,6 +590,12 @@ static void split_short(struct loader_core *c, const struct block_sizes *z,
 	keep = batch_keep_bytes(c, z, budget, batch_fixed);
 	if (keep && c->io_bytes > budget - keep)
 		c->io_bytes = budget - keep;
+	/* and at least what a batch cannot do without, where the largest
+	 * batch fits beside it: half of a window's 7.3 MB left a batch's
+	 * ranges 3.1 MB of 3.15 */
+	if (c->io_bytes < least && least < budget &&
+	    budget - least >= batches_least_bytes(c, z, batch_fixed))
+		c->io_bytes = least;
 	if (c->cfg.memory_bytes && cache && c->io_bytes < cache) {
 		uint64_t most = (budget - batch_fixed) &
 				~(uint64_t)(IO_ALIGN - 1);
@@ -649,6 +666,47 @@ static int refuse_ranges_odds(struct loader_core *c, uint64_t budget,
 		 (unsigned long long)io,
 		 (unsigned long long)c->batch_bytes, batch_records_max(c),
 		 odds, (unsigned long long)values);
+	return -ENOSPC;
+}
+
+/*
+ * Every record read by range, batches drawn at random but not with a
+ * full shuffle's odds (refuse_ranges_odds()): under a window shuffle, or
+ * a full one of a mixture.  Refuse at open a split that cannot hold the
+ * largest batch, as its values' lengths put it, in batch memory, or one
+ * batch's ranges at their largest in io memory (a window of 16 values
+ * of up to 256 KiB beside a 4.2 MB block: memory_bytes of 5.3 to 7.3 MB
+ * were taken, and batch 0 failed at next()).  Not in file or block
+ * order, whose batches are runs of neighbours, far below those bounds
+ * (runs of 1.5 MB values among empty ones, batch 16: 6 MB a batch, 18
+ * as the bound puts it).  @most: the largest batch.  @return: 0 or
+ * -ENOSPC.
+ */
+static int refuse_ranges_least(struct loader_core *c,
+			       const struct block_sizes *z, uint64_t budget,
+			       uint64_t most, char *err, size_t errlen)
+{
+	uint64_t least = io_min_bytes(c, z);
+	char words[128];
+
+	if (!c->ranges.all || c->ranges.odds ||
+	    c->cfg.shuffle <= SLUICE_SHUFFLE_BLOCK ||
+	    ((!c->ranges.layout_all || c->batch_bytes >= most) &&
+	     c->io_bytes >= least))
+		return 0;
+	budget_words(c, budget, words, sizeof(words));
+	if (c->ranges.layout_all && c->batch_bytes < most)
+		snprintf(err, errlen,
+			 "%s leaves %llu bytes for batches beside %llu of io memory; its largest batch of records read by range takes up to %llu: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			 words, (unsigned long long)c->batch_bytes,
+			 (unsigned long long)c->io_bytes,
+			 (unsigned long long)most);
+	else
+		snprintf(err, errlen,
+			 "%s leaves %llu bytes of io memory beside %llu for batches; a batch of %u records read by range takes up to %llu of it: raise memory_bytes (sluice --memory, Python memory_bytes=) or lower batch_size",
+			 words, (unsigned long long)c->io_bytes,
+			 (unsigned long long)c->batch_bytes,
+			 batch_records_max(c), (unsigned long long)least);
 	return -ENOSPC;
 }
 
@@ -735,6 +793,9 @@ static int refuse_split(struct loader_core *c, const struct block_sizes *z,
 			 (unsigned long long)most);
 		return batch_refused(c);
 	}
+	r = refuse_ranges_least(c, z, budget, most, err, errlen);
+	if (r)
+		return r;
 	if (c->io_bytes >= z->io_top_need)
 		return 0;
 	snprintf(err, errlen,

@@ -37,8 +37,10 @@
  * Entry layout, fetched: its stored bytes, then each other field's
  * values (in field order, 8-aligned), then frame_at (records + 1
  * offsets); never less than its decoded bytes, so that a block decoded
- * whole fits it.  Read by the ring: the same after its stored bytes, in
- * the decode buffer that has room for them all (block_io_bytes).
+ * whole fits it.  Read by the ring: the other fields and frame_at in the
+ * entry's decode buffer (scratch), which has room for them all
+ * (block_io_bytes); frame_at counts from the stored bytes (e->frames),
+ * past the read's O_DIRECT alignment.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -250,12 +252,9 @@ int framed_fetch(struct loader_core *c, struct cache_entry *e,
 		*decode_err = -SLUICE_ECORRUPT;
 		return 0;
 	}
-	/* the whole block is here: its table too */
+	/* the whole block is here: its table too (without memory for it,
+	 * decoded whole, which needs none) */
 	r = block_frames_parse(blk, e->stored, blk->stored_size, &fr, &need);
-	if (r == -ENOMEM) {
-		*decode_err = r;
-		return 0;
-	}
 	if (r)
 		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
 	cpu0 = thread_cpu_ns();
@@ -284,9 +283,8 @@ int framed_lay_out_read(struct loader_core *c, struct cache_entry *e,
 	if (other_bytes(c, blk->record_count) +
 	    ((uint64_t)blk->record_count + 1) * sizeof(uint64_t) > room)
 		return FRAMED_NOT_CUT;
+	/* (without memory for its table too: a whole decode needs none) */
 	r = block_frames_parse(blk, stored, blk->stored_size, &fr, &need);
-	if (r == -ENOMEM)
-		return r;
 	if (r)
 		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
 	r = lay_out(c, e, blk, &fr, dctx, stored, e->scratch);

@@ -46,7 +46,8 @@ uint64_t framed_io_bytes(const struct loader_core *c,
  * A worker's fetch of zstd block @blk into entry @e (unlocked): its
  * stored bytes read into its io memory (hashed as they land, with
  * @hash), its seek table parsed, its other fields decoded after them
- * (@dctx), and where each record's frame lies (e->frame_at, e->view).
+ * (@dctx), and where each record's frame lies (e->frame_at, counted from
+ * e->frames, e->view).
  * read a part of c->stage.buffer_bytes at a time.  @return: 0 with
  * *@decode_err set when the bytes were bad; the read's error (*@bad_part:
  * the part that failed);
@@ -63,7 +64,7 @@ int framed_fetch(struct loader_core *c, struct cache_entry *e,
  * (decode.c): its seek table parsed, its other fields decoded into the
  * entry's decode buffer with @dctx, and where each record's frame lies
  * (e->frame_at, e->frames, e->view).  @return: 0, FRAMED_NOT_CUT (the
- * caller decodes it whole), -ENOMEM, or a decode error.
+ * caller decodes it whole), or a decode error.
  */
 int framed_lay_out_read(struct loader_core *c, struct cache_entry *e,
 			const struct shard_block *blk, const uint8_t *stored,

@@ -491,7 +491,8 @@ static int open_core(struct loader_core *c,
 		return r;
 	if (c->ranges.on) { /* their blocks read whole go through the ring */
 		c->zstd_fetched = 0;
-		framed_open(c);     /* their entries sized for it */
+		framed_open(c);     /* not fetched: their frames go to
+				       batches from the ring's reads */
 	}
 	need = cache_needed(c, c->cfg.batch_size);
 	if (c->ranges.on) {

@@ -146,11 +146,14 @@ int stage_open(struct loader_core *c)
 				: (overlap ? 2 : 1) * c->cfg.decode_threads,
 				1, STAGE_BUFFERS_MAX);
 	/* blocks': a quarter of the io memory at most; ranges': what the
-	 * budget added for them, leaving the ranges theirs */
+	 * budget added for them, leaving the ranges theirs (their want, or
+	 * where the budget was short of it, one batch's: budget.c) */
 	uint64_t room = c->ranges.all ? c->ranges.stage_want
 		      : c->zstd_fetched ? stage_fetch_want(c) : c->io_bytes / 4;
+	uint64_t ranges_kept = c->io_bytes >= c->ranges.io_want
+		? c->ranges.io_want : c->ranges.io_least;
 	uint64_t keep = c->ranges.all
-		? c->ranges.io_want - c->ranges.stage_want
+		? ranges_kept - c->ranges.stage_want
 		: c->zstd_fetched ? 0 : c->io_batch_max;
 	uint32_t pieces = env_within("SLUICE_STAGE_PIECES", STAGE_PIECES, 1,
 				     STAGE_PIECES_MAX);

@@ -20,6 +20,7 @@
 #include <zstd.h>
 
 #include "loader_fixture.h"    /* fx_tmpdir, fx_rmrf */
+#include "ring_test.h"
 #include "shard_patch.h"
 #include "t_field.h"
 
@@ -66,6 +67,9 @@ static void write_data(const char *dir)
 
 	sluice_writer_config_init(&wc);
 	wc.block_size = 1u << 20;       /* 63 records a block */
+	/* blocks on 512-byte boundaries: read O_DIRECT at 4 KiB
+	 * (BY_RING_DIRECT), most start past their read's first byte */
+	wc.alignment = 512;
 	wc.compression_level = 1;
 	T_OK(sluice_writer_open(dir, f, 3, &wc, &w));
 	for (uint64_t i = 0; i < NREC; i++) {
@@ -140,8 +144,10 @@ static void run(sluice_dataset *ds, const struct shape *sh,
 	if (by == BY_RING)
 		T_OK(setenv("SLUICE_HOST_STAGED_DECODE", "0", 1) ? -1 : 0);
 	sluice_loader_config_init(&cfg);
-	if (by == BY_RING_DIRECT)
+	if (by == BY_RING_DIRECT) {
 		cfg.direct_io = SLUICE_DIRECT_IO_ON;
+		io_ring_test_set_dio_alignment(4096);
+	}
 	cfg.batch_size = sh->batch;
 	cfg.shuffle = sh->shuffle;
 	cfg.range_reads = sh->ranges;
@@ -152,6 +158,7 @@ static void run(sluice_dataset *ds, const struct shape *sh,
 	/* less than the dataset's 24.6 MB: its blocks read every epoch */
 	cfg.memory_bytes = 12u << 20;
 	T_OK(sluice_loader_open(ds, &cfg, &ld));
+	io_ring_test_set_dio_alignment(0);
 	/* an epoch's end is SLUICE_EOF; the last one's, or a failure,
 	 * ends the run */
 	for (;;) {
