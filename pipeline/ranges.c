@@ -675,11 +675,11 @@ static void span_bad(struct loader_core *c, struct slot *s,
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* frames_in_place: check record @r, its main field just decoded into
- * its row (its other fields are resident: ranges_in_place_init), while
- * the cache holds it.  One worker decodes each record's span: the lock
- * taken after orders the mark before the batch's report. */
-static void check_decoded(struct loader_core *c, struct slot *s, uint32_t r)
+/* Range record @r against its record checksum, its main field's bytes
+ * at @main (NULL: where range_field() finds them).  @return: 0, or
+ * RANGE_BAD_SUM. */
+static int record_sum_bad(const struct loader_core *c, const struct slot *s,
+			  uint32_t r, const uint8_t *main)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	const uint8_t *ptr[DLS_MAX_FIELDS];
@@ -689,12 +689,22 @@ static void check_decoded(struct loader_core *c, struct slot *s, uint32_t r)
 
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		range_field(c, s, r, f, &ptr[f], &len[f]);
+	if (main)
+		ptr[c->ranges.main_field] = main;
 	blk = loader_block(c, s->ranges.rec_block[r], &shard);
-	s->ranges.rec_bad[r] =
-		record_checksum(sc->nfields, ptr, len) !=
-		c->ranges.record_sums[shard][blk->first_record +
+	return record_checksum(sc->nfields, ptr, len) !=
+	       c->ranges.record_sums[shard][blk->first_record +
 					    s->rec_in_block[r]]
-		? RANGE_BAD_SUM : 0;
+	       ? RANGE_BAD_SUM : 0;
+}
+
+/* frames_in_place: check record @r, its main field just decoded into
+ * its row (its other fields are resident: ranges_in_place_init), while
+ * the cache holds it.  One worker decodes each record's span: the lock
+ * taken after orders the mark before the batch's report. */
+static void check_decoded(struct loader_core *c, struct slot *s, uint32_t r)
+{
+	s->ranges.rec_bad[r] = (uint8_t)record_sum_bad(c, s, r, NULL);
 }
 
 /* Decode span @sp of @s where its read left it, or mark its records bad:
@@ -806,31 +816,19 @@ static int record_bad(const struct loader_core *c, const struct slot *s,
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	const uint64_t *src = &s->ranges.rec_src[(uint64_t)r * sc->nfields];
-	const uint8_t *ptr[DLS_MAX_FIELDS];
-	uint64_t len[DLS_MAX_FIELDS];
-	uint32_t shard;
-	const struct shard_block *blk;
 	/* a framed block's record was marked as its frames were decoded */
 	int framed = range_frames(c, s->ranges.rec_block[r]) != NULL;
 
 	if (s->ranges.rec_bad[r])
 		return s->ranges.rec_bad[r];
-	for (uint32_t f = 0; f < sc->nfields; f++) {
-		range_field(c, s, r, f, &ptr[f], &len[f]);
-		/* an empty value was not read; in place, a failed read's
-		 * records were marked as it came back */
-		if (!framed && !c->ranges.resident[f] && s->ranges.failed &&
-		    !s->ranges.in_place &&
-		    len[f] && range_lost(s, src[f]))
+	/* an empty value was not read; in place, a failed read's records
+	 * were marked as it came back */
+	for (uint32_t f = 0; !framed && s->ranges.failed &&
+			     !s->ranges.in_place && f < sc->nfields; f++)
+		if (!c->ranges.resident[f] && range_len(c, s, r, f) &&
+		    range_lost(s, src[f]))
 			return RANGE_BAD_READ;
-	}
-	if (!c->cfg.verify)
-		return 0;
-	blk = loader_block(c, s->ranges.rec_block[r], &shard);
-	return record_checksum(sc->nfields, ptr, len) !=
-	       c->ranges.record_sums[shard][blk->first_record +
-					    s->rec_in_block[r]]
-		? RANGE_BAD_SUM : 0;
+	return c->cfg.verify ? record_sum_bad(c, s, r, NULL) : 0;
 }
 
 /*
@@ -927,22 +925,11 @@ void ranges_check_fetched(struct loader_core *c, struct range_read *rr,
 	}
 	for (uint32_t k = rr->piece_lo; k < rr->piece_hi; k++) {
 		uint32_t r = s->ranges.order[k] / sc->nfields;
-		const uint8_t *ptr[DLS_MAX_FIELDS];
-		uint64_t len[DLS_MAX_FIELDS];
-		uint32_t shard;
-		const struct shard_block *blk;
 
 		/* its one piece read: the largest field (the others are
 		 * resident) */
-		for (uint32_t f = 0; f < sc->nfields; f++)
-			range_field(c, s, r, f, &ptr[f], &len[f]);
-		ptr[c->ranges.main_field] = bytes +
-			(s->ranges.rec_src[s->ranges.order[k]] - rr->buf_off);
-		blk = loader_block(c, s->ranges.rec_block[r], &shard);
-		s->ranges.rec_bad[r] =
-			record_checksum(sc->nfields, ptr, len) !=
-			c->ranges.record_sums[shard][blk->first_record +
-						    s->rec_in_block[r]]
-			? RANGE_BAD_SUM : 0;
+		s->ranges.rec_bad[r] = (uint8_t)record_sum_bad(c, s, r,
+			bytes + (s->ranges.rec_src[s->ranges.order[k]] -
+				 rr->buf_off));
 	}
 }
