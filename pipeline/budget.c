@@ -502,8 +502,8 @@ static void split_surplus(struct loader_core *c, const struct block_sizes *z,
  * batch 2, memory_bytes 1.6 MB: counting it left batches 135 KB, and a
  * batch of 186 KB failed, where 0.94 MB without ranges streamed).  The
  * ranges' want, room for prefetch_depth batches at their values' mean,
- * left a window of 16 batches of values of up to 1.2 MB read in place
- * 9.6 MB of batch memory under a 49.4 MB cap, and its batch of 13.7
+ * left a window shuffle of values of up to 1.2 MB read in place, batch
+ * 16, 9.6 MB of batch memory under a 49.4 MB cap, and its batch of 13.7
  * failed at next(); one batch at the largest values leaves it 19.1. */
 static uint64_t io_min_bytes(const struct loader_core *c,
 			     const struct block_sizes *z)

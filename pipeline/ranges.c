@@ -714,8 +714,6 @@ static void check_decoded(struct loader_core *c, struct slot *s, uint32_t r)
 static uint64_t span_decode(struct loader_core *c, struct slot *s,
 			    const struct range_span *sp, ZSTD_DCtx *dctx)
 {
-	uint64_t t0;
-
 	const struct block_frames *fr = &c->ranges.frames[sp->block];
 	uint8_t *into = (s->ranges.frames_in_place ? s->host : s->ranges.buf) +
 			sp->decoded_at;
@@ -728,7 +726,8 @@ static uint64_t span_decode(struct loader_core *c, struct slot *s,
 					      into) < 0)
 		span_bad(c, s, sp, RANGE_BAD_FRAME);
 	else if (s->ranges.frames_in_place && c->cfg.verify) {
-		t0 = now_ns();
+		uint64_t t0 = now_ns();
+
 		check_decoded(c, s, s->ranges.order[sp->piece_lo] /
 				    c->ds->schema.nfields);
 		return now_ns() - t0;
