@@ -514,6 +514,16 @@ static uint64_t io_min_bytes(const struct loader_core *c,
 	return align_up(add_sat(blocks, c->ranges.io_least), IO_ALIGN);
 }
 
+/*
+ * The batch memory a budget short of the want keeps: the two largest
+ * batches (the one a consumer holds and the next), else the largest,
+ * where that fits beside a batch's blocks and the range reads' want,
+ * else all but those; 0 when not even they fit (refuse_split() says so).
+ * A floor of need x the median blocks and the largest (47.5 MB, where
+ * the 3 largest took 35.7) left the default's 49.4 MB cap 1.9 MB of
+ * batch memory and failed its first batch of 2.1; without the range
+ * reads' want, a full shuffle's batch of 14.7 MB of ranges found 8.3.
+ */
 /* The batch memory refuse_split() asks for at least: the largest batch,
  * and one batch beside the largest value as the headers bound it. */
 static uint64_t batches_least_bytes(const struct loader_core *c,
@@ -527,27 +537,11 @@ static uint64_t batches_least_bytes(const struct loader_core *c,
 	return one > big ? one : big;
 }
 
-/*
- * The batch memory a budget short of the want keeps: the two largest
- * batches (the one a consumer holds and the next), else the largest,
- * where that fits beside a batch's blocks and the range reads' want,
- * else all but those; 0 when not even they fit (refuse_split() says so).
- * A floor of need x the median blocks and the largest (47.5 MB, where
- * the 3 largest took 35.7) left the default's 49.4 MB cap 1.9 MB of
- * batch memory and failed its first batch of 2.1; without the range
- * reads' want, a full shuffle's batch of 14.7 MB of ranges found 8.3.
- * Every record read by range, no full shuffle's odds to weigh: where
- * one batch's ranges do not fit beside the largest batch, the largest
- * batch beside the largest block (which io memory always keeps), since
- * batches read in place need their memory first (values of up to 10 MB,
- * block shuffle, batch 16, a 197 MB cap: half of it each left batch 0's
- * 106 MB neither, and it failed at next()).
- */
 static uint64_t batch_keep_bytes(const struct loader_core *c,
 				 const struct block_sizes *z, uint64_t budget,
 				 uint64_t batch_fixed)
 {
-	uint64_t io_min = io_min_bytes(c, z), one;
+	uint64_t io_min = io_min_bytes(c, z);
 
 	for (uint64_t n = 2; n >= 1; n--) {
 		uint64_t batches = batches_max_bytes(c, z, batch_fixed, n);
@@ -555,10 +549,6 @@ static uint64_t batch_keep_bytes(const struct loader_core *c,
 		if (batches && add_sat(io_min, batches) <= budget)
 			return batches;
 	}
-	one = batches_least_bytes(c, z, batch_fixed);
-	if (c->ranges.all && !c->ranges.odds &&
-	    add_sat(align_up(z->io_max, IO_ALIGN), one) <= budget)
-		return one;
 	return io_min < budget ? budget - io_min : 0;
 }
 
