@@ -514,16 +514,6 @@ static uint64_t io_min_bytes(const struct loader_core *c,
 	return align_up(add_sat(blocks, c->ranges.io_least), IO_ALIGN);
 }
 
-/*
- * The batch memory a budget short of the want keeps: the two largest
- * batches (the one a consumer holds and the next), else the largest,
- * where that fits beside a batch's blocks and the range reads' want,
- * else all but those; 0 when not even they fit (refuse_split() says so).
- * A floor of need x the median blocks and the largest (47.5 MB, where
- * the 3 largest took 35.7) left the default's 49.4 MB cap 1.9 MB of
- * batch memory and failed its first batch of 2.1; without the range
- * reads' want, a full shuffle's batch of 14.7 MB of ranges found 8.3.
- */
 /* The batch memory refuse_split() asks for at least: the largest batch,
  * and one batch beside the largest value as the headers bound it. */
 static uint64_t batches_least_bytes(const struct loader_core *c,
@@ -537,6 +527,16 @@ static uint64_t batches_least_bytes(const struct loader_core *c,
 	return one > big ? one : big;
 }
 
+/*
+ * The batch memory a budget short of the want keeps: the two largest
+ * batches (the one a consumer holds and the next), else the largest,
+ * where that fits beside a batch's blocks and one batch's range reads,
+ * else all but those; 0 when not even they fit (refuse_split() says so).
+ * A floor of need x the median blocks and the largest (47.5 MB, where
+ * the 3 largest took 35.7) left the default's 49.4 MB cap 1.9 MB of
+ * batch memory and failed its first batch of 2.1; without the range
+ * reads' want, a full shuffle's batch of 14.7 MB of ranges found 8.3.
+ */
 static uint64_t batch_keep_bytes(const struct loader_core *c,
 				 const struct block_sizes *z, uint64_t budget,
 				 uint64_t batch_fixed)
