@@ -53,11 +53,6 @@
  * is a frame of its own. */
 #define FRAMED_RECORD_MIN ((uint64_t)16 << 10)
 
-static uint64_t align8(uint64_t n)
-{
-	return (n + 7) & ~(uint64_t)7;
-}
-
 void framed_open(struct loader_core *c)
 {
 	const struct shard_schema *sc = &c->ds->schema;
@@ -108,7 +103,7 @@ static uint64_t other_bytes(const struct loader_core *c, uint64_t n)
 
 	for (uint32_t f = 0; f < sc->nfields; f++)
 		if (f != c->framed.field)
-			sum += align8(n * sc->fields[f].record_bytes);
+			sum += align_up(n * sc->fields[f].record_bytes, 8);
 	return sum;
 }
 
@@ -116,7 +111,7 @@ uint64_t framed_io_bytes(const struct loader_core *c,
 			 const struct shard_block *blk)
 {
 	uint64_t n = blk->record_count;
-	uint64_t framed = align8(blk->stored_size) + other_bytes(c, n) +
+	uint64_t framed = align_up(blk->stored_size, 8) + other_bytes(c, n) +
 			  (n + 1) * sizeof(uint64_t);
 	uint64_t whole = blk->raw_size;
 
@@ -173,7 +168,7 @@ static int frames_hold(const struct block_frames *fr, uint64_t at,
 	*k0 = block_frame_of(fr, at);
 	*k1 = block_frame_of(fr, at + len - 1);
 	return fr->raw[*k0] == at && fr->raw[*k1 + 1] >= at + len &&
-	       fr->raw[*k1 + 1] <= align8(at + len);
+	       fr->raw[*k1 + 1] <= align_up(at + len, 8);
 }
 
 /*
@@ -182,10 +177,10 @@ static int frames_hold(const struct block_frames *fr, uint64_t at,
  * fields decoded at @others (8-aligned), the view on them.  @return: 0,
  * FRAMED_NOT_CUT, or a decode error (-SLUICE_EZSTD, -SLUICE_ECORRUPT).
  */
-static int lay_out(struct loader_core *c, struct cache_entry *e,
-		   const struct shard_block *blk,
-		   const struct block_frames *fr, ZSTD_DCtx *dctx,
-		   const uint8_t *stored, uint8_t *others)
+static int place_frames(struct loader_core *c, struct cache_entry *e,
+			const struct shard_block *blk,
+			const struct block_frames *fr, ZSTD_DCtx *dctx,
+			const uint8_t *stored, uint8_t *others)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t n = blk->record_count, m = c->framed.field;
@@ -198,7 +193,7 @@ static int lay_out(struct loader_core *c, struct cache_entry *e,
 	for (uint32_t f = 0; f < sc->nfields; f++) {
 		uint64_t len = (uint64_t)n * sc->fields[f].record_bytes;
 
-		sec = align8(sec);
+		sec = align_up(sec, 8);
 		if (f == m) {
 			main_at = sec;
 		} else if (len) {
@@ -211,7 +206,7 @@ static int lay_out(struct loader_core *c, struct cache_entry *e,
 			if (r < 0)
 				return r;
 			view.data[f] = others;
-			others += align8(len);
+			others += align_up(len, 8);
 		} else {
 			view.data[f] = others;
 		}
@@ -233,14 +228,32 @@ static int lay_out(struct loader_core *c, struct cache_entry *e,
 	return 0;
 }
 
+/* Parse @blk's seek table from its stored bytes at @stored and lay entry
+ * @e out (place_frames).  A table that cannot be parsed, for want of
+ * memory too, leaves the block to be decoded whole, which says why and
+ * needs none.  @return: place_frames()'s. */
+static int lay_out(struct loader_core *c, struct cache_entry *e,
+		   const struct shard_block *blk, ZSTD_DCtx *dctx,
+		   const uint8_t *stored, uint8_t *others)
+{
+	struct block_frames fr;
+	uint64_t need;
+	int r;
+
+	if (block_frames_parse(blk, stored, blk->stored_size, &fr, &need))
+		return FRAMED_NOT_CUT;
+	r = place_frames(c, e, blk, &fr, dctx, stored, others);
+	block_frames_free(&fr);
+	return r;
+}
+
 int framed_fetch(struct loader_core *c, struct cache_entry *e,
 		 const struct shard_block *blk, ZSTD_DCtx *dctx,
 		 struct block_hash *hash, uint32_t *bad_part, int *decode_err,
 		 uint64_t *read_end)
 {
 	uint32_t shard = c->block_shard[e->block];
-	struct block_frames fr;
-	uint64_t need, t0, cpu0;
+	uint64_t t0, cpu0;
 	int r;
 
 	*decode_err = 0;
@@ -252,16 +265,11 @@ int framed_fetch(struct loader_core *c, struct cache_entry *e,
 		*decode_err = -SLUICE_ECORRUPT;
 		return 0;
 	}
-	/* the whole block is here: its table too (without memory for it,
-	 * decoded whole, which needs none) */
-	r = block_frames_parse(blk, e->stored, blk->stored_size, &fr, &need);
-	if (r)
-		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
+	/* the whole block is here: its table too */
 	cpu0 = thread_cpu_ns();
 	t0 = now_ns();
-	r = lay_out(c, e, blk, &fr, dctx, e->stored,
-		    e->stored + align8(blk->stored_size));
-	block_frames_free(&fr);
+	r = lay_out(c, e, blk, dctx, e->stored,
+		    e->stored + align_up(blk->stored_size, 8));
 	atomic_fetch_add(&c->cpu_decompress_ns, thread_cpu_ns() - cpu0);
 	atomic_fetch_add(&c->st_decode.busy_ns, now_ns() - t0);
 	if (r < 0)
@@ -273,9 +281,7 @@ int framed_lay_out_read(struct loader_core *c, struct cache_entry *e,
 			const struct shard_block *blk, const uint8_t *stored,
 			ZSTD_DCtx *dctx)
 {
-	uint64_t room = align_up(blk->raw_size, 4096), need;
-	struct block_frames fr;
-	int r;
+	uint64_t room = align_up(blk->raw_size, 4096);
 
 	e->frame_at = NULL;
 	/* the decode buffer holds the other fields and the table: the main
@@ -283,11 +289,5 @@ int framed_lay_out_read(struct loader_core *c, struct cache_entry *e,
 	if (other_bytes(c, blk->record_count) +
 	    ((uint64_t)blk->record_count + 1) * sizeof(uint64_t) > room)
 		return FRAMED_NOT_CUT;
-	/* (without memory for its table too: a whole decode needs none) */
-	r = block_frames_parse(blk, stored, blk->stored_size, &fr, &need);
-	if (r)
-		return FRAMED_NOT_CUT;      /* decoded whole, which says why */
-	r = lay_out(c, e, blk, &fr, dctx, stored, e->scratch);
-	block_frames_free(&fr);
-	return r;
+	return lay_out(c, e, blk, dctx, stored, e->scratch);
 }
