@@ -268,6 +268,11 @@ void slot_assemble_locked(struct loader_core *c, struct slot *s)
  * instead. */
 void slot_continue_assembly_locked(struct loader_core *c, struct slot *s)
 {
+	if (s->ranges.awaits_memory) {
+		/* nothing read yet: its reads go first (ranges.c) */
+		ranges_memory_granted_locked(c, s);
+		return;
+	}
 	s->state = SLOT_ASSEMBLING;
 	s->place = place_choose_locked(c, s);
 	/* stage.c fetches blocks only where every batch is gathered */

@@ -173,6 +173,7 @@ void batch_memory_drop_waiting_locked(struct loader_core *c)
 		for (uint32_t e = 0; e < s->nentries; e++)
 			cache_unpin(c, s->entries[e]);
 		s->nentries = 0;
+		s->ranges.awaits_memory = 0;
 		slot_ranges_release_locked(c, s);
 		s->state = SLOT_READY;
 		c->inflight--;

@@ -508,9 +508,15 @@ static void split_surplus(struct loader_core *c, const struct block_sizes *z,
 static uint64_t io_min_bytes(const struct loader_core *c,
 			     const struct block_sizes *z)
 {
-	uint64_t blocks = c->ranges.all ? 0
-			  : c->chunks.chunked ? z->io_max : z->io_top_need;
+	uint64_t blocks = c->chunks.chunked ? z->io_max : z->io_top_need;
 
+	/* every block read by range: the largest block's room, which
+	 * refuse_split() asks of every budget, or the ranges', where they
+	 * take more (none where read in place) */
+	if (c->ranges.all)
+		return align_up(c->ranges.io_least > z->io_max
+					? c->ranges.io_least : z->io_max,
+				IO_ALIGN);
 	return align_up(add_sat(blocks, c->ranges.io_least), IO_ALIGN);
 }
 

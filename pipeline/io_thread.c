@@ -261,6 +261,12 @@ planned:
 		batch_memory_grant_locked(c);
 		if (!s->has_mem)    /* only next() may resolve it (budget.c) */
 			pthread_cond_broadcast(&c->ready_cv);
+	} else if (s->ranges.awaits_memory) {
+		/* its reads wait for its memory (ranges.c's defer_locked) */
+		s->state = SLOT_MEMORY;
+		batch_memory_grant_locked(c);
+		if (!s->has_mem)    /* only next() may resolve it (budget.c) */
+			pthread_cond_broadcast(&c->ready_cv);
 	} else if (s->pending == 0) {
 		slot_assemble_locked(c, s);
 	}
@@ -400,8 +406,14 @@ void *io_thread_main(void *arg)
 			if (planned <= 0)
 				break;
 		}
-		/* Chunks of batches in flight go on while planning is
+		/* Chunks of batches in flight, and the reads of deferred
+		 * ones that have their memory, go on while planning is
 		 * paused: a restart waits for those batches. */
+		while (!c->stop && !c->failed &&
+		       ranges_read_granted_locked(c, &nsubmit)) {
+			submit_locked(c, nsubmit);
+			nsubmit = 0;
+		}
 		if (!c->stop && !c->failed && c->chunks.chunked) {
 			chunks_claim_locked(c, &nsubmit);
 			if (nsubmit)

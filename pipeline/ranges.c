@@ -35,7 +35,8 @@
  * Memory: the io piece is the batch's io memory from planning until its
  * assembly ends (or until it is dropped), taken like a block's (evicting
  * unpinned cached blocks), so the budget holds: a batch whose ranges do
- * not fit waits for the batches in flight.  The record checksums are
+ * not fit waits for the batches in flight; one that reads in place, with
+ * nothing in flight, waits for its batch memory instead (defer_locked).  The record checksums are
  * loaded at open, 8 bytes per record, at most SLUICE_RANGE_SUMS_MAX in all;
  * shards past that (and v1/v2 shards) are read by block while verify is on.
  */
@@ -247,15 +248,15 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
  * a full shuffle of 16 KiB records 5.81 -> 7.05 GB/s, of 1 MiB records
  * 8.71 -> 16.16 (bench/results/2026-11-29-ranges-in-place.md).  Where
  * memory cannot be taken in batch order yet, the batch's ranges go
- * through io memory as before.  @return: 1 when the batch reads in place.
+ * through io memory as before, or wait for the memory where io memory
+ * has no room for them either (defer_locked).  Sets s->host_bytes.
+ * @return: 1 when the batch reads in place.
  */
 static int in_place_take_locked(struct loader_core *c, struct slot *s)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint32_t t = 0;
 
-	if (!c->ranges.in_place)
-		return 0;
 	/* the batch's shapes, as measure_batch_locked will find them: a
 	 * variable field (the main one, flat) holds its values' items,
 	 * known from the offsets tables read at open */
@@ -405,10 +406,53 @@ static void copy_resident(struct loader_core *c, struct slot *s)
 	}
 }
 
+/* The slot's reads are built: hand them to c->submit, where they land
+ * (in the batch's own memory, in place, else in buf). */
+static void submit_reads_locked(struct loader_core *c, struct slot *s,
+				unsigned *nsubmit)
+{
+	for (uint32_t k = 0; k < s->ranges.nreads; k++) {
+		struct range_read *rr = &s->ranges.reads[k];
+
+		rr->rd.buf = (s->ranges.in_place && !s->ranges.frames_in_place
+			      ? s->host : s->ranges.buf) + rr->buf_off;
+		rr->rd.user = NULL;
+		c->submit[(*nsubmit)++] = &rr->rd;
+	}
+	s->ranges.reads_pending = s->ranges.nreads;
+	s->pending++;            /* all of its ranges, as one */
+	atomic_fetch_add(&c->ranges.reads, s->ranges.nreads);
+	atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
+	if (s->ranges.in_place)
+		atomic_fetch_add(&c->ranges.records_in_place,
+				 s->ranges.nranged);
+	if (s->ranges.frames_in_place)
+		atomic_fetch_add(&c->framed.records, s->ranges.nranged);
+}
+
+/*
+ * A batch that could read in place but cannot take its memory yet, and
+ * whose ranges io memory cannot hold either, with nothing in flight to
+ * free any: it waits for its batch memory like any batch (the io thread
+ * plans it as SLOT_MEMORY), and reads in place once it has it
+ * (ranges_read_granted_locked).  Failing it instead refused values of
+ * 0, 5 or 10 MB, batch 16, shuffle block, whose largest batch fit the
+ * default's cap: each batch's 100 MB of ranges found io memory half of
+ * the budget (budget sweep 242).
+ */
+static void defer_locked(struct slot *s)
+{
+	s->ranges.awaits_memory = 1;
+	s->ranges.in_place = 0;
+	s->ranges.nreads = 0;
+	s->ranges.nspans = 0;
+}
+
 /*
  * The slot's records are assigned (rec_entry RANGE_ENTRY for those read
  * by range, rec_block set): plan their reads into io memory and append
- * them to c->submit.  @return: 1 when planned (or none to read), 0 when
+ * them to c->submit.  @return: 1 when planned (or none to read, or to be
+ * read once the batch has its memory: s->ranges.awaits_memory), 0 when
  * the io memory is not free yet (the caller undoes its plan and waits),
  * -EAGAIN when nothing is in flight to free it (the caller compacts the
  * io memory and plans again), -ENOSPC when it never will be (the loader
@@ -419,6 +463,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 {
 	uint32_t npieces;
 	uint64_t len;
+	int in_place;
 
 	s->ranges.len = 0;
 	s->ranges.buf = NULL;
@@ -426,6 +471,7 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	s->ranges.failed = 0;
 	s->ranges.error = 0;
 	s->ranges.reads_pending = 0;
+	s->ranges.awaits_memory = 0;
 	if (s->ranges.nranged == 0)
 		return 1;
 	npieces = collect_pieces(c, s);
@@ -434,10 +480,9 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	/* framed: in place where each record's frames are its own, read
 	 * into io memory and decoded into its row */
 	s->ranges.frames_in_place = 0;
-	s->ranges.in_place = npieces &&
-			     (!c->ranges.framed ||
-			      pieces_own_frames(c, s, npieces)) &&
-			     in_place_take_locked(c, s);
+	in_place = npieces && c->ranges.in_place &&
+		   (!c->ranges.framed || pieces_own_frames(c, s, npieces));
+	s->ranges.in_place = in_place && in_place_take_locked(c, s);
 	if (s->ranges.in_place && c->ranges.framed) {
 		s->ranges.frames_in_place = 1;
 		rows_in_place(c, s);
@@ -470,6 +515,11 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		if (c->inflight == 0 && c->ahead.inflight == 0 &&
 		    !c->plan_compacted)
 			return -EAGAIN;
+		if (c->inflight == 0 && c->ahead.inflight == 0 && in_place &&
+		    !c->ranges.framed) {
+			defer_locked(s);
+			return 1;
+		}
 		if (c->inflight == 0 && c->ahead.inflight == 0) {
 			loader_fail_locked(c, -ENOSPC,
 				"batch %llu of epoch %llu: its %u records read by range take %llu bytes of io memory, more than the %llu bytes memory_bytes leaves beside the cached blocks it needs: raise memory_bytes (sluice --memory, Python memory_bytes=)",
@@ -490,24 +540,44 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		check_unread_locked(c, s);
 		return 1;
 	}
-	for (uint32_t k = 0; k < s->ranges.nreads; k++) {
-		struct range_read *rr = &s->ranges.reads[k];
-
-		rr->rd.buf = (s->ranges.in_place && !s->ranges.frames_in_place
-			      ? s->host : s->ranges.buf) + rr->buf_off;
-		rr->rd.user = NULL;
-		c->submit[(*nsubmit)++] = &rr->rd;
-	}
-	s->ranges.reads_pending = s->ranges.nreads;
-	s->pending++;            /* all of its ranges, as one */
-	atomic_fetch_add(&c->ranges.reads, s->ranges.nreads);
-	atomic_fetch_add(&c->ranges.records, s->ranges.nranged);
-	if (s->ranges.in_place)
-		atomic_fetch_add(&c->ranges.records_in_place,
-				 s->ranges.nranged);
-	if (s->ranges.frames_in_place)
-		atomic_fetch_add(&c->framed.records, s->ranges.nranged);
+	submit_reads_locked(c, s, nsubmit);
 	return 1;
+}
+
+/* A deferred batch (defer_locked) has its memory: its reads are for the
+ * io thread to submit (ranges_read_granted_locked). */
+void ranges_memory_granted_locked(struct loader_core *c, struct slot *s)
+{
+	s->state = SLOT_WAITING;
+	s->ranges.awaits_memory = 2;
+	c->ranges.granted++;
+	io_ring_wake(c->ring);
+}
+
+/* The io thread: the first deferred batch that has its memory now, its
+ * reads in place appended to c->submit.  @return: 1 when there was one
+ * (its reads go in one submission, as a planned batch's do), else 0. */
+int ranges_read_granted_locked(struct loader_core *c, unsigned *nsubmit)
+{
+	for (uint32_t k = 0; c->ranges.granted && k < c->fifo_len; k++) {
+		struct slot *s = c->slots[c->fifo[(c->fifo_head + k) %
+						  c->slots_cap]];
+		uint32_t npieces;
+
+		if (s->ranges.awaits_memory != 2)
+			continue;
+		s->ranges.awaits_memory = 0;
+		c->ranges.granted--;
+		npieces = collect_pieces(c, s);
+		qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
+		      by_file_offset);
+		s->ranges.in_place = 1;
+		build_reads_in_place(c, s, npieces);
+		memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
+		submit_reads_locked(c, s, nsubmit);
+		return 1;
+	}
+	return 0;
 }
 
 /* Give the slot's range memory back (its assembly is over, or it was

@@ -116,6 +116,10 @@ struct slot_ranges {
 				   was planned, and checked there by the
 				   worker that read it: rec_src and the
 				   reads' buf_off are offsets in host [mu] */
+	int awaits_memory;      /* in place, planned before its memory: 1
+				   waiting for it (SLOT_MEMORY), 2 granted,
+				   its reads for the io thread to submit
+				   (ranges.c's defer_locked) [mu] */
 	int frames_in_place;    /* in place, from framed blocks: the reads
 				   land in buf and each span decodes into
 				   its record's row (decoded_at, in host),
@@ -195,6 +199,7 @@ struct loader_ranges {
 				       which and why (ranges_whole_note) */
 	uint32_t max_reads;         /* batch_size * fields */
 	struct range_piece *pieces; /* the planner's scratch */
+	uint32_t granted;           /* slots whose awaits_memory is 2 [mu] */
 	_Atomic uint64_t reads, records;
 	_Atomic uint64_t records_in_place; /* of records: read straight
 					      into their batch */
@@ -240,6 +245,8 @@ void ranges_decode_part(struct loader_core *c, struct job j,
 			ZSTD_DCtx *dctx);
 uint64_t ranges_decode_read(struct loader_core *c, struct range_read *rr,
 			    ZSTD_DCtx *dctx);
+void ranges_memory_granted_locked(struct loader_core *c, struct slot *s);
+int ranges_read_granted_locked(struct loader_core *c, unsigned *nsubmit);
 void slot_ranges_release_locked(struct loader_core *c, struct slot *s);
 int range_record_check(struct loader_core *c, struct slot *s, uint32_t r);
 uint32_t slot_ranges_keep(const struct loader_core *c, struct slot *s,

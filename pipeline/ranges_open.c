@@ -465,9 +465,10 @@ struct ranges_odds {
  * more on both sides (range_room()), which counted here refused a
  * dataset that streams (2,000 values of 10 bytes, whose neighbours
  * share their pages, and 40 of 256 KiB, batch 512: odds of 0.24).
+ * Records read @in_place take no io memory: their ranges never count.
  * @return: 0 or -ENOMEM.
  */
-static int ranges_odds_open(struct loader_core *c)
+static int ranges_odds_open(struct loader_core *c, int in_place)
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t batch = batch_records_max(c);
@@ -516,7 +517,9 @@ static int ranges_odds_open(struct loader_core *c)
 				r = top_values_offer(&top_values, values, 1);
 		}
 	}
-	o->ranges_top = top_values_sum(&top_ranges);
+	/* read in place, a batch's ranges need no io memory: it waits for
+	 * its batch memory where they find none (ranges.c's defer_locked) */
+	o->ranges_top = in_place ? 0 : top_values_sum(&top_ranges);
 	o->values_top = top_values_sum(&top_values);
 	top_values_free(&top_ranges);
 	top_values_free(&top_values);
@@ -785,16 +788,20 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 		if (__builtin_add_overflow(batch_want, big, &batch_want))
 			batch_want = UINT64_MAX;
 	}
-	c->ranges.io_least = mul_sat(record_most, batch_records_max(c));
+	/* (none where the one field read is read in place: a batch that
+	 * finds no room for its ranges waits for its batch memory, ranges.c's
+	 * defer_locked) */
+	c->ranges.io_least = in_place ? 0
+			     : mul_sat(record_most, batch_records_max(c));
 	/* Under a full shuffle, io memory enough for a batch of many large
 	 * values: the odds of one whose ranges do not fit, with nothing else
 	 * in flight, below half of BATCH_ODDS_REFUSED (budget.c refuses at
 	 * open above it).  6,311 values, 32 of them up to 16 MiB, batch 256:
 	 * 96 MB at the mean sizes, odds up to 1.4e-5. */
-	r = ranges_odds_open(c);
+	r = ranges_odds_open(c, in_place);
 	if (r)
 		return r;
-	if (c->ranges.odds) {
+	if (c->ranges.odds && !in_place) {
 		uint64_t least = batch_odds_limit(&c->ranges.odds->ranges,
 						  batch_records_max(c),
 						  BATCH_ODDS_REFUSED / 2);
@@ -846,8 +853,9 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 					     c->ranges.stage_want + tail);
 	}
 	/* (a full shuffle's odds weigh io against batch memory: its least
-	 * is its want) */
-	if (c->ranges.io_least > c->ranges.io_want || c->ranges.odds)
+	 * is its want, unless read in place) */
+	if (c->ranges.io_least > c->ranges.io_want ||
+	    (c->ranges.odds && !in_place))
 		c->ranges.io_least = c->ranges.io_want;
 	c->ranges.pieces = malloc(c->ranges.max_reads *
 				  sizeof(*c->ranges.pieces));

@@ -2158,6 +2158,58 @@ static void check_window_in_place_scan(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Values read in place whose batches' ranges do not fit io memory: a
+ * batch that cannot take its memory yet waits for it and reads in place
+ * then, under every shuffle, with the consumer holding the previous
+ * batch too (over the budget then, said in the stats).  Values of 0, 1 or
+ * 2 x 640 KiB, batch 16, under a 24 MiB cap: the largest batch, 20 MB,
+ * fits it, and a batch of 13 MB failed at next() (budget sweep 242:
+ * values of 0, 5 or 10 MB, batch 16), or a full shuffle was refused at
+ * open for the odds that its ranges do not fit io memory. */
+static void check_in_place_waits_for_memory(const char *dir)
+{
+	uint64_t lens[150], x = 11;
+	sluice_dataset *ds = NULL;
+
+	for (uint32_t i = 0; i < 150; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		lens[i] = (x >> 33) % 3 * (640 << 10);
+	}
+	write_values(dir, lens, 150, 1 << 20);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_FULL;
+	     mode++) {
+		struct sluice_stats st = { .size = sizeof(st) };
+		sluice_loader *ld = NULL;
+		sluice_batch *prev = NULL, *b;
+		uint64_t got = 0;
+		char msg[512];
+		int r;
+
+		default_streams(ds, mode, 16, 24 * MIB, "in place, waits");
+		budget_test_default_cap = 24 * MIB;
+		r = open_loader(ds, mode, 16, 0, &ld, msg, sizeof(msg));
+		budget_test_default_cap = 0;
+		if (r)
+			T_FAIL_AT("shuffle %d: %s", mode, msg);
+		while ((r = sluice_loader_next(ld, &b)) == 0) {
+			got += sluice_batch_size(b);
+			if (prev)
+				sluice_batch_release(prev);
+			prev = b;
+		}
+		sluice_loader_error(ld, msg, sizeof(msg));
+		if (r != SLUICE_EOF)
+			T_FAIL_AT("shuffle %d, held: %s", mode, msg);
+		sluice_batch_release(prev);
+		T_EQ(got, 150);
+		T_OK(sluice_loader_stats(ld, &st));
+		T_LT(0, st.range_records_in_place);
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
 /* Window shuffle under the default's cap: a window whose blocks leave
  * too little beside them for one batch is halved, as one whose blocks
  * do not fit (it was refused: "leaves ... bytes for batches"). */
@@ -2404,6 +2456,8 @@ int main(void)
 	check_window_in_place_batch(path);
 	snprintf(path, sizeof(path), "%s/window_in_place_scan", dir);
 	check_window_in_place_scan(path);
+	snprintf(path, sizeof(path), "%s/in_place_waits", dir);
+	check_in_place_waits_for_memory(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
