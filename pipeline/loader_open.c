@@ -117,10 +117,14 @@ static int open_ring(struct loader_core *c, uint8_t *arena, size_t len,
 	struct io_ring_config rc = {
 		.queue_depth = c->cfg.queue_depth,
 		/* zstd_fetched: auto found every shard cached, and the
-		 * workers read only files opened buffered */
+		 * workers read only files opened buffered; so did
+		 * ranges.budget_in_place, whose reads in place need them
+		 * buffered (the arena made resident since may have pushed a
+		 * shard out of the page cache) */
 		.direct = c->cfg.direct_io == SLUICE_DIRECT_IO_ON ? 1
 			  : c->cfg.direct_io == SLUICE_DIRECT_IO_OFF ||
-			    c->zstd_fetched ? 0 : -1,
+			    c->zstd_fetched || c->ranges.budget_in_place
+			  ? 0 : -1,
 		.sqpoll = c->cfg.sqpoll,
 		.plain_reads = !!(sluice_loader_config_forced(&c->cfg) &
 				  SLUICE_FORCE_PLAIN_READS),

@@ -47,10 +47,6 @@
 
 #include "loader.h"
 
-/* Read the gap between two ranges rather than issue a second request:
- * on NVMe 16 KiB more of a read costs less than another command. */
-#define RANGE_GAP (16u << 10)
-
 int slot_ranges_init(struct loader_core *c, struct slot *s)
 {
 	uint32_t b = c->cfg.batch_size;
@@ -147,14 +143,15 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 
 /*
  * Coalesce the sorted pieces into reads (s->ranges.reads, buffer offsets from
- * 0) and point each record's fields at their bytes.  A framed block's
+ * 0), neighbours up to @gap apart, and point each record's fields at their
+ * bytes.  A framed block's
  * pieces whose frames overlap are one span, read by one read and decoded
  * once, after the reads' bytes; with @rows (frames_in_place), each span
  * is one record's, decoded into its row, where rec_src points already.
  * @return: the bytes the reads and the spans take in buf.
  */
 static uint64_t build_reads(struct loader_core *c, struct slot *s,
-			    uint32_t npieces, int rows)
+			    uint32_t npieces, int rows, uint64_t gap)
 {
 	uint64_t a = c->ring_info.alignment ? c->ring_info.alignment : 1;
 	uint64_t total = 0;
@@ -174,7 +171,7 @@ static uint64_t build_reads(struct loader_core *c, struct slot *s,
 
 		if (joins ||
 		    (cur && cur->rd.file == p->file &&
-		     start <= cur->rd.offset + cur->rd.length + RANGE_GAP &&
+		     start <= cur->rd.offset + cur->rd.length + gap &&
 		     end - cur->rd.offset <= c->ranges.read_max)) {
 			if (end > cur->rd.offset + cur->rd.length)
 				cur->rd.length = end - cur->rd.offset;
@@ -435,7 +432,9 @@ static void submit_reads_locked(struct loader_core *c, struct slot *s,
  * whose ranges io memory cannot hold either, with nothing in flight to
  * free any: it waits for its batch memory like any batch (the io thread
  * plans it as SLOT_MEMORY), and reads in place once it has it
- * (ranges_read_granted_locked).  Failing it instead refused values of
+ * (ranges_read_granted_locked).  Only a batch with no block to read
+ * whole (every block read by range), which nothing else completes, and
+ * whose memory the batch pool can hold.  Failing it instead refused values of
  * 0, 5 or 10 MB, batch 16, shuffle block, whose largest batch fit the
  * default's cap: each batch's 100 MB of ranges found io memory half of
  * the budget (budget sweep 242).
@@ -446,6 +445,79 @@ static void defer_locked(struct slot *s)
 	s->ranges.in_place = 0;
 	s->ranges.nreads = 0;
 	s->ranges.nspans = 0;
+}
+
+/* The io memory the slot's reads take, neighbours joined up to @gap
+ * apart, and its resident fields' for the device (copy_resident). */
+static uint64_t reads_len(struct loader_core *c, struct slot *s,
+			  uint32_t npieces, uint64_t gap)
+{
+	uint64_t len = build_reads(c, s, npieces, s->ranges.frames_in_place,
+				   gap);
+
+	if (c->ranges.device) {
+		s->ranges.resident_off = align_up(len, 8);
+		s->ranges.resident_len = resident_bytes(c, s);
+		len = s->ranges.resident_off + s->ranges.resident_len;
+	}
+	return len;
+}
+
+/*
+ * The slot's ranges (@len bytes) find no io memory.  @return: 0 (wait
+ * for the batches in flight), -EAGAIN (nothing in flight: compact the io
+ * memory and plan again), 1 (deferred: s->ranges.awaits_memory; or its
+ * reads, no longer joined over gaps, took io memory: *@len), -ENOSPC
+ * (the loader failed).
+ */
+static int no_io_locked(struct loader_core *c, struct slot *s,
+			uint32_t npieces, int in_place, uint64_t *len)
+{
+	/* the batch memory it took, back (nothing waits for it: it took
+	 * it only as every batch before it had theirs) */
+	batch_memory_free_locked(c, s);
+	if (c->inflight || c->ahead.inflight)
+		return 0;
+	/* the batch's own blocks, pinned before, may split the free
+	 * memory: the caller drops every cached block and plans it once
+	 * more (first fit: its blocks go first, the ranges after them) */
+	if (!c->plan_compacted)
+		return -EAGAIN;
+	if (in_place && !c->ranges.framed && s->nentries == 0 &&
+	    s->host_bytes <= c->batch_pool.size) {
+		defer_locked(s);
+		return 1;
+	}
+	/* Neighbours joined only where their reads touch: the reads then
+	 * take the ranges' own bytes, which the budget's odds count (joined
+	 * over 16 KiB gaps, a full shuffle's batch of 32 records of 8 KiB
+	 * took 438 KB, where 278 KB of io memory held their 262). */
+	if (!s->ranges.in_place) {
+		uint32_t joined = s->ranges.nreads;
+		uint64_t exact = reads_len(c, s, npieces, 0);
+
+		if (s->ranges.nreads > joined &&
+		    !cache_alloc_io(c, exact, &s->ranges.off)) {
+			*len = exact;
+			return 1;
+		}
+	}
+	if (in_place && s->host_bytes > c->batch_pool.size)
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu: its %u records take %llu bytes, more than the %llu bytes of batch memory memory_bytes allows (and their ranges more than its %llu bytes of io memory): raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			(unsigned long long)c->plan_batch,
+			(unsigned long long)c->plan_epoch, s->ranges.nranged,
+			(unsigned long long)s->host_bytes,
+			(unsigned long long)c->batch_pool.size,
+			(unsigned long long)c->io_bytes);
+	else
+		loader_fail_locked(c, -ENOSPC,
+			"batch %llu of epoch %llu: its %u records read by range take %llu bytes of io memory, more than the %llu bytes memory_bytes leaves beside the cached blocks it needs: raise memory_bytes (sluice --memory, Python memory_bytes=)",
+			(unsigned long long)c->plan_batch,
+			(unsigned long long)c->plan_epoch, s->ranges.nranged,
+			(unsigned long long)*len,
+			(unsigned long long)c->io_bytes);
+	return -ENOSPC;
 }
 
 /*
@@ -483,20 +555,14 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	in_place = npieces && c->ranges.in_place &&
 		   (!c->ranges.framed || pieces_own_frames(c, s, npieces));
 	s->ranges.in_place = in_place && in_place_take_locked(c, s);
-	if (s->ranges.in_place && c->ranges.framed) {
-		s->ranges.frames_in_place = 1;
-		rows_in_place(c, s);
-		len = build_reads(c, s, npieces, 1);
-	} else if (s->ranges.in_place) {
+	if (s->ranges.in_place && !c->ranges.framed) {
 		build_reads_in_place(c, s, npieces);
 		len = 0;        /* no io memory: every byte is in place */
 	} else {
-		len = build_reads(c, s, npieces, 0);
-	}
-	if (c->ranges.device) {
-		s->ranges.resident_off = align_up(len, 8);
-		s->ranges.resident_len = resident_bytes(c, s);
-		len = s->ranges.resident_off + s->ranges.resident_len;
+		s->ranges.frames_in_place = s->ranges.in_place;
+		if (s->ranges.frames_in_place)
+			rows_in_place(c, s);
+		len = reads_len(c, s, npieces, RANGE_GAP);
 	}
 	/* Every value empty, every other field kept since open: nothing
 	 * to read (nor to upload), and no completion to wait for. */
@@ -505,31 +571,10 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 		return 1;
 	}
 	if (len && cache_alloc_io(c, len, &s->ranges.off)) {
-		/* the batch memory it took, back (nothing waits for it: it
-		 * took it only as every batch before it had theirs) */
-		batch_memory_free_locked(c, s);
-		/* the batch's own blocks, pinned before, may split the free
-		 * memory: the caller drops every cached block and plans it
-		 * once more (first fit: its blocks go first, the ranges after
-		 * them) */
-		if (c->inflight == 0 && c->ahead.inflight == 0 &&
-		    !c->plan_compacted)
-			return -EAGAIN;
-		if (c->inflight == 0 && c->ahead.inflight == 0 && in_place &&
-		    !c->ranges.framed) {
-			defer_locked(s);
-			return 1;
-		}
-		if (c->inflight == 0 && c->ahead.inflight == 0) {
-			loader_fail_locked(c, -ENOSPC,
-				"batch %llu of epoch %llu: its %u records read by range take %llu bytes of io memory, more than the %llu bytes memory_bytes leaves beside the cached blocks it needs: raise memory_bytes (sluice --memory, Python memory_bytes=)",
-				(unsigned long long)c->plan_batch,
-				(unsigned long long)c->plan_epoch,
-				s->ranges.nranged, (unsigned long long)len,
-				(unsigned long long)c->io_bytes);
-			return -ENOSPC;
-		}
-		return 0;
+		int r = no_io_locked(c, s, npieces, in_place, &len);
+
+		if (r <= 0 || s->ranges.awaits_memory)
+			return r;
 	}
 	s->ranges.len = len;
 	s->ranges.buf = len ? c->arena + s->ranges.off : NULL;

@@ -793,6 +793,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	 * defer_locked) */
 	c->ranges.io_least = in_place ? 0
 			     : mul_sat(record_most, batch_records_max(c));
+	c->ranges.budget_in_place = in_place;
 	/* Under a full shuffle, io memory enough for a batch of many large
 	 * values: the odds of one whose ranges do not fit, with nothing else
 	 * in flight, below half of BATCH_ODDS_REFUSED (budget.c refuses at

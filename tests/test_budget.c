@@ -2210,6 +2210,78 @@ static void check_in_place_waits_for_memory(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* A full shuffle's ranges, not in place: every memory_bytes the loader
+ * takes streams every batch.  One batch at the largest values, the least
+ * io memory a short split keeps, counts the gap a read takes between
+ * two pieces it joins (16 KiB): 64 records of 8 KiB in 32 KiB blocks,
+ * batch 32, 928 KiB kept two batches' memory and left io 412 KiB, and
+ * batches whose joined reads took 456 failed at next(). */
+static void check_full_ranges_gap(const char *dir)
+{
+	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
+					8192);
+	struct sluice_writer_config wc;
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	uint8_t val[8192];
+	int taken = 0;
+
+	memset(val, 0x3c, sizeof(val));
+	sluice_writer_config_init(&wc);
+	wc.block_size = 32768;
+	wc.compression_level = 0;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < 64; i++) {
+		const void *v[1] = { val };
+		uint64_t len = sizeof(val);
+
+		T_OK(sluice_writer_add(w, v, &len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_dataset_open(dir, &ds));
+	T_OK(setenv("SLUICE_RANGES_IN_PLACE", "0", 1));
+	for (uint64_t m = 512 << 10; m <= 1536 << 10; m += 32 << 10) {
+		for (uint64_t seed = 1; seed <= 5; seed++) {
+			struct sluice_loader_config cfg;
+			sluice_loader *ld = NULL;
+			sluice_batch *b;
+			char msg[512];
+			int r;
+
+			sluice_loader_config_init(&cfg);
+			cfg.shuffle = SLUICE_SHUFFLE_FULL;
+			cfg.batch_size = 32;
+			cfg.seed = seed;
+			cfg.prefetch_depth = 4;
+			cfg.decode_threads = 2;
+			cfg.device = SLUICE_DEVICE_HOST;
+			cfg.memory_bytes = m;
+			cfg.range_reads = SLUICE_RANGE_READS_ON;
+			if (sluice_loader_open(ds, &cfg, &ld)) {
+				sluice_loader_close(ld);
+				break;
+			}
+			taken++;
+			for (int epoch = 0; epoch < 3; epoch++) {
+				while ((r = sluice_loader_next(ld, &b)) == 0)
+					sluice_batch_release(b);
+				if (r != SLUICE_EOF) {
+					sluice_loader_error(ld, msg,
+							    sizeof(msg));
+					T_FAIL_AT("memory_bytes %llu, seed %llu: %s",
+						  (unsigned long long)m,
+						  (unsigned long long)seed,
+						  msg);
+				}
+			}
+			sluice_loader_close(ld);
+		}
+	}
+	T_OK(unsetenv("SLUICE_RANGES_IN_PLACE"));
+	T_LT(0, taken);
+	sluice_dataset_close(ds);
+}
+
 /* Window shuffle under the default's cap: a window whose blocks leave
  * too little beside them for one batch is halved, as one whose blocks
  * do not fit (it was refused: "leaves ... bytes for batches"). */
@@ -2458,6 +2530,8 @@ int main(void)
 	check_window_in_place_scan(path);
 	snprintf(path, sizeof(path), "%s/in_place_waits", dir);
 	check_in_place_waits_for_memory(path);
+	snprintf(path, sizeof(path), "%s/full_ranges_gap", dir);
+	check_full_ranges_gap(path);
 	fx_rmrf(dir);
 	free(dir);
 	return 0;
