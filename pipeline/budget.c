@@ -438,8 +438,16 @@ static int budget_bytes(struct loader_core *c, uint64_t want, uint64_t cache,
 	uint64_t b;
 
 	if (c->cfg.memory_bytes) {
+		/* in whole pages, as split_short() gives the cache its io
+		 * memory (a cache_bytes of 471632 in memory_bytes of 474146,
+		 * beside 2 KiB of batch, was taken and got 466944) */
+		uint64_t pages = c->cfg.memory_bytes & ~(uint64_t)(IO_ALIGN - 1);
+
 		b = c->cfg.memory_bytes;
-		if (cache && add_sat(cache, batch_fixed) > b) {
+		if (cache && (batch_fixed > pages ||
+			      align_up(cache, IO_ALIGN) >
+				      ((pages - batch_fixed) &
+				       ~(uint64_t)(IO_ALIGN - 1)))) {
 			snprintf(err, errlen,
 				 "cache_bytes %llu does not fit in memory_bytes %llu beside one batch (%llu bytes): raise memory_bytes or lower cache_bytes",
 				 (unsigned long long)c->cfg.cache_bytes,

@@ -1036,6 +1036,65 @@ static void check_explicit_cache(const char *dir)
 	sluice_loader_error(ld, msg, sizeof(msg));
 	T_CONTAINS(msg, "cache_bytes 4194304 does not fit in memory_bytes");
 	sluice_loader_close(ld);
+
+	sluice_dataset_close(ds);
+}
+
+/* An explicit cache_bytes near the least memory_bytes that holds it
+ * beside a batch of less than a page: honoured or refused, never cut (a
+ * cache_bytes of 471632 in memory_bytes of 474146, beside 2 KiB of batch,
+ * was taken and got 466944 bytes of io memory: budget sweep 251). */
+static void check_explicit_cache_pages(const char *dir)
+{
+	struct sluice_field f = t_field("x", (DLDataType){ kDLUInt, 8, 1 },
+					12);
+	struct sluice_writer_config wc;
+	struct sluice_loader_config cfg;
+	struct sluice_stats st = { .size = sizeof(st) };
+	sluice_writer *w = NULL;
+	sluice_dataset *ds = NULL;
+	uint8_t val[12] = { 0 };
+	int taken = 0, refused = 0;
+
+	sluice_writer_config_init(&wc);
+	wc.block_size = 64 << 10;
+	wc.compression_level = 0;
+	T_OK(sluice_writer_open(dir, &f, 1, &wc, &w));
+	for (uint32_t i = 0; i < 20000; i++) {
+		const void *v[1] = { val };
+		uint64_t len = sizeof(val);
+
+		T_OK(sluice_writer_add(w, v, &len));
+	}
+	T_OK(sluice_writer_close(w, NULL));
+	T_OK(sluice_dataset_open(dir, &ds));
+	sluice_loader_config_init(&cfg);
+	cfg.device = SLUICE_DEVICE_HOST;
+	cfg.shuffle = SLUICE_SHUFFLE_WINDOW;
+	cfg.batch_size = 100;
+	cfg.cache_bytes = 150000;
+	for (uint64_t m = 150000; m <= 165000; m += 97) {
+		sluice_loader *ld = NULL;
+		char msg[512];
+
+		cfg.memory_bytes = m;
+		if (sluice_loader_open(ds, &cfg, &ld)) {
+			sluice_loader_error(ld, msg, sizeof(msg));
+			T_CONTAINS(msg, "does not fit in memory_bytes");
+			refused++;
+		} else {
+			T_OK(sluice_loader_stats(ld, &st));
+			if (st.io_memory_bytes < cfg.cache_bytes)
+				T_FAIL_AT("memory_bytes %llu: cache_bytes %llu cut to %llu of io memory",
+					  (unsigned long long)m,
+					  (unsigned long long)cfg.cache_bytes,
+					  (unsigned long long)st.io_memory_bytes);
+			taken++;
+		}
+		sluice_loader_close(ld);
+	}
+	T_LT(0, taken);
+	T_LT(0, refused);
 	sluice_dataset_close(ds);
 }
 
@@ -2473,6 +2532,8 @@ int main(void)
 	check_explicit_monotone(path);
 	snprintf(path, sizeof(path), "%s/cached", dir);
 	check_explicit_cache(path);
+	snprintf(path, sizeof(path), "%s/cached_pages", dir);
+	check_explicit_cache_pages(path);
 	snprintf(path, sizeof(path), "%s/memory", dir);
 	check_memory_caches(path);
 	snprintf(path, sizeof(path), "%s/zstd_cached", dir);
