@@ -441,7 +441,8 @@ static int budget_bytes(struct loader_core *c, uint64_t want, uint64_t cache,
 		/* in whole pages, as split_short() gives the cache its io
 		 * memory (a cache_bytes of 471632 in memory_bytes of 474146,
 		 * beside 2 KiB of batch, was taken and got 466944) */
-		uint64_t pages = c->cfg.memory_bytes & ~(uint64_t)(IO_ALIGN - 1);
+		uint64_t pages = c->cfg.memory_bytes &
+				 ~(uint64_t)(IO_ALIGN - 1);
 
 		b = c->cfg.memory_bytes;
 		if (cache && (batch_fixed > pages ||

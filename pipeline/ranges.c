@@ -35,10 +35,12 @@
  * Memory: the io piece is the batch's io memory from planning until its
  * assembly ends (or until it is dropped), taken like a block's (evicting
  * unpinned cached blocks), so the budget holds: a batch whose ranges do
- * not fit waits for the batches in flight; one that reads in place, with
- * nothing in flight, waits for its batch memory instead (defer_locked).  The record checksums are
- * loaded at open, 8 bytes per record, at most SLUICE_RANGE_SUMS_MAX in all;
- * shards past that (and v1/v2 shards) are read by block while verify is on.
+ * not fit waits for the batches in flight; with nothing in flight, one
+ * that reads in place waits for its batch memory instead (defer_locked),
+ * and another's reads are joined only where they touch (no_io_locked).
+ * The record checksums are loaded at open, 8 bytes per record, at most
+ * SLUICE_RANGE_SUMS_MAX in all; shards past that (and v1/v2 shards) are
+ * read by block while verify is on.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -433,11 +435,11 @@ static void submit_reads_locked(struct loader_core *c, struct slot *s,
  * free any: it waits for its batch memory like any batch (the io thread
  * plans it as SLOT_MEMORY), and reads in place once it has it
  * (ranges_read_granted_locked).  Only a batch with no block to read
- * whole (every block read by range), which nothing else completes, and
- * whose memory the batch pool can hold.  Failing it instead refused values of
- * 0, 5 or 10 MB, batch 16, shuffle block, whose largest batch fit the
- * default's cap: each batch's 100 MB of ranges found io memory half of
- * the budget (budget sweep 242).
+ * whole, whose grant then nothing else can race, and whose memory the
+ * batch pool can hold.  Failing it instead refused values of 0, 5 or 10
+ * MB, batch 16, shuffle block, whose largest batch fit the default's
+ * cap: each batch's 100 MB of ranges found io memory half of the budget
+ * (budget sweep 242).
  */
 static void defer_locked(struct slot *s)
 {
