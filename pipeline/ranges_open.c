@@ -665,6 +665,7 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 {
 	const struct shard_schema *sc = &c->ds->schema;
 	uint64_t frame_raw, stored_permille, batch_want, record_most = 0;
+	uint64_t value_most = 0;
 	int want, any = 0, r, in_place = 0;
 	uint64_t in_flight = c->cfg.prefetch_depth;
 
@@ -779,6 +780,8 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 				sc->fields[f].variable ? big
 				: sc->fields[f].record_bytes,
 				frame_raw, stored_permille));
+		if (big > value_most)
+			value_most = big;
 		/* framed: what its frames decode to, and the frames */
 		if (c->ranges.framed && big)
 			big += big * stored_permille / 1000 + frame_raw;
@@ -821,8 +824,13 @@ int ranges_open(struct loader_core *c, uint64_t batch_fixed, char *err,
 	 * which stream (test_budget check_capped_ranges).  Not where read in
 	 * place, whose ranges take batch memory only (a full shuffle of 16
 	 * KiB records, batch 256, memory_bytes 12M: 0.20 GB/s reading a
-	 * block a record). */
-	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO && !in_place &&
+	 * block a record), as long as the budget holds a batch of the largest
+	 * values (3 values of up to 22.6 MB under a 49 MB cap failed at
+	 * next(), where blocks by chunks were refused at open). */
+	if (c->cfg.range_reads == SLUICE_RANGE_READS_AUTO &&
+	    !(in_place && add_sat(batch_fixed,
+				  mul_sat(value_most, batch_records_max(c))) <=
+			  budget_cap(c)) &&
 	    (batch_want > UINT64_MAX / 4 ||
 	     2 * batch_want > budget_cap(c) ||
 	     batch_fixed > budget_cap(c) - 2 * batch_want)) {

@@ -2372,6 +2372,50 @@ static void check_in_place_tight(const char *dir)
 	sluice_dataset_close(ds);
 }
 
+/* Values read in place whose largest batch does not fit the cap: refused
+ * at open, as before they were read in place (budget sweep 277: values
+ * of 0, 11.3 or 22.6 MB, batch 3, under a 49 MB cap, shuffle none: batch
+ * 1 failed at next(); here an eighth of each). */
+static void check_in_place_refused_at_open(const char *dir)
+{
+	uint64_t lens[43], x = 3;
+	sluice_dataset *ds = NULL;
+
+	for (uint32_t i = 0; i < 43; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		lens[i] = (x >> 33) % 3 * 1413960;
+	}
+	write_values(dir, lens, 43, 383227);
+	T_OK(sluice_dataset_open(dir, &ds));
+	for (int mode = SLUICE_SHUFFLE_NONE; mode <= SLUICE_SHUFFLE_BLOCK;
+	     mode++) {
+		sluice_loader *ld = NULL;
+		char msg[512];
+		int r;
+
+		budget_test_default_cap = 6170000;
+		r = open_loader(ds, mode, 3, 0, &ld, msg, sizeof(msg));
+		budget_test_default_cap = 0;
+		if (!r) {
+			uint64_t got = 0;
+			sluice_batch *b;
+
+			while ((r = sluice_loader_next(ld, &b)) == 0) {
+				got += sluice_batch_size(b);
+				sluice_batch_release(b);
+			}
+			sluice_loader_error(ld, msg, sizeof(msg));
+			if (r != SLUICE_EOF)
+				T_FAIL_AT("shuffle %d: taken at open, failed at next() after %llu records: %s",
+					  mode, (unsigned long long)got, msg);
+		} else {
+			T_CONTAINS(msg, "raise memory_bytes");
+		}
+		sluice_loader_close(ld);
+	}
+	sluice_dataset_close(ds);
+}
+
 /* Window shuffle under the default's cap: a window whose blocks leave
  * too little beside them for one batch is halved, as one whose blocks
  * do not fit (it was refused: "leaves ... bytes for batches"). */
@@ -2624,6 +2668,8 @@ int main(void)
 	check_in_place_waits_for_memory(path);
 	snprintf(path, sizeof(path), "%s/in_place_tight", dir);
 	check_in_place_tight(path);
+	snprintf(path, sizeof(path), "%s/in_place_refused", dir);
+	check_in_place_refused_at_open(path);
 	snprintf(path, sizeof(path), "%s/full_ranges_gap", dir);
 	check_full_ranges_gap(path);
 	fx_rmrf(dir);
