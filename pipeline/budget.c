@@ -431,6 +431,14 @@ static uint64_t io_want_bytes(const struct loader_core *c,
  * default_budget() unless cache_bytes was asked for (c->budget_wanted
  * says what the cap cut, for loader_stats.c's "memory binds").
  */
+/* The io memory an explicit cache_bytes can have of @budget (whole pages)
+ * beside one batch's fixed bytes: whole pages too. */
+static uint64_t cache_room(uint64_t budget, uint64_t batch_fixed)
+{
+	return budget > batch_fixed
+		? (budget - batch_fixed) & ~(uint64_t)(IO_ALIGN - 1) : 0;
+}
+
 static int budget_bytes(struct loader_core *c, uint64_t want, uint64_t cache,
 			uint64_t batch_fixed, uint64_t *budget, char *err,
 			size_t errlen)
@@ -445,10 +453,8 @@ static int budget_bytes(struct loader_core *c, uint64_t want, uint64_t cache,
 				 ~(uint64_t)(IO_ALIGN - 1);
 
 		b = c->cfg.memory_bytes;
-		if (cache && (batch_fixed > pages ||
-			      align_up(cache, IO_ALIGN) >
-				      ((pages - batch_fixed) &
-				       ~(uint64_t)(IO_ALIGN - 1)))) {
+		if (cache &&
+		    align_up(cache, IO_ALIGN) > cache_room(pages, batch_fixed)) {
 			snprintf(err, errlen,
 				 "cache_bytes %llu does not fit in memory_bytes %llu beside one batch (%llu bytes): raise memory_bytes or lower cache_bytes",
 				 (unsigned long long)c->cfg.cache_bytes,
@@ -517,16 +523,16 @@ static void split_surplus(struct loader_core *c, const struct block_sizes *z,
 static uint64_t io_min_bytes(const struct loader_core *c,
 			     const struct block_sizes *z)
 {
-	uint64_t blocks = c->chunks.chunked ? z->io_max : z->io_top_need;
+	uint64_t blocks = c->ranges.all ? 0
+			  : c->chunks.chunked ? z->io_max : z->io_top_need;
+	uint64_t least = add_sat(blocks, c->ranges.io_least);
 
-	/* every block read by range: the largest block's room, which
-	 * refuse_split() asks of every budget, or the ranges', where they
-	 * take more (none where read in place) */
-	if (c->ranges.all)
-		return align_up(c->ranges.io_least > z->io_max
-					? c->ranges.io_least : z->io_max,
-				IO_ALIGN);
-	return align_up(add_sat(blocks, c->ranges.io_least), IO_ALIGN);
+	/* every block read by range: still the largest block's room, which
+	 * refuse_split() asks of every budget (and the ranges' none where
+	 * they are read in place) */
+	if (c->ranges.all && least < z->io_max)
+		least = z->io_max;
+	return align_up(least, IO_ALIGN);
 }
 
 /* The batch memory refuse_split() asks for at least: the largest batch,
@@ -612,8 +618,7 @@ static void split_short(struct loader_core *c, const struct block_sizes *z,
 	    budget - least >= batches_least_bytes(c, z, batch_fixed))
 		c->io_bytes = least;
 	if (c->cfg.memory_bytes && cache && c->io_bytes < cache) {
-		uint64_t most = (budget - batch_fixed) &
-				~(uint64_t)(IO_ALIGN - 1);
+		uint64_t most = cache_room(budget, batch_fixed);
 		uint64_t want = align_up(cache, IO_ALIGN);
 
 		c->io_bytes = want < most ? want : most;

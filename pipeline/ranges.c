@@ -93,7 +93,8 @@ static int by_file_offset(const void *pa, const void *pb)
 	return a->slot_index < b->slot_index ? -1 : 1;
 }
 
-/* The pieces of the slot's range records (rec_entry RANGE_ENTRY). */
+/* The pieces of the slot's range records (rec_entry RANGE_ENTRY), in
+ * c->ranges.pieces sorted by file and offset. */
 static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 {
 	const struct shard_schema *sc = &c->ds->schema;
@@ -140,6 +141,7 @@ static uint32_t collect_pieces(struct loader_core *c, struct slot *s)
 			n++;
 		}
 	}
+	qsort(c->ranges.pieces, n, sizeof(*c->ranges.pieces), by_file_offset);
 	return n;
 }
 
@@ -549,8 +551,6 @@ int ranges_plan_locked(struct loader_core *c, struct slot *s,
 	if (s->ranges.nranged == 0)
 		return 1;
 	npieces = collect_pieces(c, s);
-	qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
-	      by_file_offset);
 	/* framed: in place where each record's frames are its own, read
 	 * into io memory and decoded into its row */
 	s->ranges.frames_in_place = 0;
@@ -616,8 +616,6 @@ int ranges_read_granted_locked(struct loader_core *c, unsigned *nsubmit)
 		s->ranges.awaits_memory = 0;
 		c->ranges.granted--;
 		npieces = collect_pieces(c, s);
-		qsort(c->ranges.pieces, npieces, sizeof(*c->ranges.pieces),
-		      by_file_offset);
 		s->ranges.in_place = 1;
 		build_reads_in_place(c, s, npieces);
 		memset(s->ranges.rec_bad, 0, c->cfg.batch_size);
